@@ -1,0 +1,67 @@
+"""`ccda`: one command per stage, plus `run`, `config`, `report` and `pipeline`.
+
+Commands live in :mod:`context_cda.commands`, one module per stage, each with a ``register(app)`` function; this
+module only collects them. Command modules import heavy libraries (torch, transformers, kfp) inside their function
+bodies, so ``ccda --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+
+from .errors import CCDAError
+
+app = typer.Typer(
+    name="ccda",
+    help="Context-CDA: debias language models with context-augmented counterfactual data.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register_commands() -> None:
+    from . import commands
+
+    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if mod.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{commands.__name__}.{mod.name}")
+        module.register(app)
+
+
+_register_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI; user errors print one message and exit 2, never a traceback."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except CCDAError as e:
+        from .commands._common import console_err
+
+        console_err().print(f"[bold red]error:[/] {e}", highlight=False)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except typer.Exit as e:
+        return e.exit_code
+    except Exception as e:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return e.exit_code
+        if isinstance(e, click.exceptions.Abort):
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Options and helpers shared by the stage commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..config import Config, load_config
+
+ProfileOpt = Annotated[
+    str | None, typer.Option("--profile", "-p", help="Run profile: configs/<profile>.yaml (demo, paper, tiny).")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override any config value: --set section.key=value (repeatable)."),
+]
+RunDirOpt = Annotated[
+    Path | None, typer.Option("--run-dir", help="Run folder (default: run.run_dir from the config).")
+]
+ParamsOpt = Annotated[
+    Path | None, typer.Option("--params", help="params.yaml to read (default: nearest one, or $CCDA_PARAMS).")
+]
+
+
+def resolve_config(
+    profile: str | None,
+    sets: list[str] | None,
+    run_dir: Path | None = None,
+    params: Path | None = None,
+    **section_flags: dict[str, Any],
+) -> Config:
+    """Load the config; explicit stage flags (non-None values) override --set, which overrides files."""
+    from ..config import parse_overrides
+
+    overrides = parse_overrides(sets)
+    for section, values in section_flags.items():
+        for key, value in values.items():
+            if value is not None:
+                overrides.setdefault(section, {})[key] = value
+    if run_dir is not None:
+        overrides.setdefault("run", {})["run_dir"] = str(run_dir)
+    return load_config(profile, overrides, params_file=params)
+
+
+def console():
+    from rich.console import Console
+
+    return Console()
+
+
+def console_err():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def print_summary(title: str, summary: dict[str, Any]) -> None:
+    """Print a stage summary as a two-column table; nested mappings become 'key.sub' rows."""
+    from rich.table import Table
+
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+
+    def add(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                add(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(value, list | tuple):
+            table.add_row(prefix, ", ".join(map(str, value)))
+        elif isinstance(value, float):
+            table.add_row(prefix, f"{value:.4g}")
+        else:
+            table.add_row(prefix, str(value))
+
+    add("", summary)
+    console().print(table)

