@@ -42,9 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, standalone_mode=False)
     except CCDAError as e:
-        from .commands._common import console_err
-
-        console_err().print(f"[bold red]error:[/] {e}", highlight=False)
+        typer.echo(f"error: {e}", err=True)
         return e.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

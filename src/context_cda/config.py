@@ -84,6 +84,10 @@ class IngestConfig(Section):
     path: str | None = Field(
         None, description="Local file or folder (.txt/.jsonl/.csv/.parquet, optionally .gz) instead of a download."
     )
+    mirror_dirs: list[str] = Field(
+        default_factory=list,
+        description="Local folders to look in for a named corpus (checksum-verified) before downloading it.",
+    )
     text_column: str = Field("text", description="Column holding the text in .jsonl/.csv/.parquet inputs.")
     encoding: str = Field("utf-8", description="Text encoding of .txt/.csv/.jsonl inputs.")
     encoding_errors: Literal["strict", "replace"] = Field(
@@ -145,7 +149,11 @@ class SamplingConfig(Section):
     top_p: float = Field(0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     max_tokens: int = Field(96, ge=1, description="Most new tokens per completion.")
     seed: int | None = Field(0, description="Sampling seed (null: unseeded).")
-    stop: list[str] = Field(default_factory=lambda: ["\n\n"], description="Stop strings.")
+    stop: list[str] = Field(
+        default_factory=lambda: ["\n\n"],
+        description="Stop strings. A stop string that is one special token of the model (Llama-3's <|eot_id|>) "
+        "is also passed to the engine as a stop token id.",
+    )
 
 
 class OpenAIServerConfig(Section):
@@ -169,6 +177,16 @@ class AugmentConfig(Section):
     min_length_ratio: float = Field(0.8, gt=0, description="Reject outputs shorter than this x input length.")
     max_length_ratio: float = Field(4.0, gt=0, description="Reject outputs longer than this x input length.")
     limit: int | None = Field(None, ge=1, description="Augment only the first N counterfactuals (null: all).")
+    cache_dir: str | None = Field(
+        None,
+        description="Content-addressed generation cache (model, prompt, sampling params, input -> outputs); "
+        "null: <run_dir>/augment/cache. Point several runs at one folder to share generations.",
+    )
+    engine_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="vllm backend: keyword arguments for vllm.LLM (max_model_len, gpu_memory_utilization, "
+        "tensor_parallel_size, ...).",
+    )
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Sampling parameters.")
     openai: OpenAIServerConfig = Field(default_factory=OpenAIServerConfig, description="openai backend settings.")
 
@@ -202,6 +220,13 @@ class EntropyConfig(Section):
         True, description="Use length-normalised log-likelihoods for cluster probabilities (both are stored)."
     )
     batch_size: int = Field(16, ge=1, description="Batch size for the scorer and the judge.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus mass for the M rephrasings (1: plain sampling).")
+    min_samples: int = Field(
+        2, ge=1, description="Items with fewer non-empty rephrasings are rejected (reason: too-few-samples)."
+    )
+    shard_size: int = Field(
+        32, ge=1, description="Items per checkpoint shard (the resume granularity of long runs)."
+    )
     limit: int | None = Field(None, ge=1, description="Score only the first N items (null: all).")
 
 

@@ -39,11 +39,7 @@ REJECTED = "rejected.parquet"
 
 def stable_id(*parts: object) -> str:
     """A 16-hex-digit id that depends only on ``parts`` (joined with a separator that cannot occur in text)."""
-    h = xxhash.xxh3_128()
-    for p in parts:
-        h.update(str(p).encode("utf-8"))
-        h.update(b"\x1f")
-    return h.hexdigest()[:16]
+    return xxhash.xxh3_128_hexdigest("\x1f".join(map(str, parts)).encode("utf-8"))[:16]
 
 
 def file_sha256(path: Path | str, chunk: int = 1 << 20) -> str:

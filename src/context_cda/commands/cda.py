@@ -1,0 +1,47 @@
+"""`ccda cda`: gendered sentences -> counterfactuals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, print_summary, resolve_config
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("cda")
+    def cda(
+        profile: ProfileOpt = None,
+        sets: SetOpt = None,
+        run_dir: RunDirOpt = None,
+        params: ParamsOpt = None,
+        mode: Annotated[str | None, typer.Option(help="two-sided | one-sided | cds.")] = None,
+        swap_names: Annotated[bool | None, typer.Option("--swap-names/--no-swap-names", help="Swap first names.")] = None,
+        names_path: Annotated[Path | None, typer.Option(help="JSON list of [name, name] pairs.")] = None,
+        lexicon: Annotated[str | None, typer.Option(help="default | zhao2018 | bias-bench | lu2018 | winobias | FILE.")] = None,
+        lexicon_path: Annotated[Path | None, typer.Option(help="File/folder for a published lexicon.")] = None,
+        input: Annotated[Path | None, typer.Option("--input", help="sentences.parquet (default: <run_dir>/ingest).")] = None,
+        out: Annotated[Path | None, typer.Option(help="Output folder (default: <run_dir>/cda).")] = None,
+    ) -> None:
+        """Swap gendered words (case, possessives and her/his roles kept) in every ingested sentence."""
+        from ..cda import load_lexicon
+        from ..cda.stage import run_cda
+        from ._common import console
+
+        cfg = resolve_config(
+            profile, sets, run_dir, params,
+            cda={"mode": mode, "swap_names": swap_names, "names_path": str(names_path) if names_path else None},
+            lexicon={"source": lexicon, "path": str(lexicon_path) if lexicon_path else None},
+        )
+        lex = load_lexicon(cfg.lexicon)
+        if lex.issues and cfg.lexicon.on_conflict == "report":
+            c = console()
+            c.print(f"[yellow]lexicon {lex.source}: {len(lex.issues)} conflict(s), first mapping kept:[/]")
+            for issue in lex.issues[:20]:
+                c.print(f"  {issue}", highlight=False)
+            if len(lex.issues) > 20:
+                c.print(f"  ... and {len(lex.issues) - 20} more")
+        summary = run_cda(cfg, {"sentences": input} if input else {}, out)
+        print_summary("cda", summary)

@@ -1,0 +1,420 @@
+"""Ingest: read a corpus, normalise, split into sentences, keep the gendered ones, deduplicate, sample.
+
+Inputs: ``.txt`` (one sentence or paragraph per line), ``.jsonl``, ``.csv``, ``.parquet``, each optionally
+``.gz``; or a folder of such files. Known corpora are downloaded once into the data cache (URL, checksum), or
+read from a local copy with ``--path``.
+
+Nothing is dropped silently: every line or sentence that does not make it into ``sentences.parquet`` is in
+``rejected.parquet`` with a reason (``line-too-long``, ``invalid-json``, ``missing-text``, ``too-short``,
+``too-long``, ``no-gender-term``, ``duplicate``, ``not-sampled``), and the summary counts them.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import random
+import re
+import unicodedata
+import zipfile
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import schemas as S
+from .config import Config
+from .errors import InputError
+from .io import StageRecorder, atomic_path, file_sha256, stable_id, write_rejected, write_table
+
+SUPPORTED = (".txt", ".jsonl", ".csv", ".parquet")
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    name: str
+    url: str
+    filename: str  # file name in the cache
+    sha256: str | None  # pinned checksum; None: pinned on first download (trust on first use)
+    member: str | None = None  # file inside a .zip download
+    description: str = ""
+    aliases: tuple[str, ...] = ()  # other names the file goes by in local mirrors
+
+
+CORPORA: dict[str, CorpusSpec] = {
+    "news-commentary-v15": CorpusSpec(
+        name="news-commentary-v15",
+        url="https://data.statmt.org/news-commentary/v15/training-monolingual/news-commentary-v15.en.gz",
+        filename="news-commentary-v15.en.gz",
+        sha256=None,
+        description="News Commentary v15, English monolingual (WMT): the paper's debiasing corpus.",
+    ),
+    "wikitext-2-test": CorpusSpec(
+        name="wikitext-2-test",
+        url="https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-2-raw-v1.zip",
+        filename="wikitext-2-raw-wiki.test.raw",
+        member="wikitext-2-raw/wiki.test.raw",
+        sha256="4f3e427e4aff23acff917a8a51aeae21bf12832256e26914c8fc250dcef4103c",
+        aliases=("wiki.test.raw", "wikitext-2-raw_wiki.test.raw"),
+        description="WikiText-2 (raw) test split: a small offline-friendly corpus for demos and tests.",
+    ),
+}
+
+
+# ------------------------------------------------------------------------------------------------ locating input
+
+
+def data_cache_dir(cfg: Config) -> Path:
+    return Path(os.environ.get("CCDA_DATA_CACHE") or cfg.run.data_cache).expanduser()
+
+
+def corpus_files(cfg: Config, path: Path | str | None = None) -> list[Path]:
+    """The files to read: ``path`` / ``ingest.path`` if given, else the named corpus from the cache."""
+    p = path or cfg.ingest.path
+    if p:
+        p = Path(p).expanduser()
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("*") if f.is_file() and _kind(f) in SUPPORTED)
+            if not files:
+                raise InputError(f"{p}: folder holds no {', '.join(SUPPORTED)} files (optionally .gz).")
+            return files
+        if not p.is_file():
+            raise InputError(f"{p}: no such file. Check --path (or ingest.path in the config).")
+        return [p]
+    name = cfg.ingest.corpus
+    if name == "path":
+        raise InputError("ingest.corpus is 'path' but no --path was given.")
+    return [fetch_corpus(name, data_cache_dir(cfg), [Path(d).expanduser() for d in cfg.ingest.mirror_dirs])]
+
+
+def fetch_corpus(name: str, cache: Path, mirrors: list[Path] | None = None) -> Path:
+    """Return the cached copy of a known corpus: from the cache, else from a local mirror folder (checksum
+    verified), else downloaded once (atomic, checksummed)."""
+    spec = CORPORA.get(name)
+    if spec is None:
+        raise InputError(f"Unknown corpus {name!r}. Known: {', '.join(CORPORA)}; or pass --path FILE.")
+    dest = cache / spec.filename
+    pin = cache / f"{spec.filename}.sha256"
+    if dest.is_file():
+        _verify(dest, spec.sha256 or (pin.read_text().strip() if pin.is_file() else None))
+        return dest
+    cache.mkdir(parents=True, exist_ok=True)
+    for folder in mirrors or []:
+        for fname in (spec.filename, *spec.aliases):
+            cand = folder / fname
+            if cand.is_file():
+                _verify(cand, spec.sha256)
+                with atomic_path(dest) as tmp:
+                    tmp.write_bytes(cand.read_bytes())
+                return dest
+    download = cache / (Path(spec.url).name if spec.member else spec.filename)
+    _download(spec.url, download)
+    if spec.member:
+        with zipfile.ZipFile(download) as zf, atomic_path(dest) as tmp:
+            tmp.write_bytes(zf.read(spec.member))
+        download.unlink()
+    digest = _verify(dest, spec.sha256)
+    if spec.sha256 is None:
+        pin.write_text(digest + "\n")
+    return dest
+
+
+def _verify(path: Path, expected: str | None) -> str:
+    digest = file_sha256(path)
+    if expected and digest != expected:
+        raise InputError(
+            f"{path}: checksum mismatch (sha256 {digest}, expected {expected}). Delete the file to download it "
+            "again, or pass --path to a copy you trust."
+        )
+    return digest
+
+
+def _download(url: str, dest: Path) -> None:
+    import httpx
+    from tqdm import tqdm
+
+    try:
+        with httpx.stream("GET", url, follow_redirects=True, timeout=60) as r:
+            r.raise_for_status()
+            total = int(r.headers.get("content-length", 0)) or None
+            with atomic_path(dest) as tmp, open(tmp, "wb") as f, tqdm(
+                total=total, unit="B", unit_scale=True, desc=f"download {dest.name}"
+            ) as bar:
+                for chunk in r.iter_bytes(1 << 20):
+                    f.write(chunk)
+                    bar.update(len(chunk))
+    except httpx.HTTPError as e:
+        raise InputError(
+            f"Could not download {url}: {e}. Without network access, download it elsewhere and pass --path FILE."
+        ) from e
+
+
+# ------------------------------------------------------------------------------------------------ reading
+
+
+def _kind(path: Path) -> str:
+    suffixes = path.suffixes
+    if suffixes and suffixes[-1] == ".gz":
+        return suffixes[-2] if len(suffixes) > 1 else ".txt"
+    return path.suffix or ".txt"
+
+
+@dataclass
+class RawLine:
+    text: str | None
+    source: str
+    line: int
+    problem: str | None = None  # a reason when the line itself is rejected
+
+
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _decode(raw: bytes, path: Path, line: int, encoding: str, errors: str) -> tuple[str, bool]:
+    try:
+        return raw.decode(encoding), False
+    except UnicodeDecodeError as e:
+        if errors == "replace":
+            return raw.decode(encoding, errors="replace"), True
+        raise InputError(
+            f"{path}:{line}: bytes that are not valid {encoding} at byte {e.start} of the line. Pass "
+            "--encoding-errors replace to substitute U+FFFD and go on, or --encoding with the file's encoding."
+        ) from None
+
+
+def read_lines(path: Path, cfg: Config, stats: Counter) -> Iterator[RawLine]:
+    """Yield the texts of one file with their line/row numbers (1-based)."""
+    ic = cfg.ingest
+    kind = _kind(path)
+    src = path.name
+    if kind == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(path)
+        except Exception as e:  # noqa: BLE001 - pyarrow raises several types
+            raise InputError(f"{path}: not a readable Parquet file ({e}).") from e
+        if ic.text_column not in table.column_names:
+            raise InputError(
+                f"{path}: no column {ic.text_column!r}; columns are {', '.join(table.column_names)}. "
+                "Pass --text-column NAME."
+            )
+        for i, value in enumerate(table.column(ic.text_column).to_pylist(), start=1):
+            yield _checked(value, src, i, ic.max_line_chars)
+        return
+    if kind == ".csv":
+        yield from _read_csv(path, cfg, stats)
+        return
+    with _open_binary(path) as f:
+        for i, raw in enumerate(f, start=1):
+            if len(raw) > ic.max_line_chars * 4:  # cheap pre-check before decoding a huge line
+                yield RawLine(raw[:200].decode(ic.encoding, "replace"), src, i, "line-too-long")
+                continue
+            text, replaced = _decode(raw.rstrip(b"\r\n"), path, i, ic.encoding, ic.encoding_errors)
+            if replaced:
+                stats["lines_with_replaced_bytes"] += 1
+            if kind == ".jsonl":
+                if not text.strip():
+                    continue
+                try:
+                    obj = json.loads(text)
+                except json.JSONDecodeError as e:
+                    yield RawLine(text[:200], src, i, f"invalid-json: {e.msg}")
+                    continue
+                if not isinstance(obj, dict) or ic.text_column not in obj:
+                    yield RawLine(text[:200], src, i, f"missing-text: no key {ic.text_column!r}")
+                    continue
+                yield _checked(obj[ic.text_column], src, i, ic.max_line_chars)
+            else:
+                yield _checked(text, src, i, ic.max_line_chars)
+
+
+def _checked(value: Any, src: str, line: int, max_chars: int) -> RawLine:
+    if value is None or (isinstance(value, float) and value != value):
+        return RawLine(None, src, line, "missing-text: empty value")
+    text = str(value)
+    if len(text) > max_chars:
+        return RawLine(text[:200], src, line, "line-too-long")
+    return RawLine(text, src, line)
+
+
+def _read_csv(path: Path, cfg: Config, stats: Counter) -> Iterator[RawLine]:
+    ic = cfg.ingest
+    csv.field_size_limit(max(ic.max_line_chars * 4, 131072))
+    with _open_binary(path) as fb:
+        data = fb.read()
+    text, replaced = _decode_all(data, path, ic.encoding, ic.encoding_errors)
+    if replaced:
+        stats["lines_with_replaced_bytes"] += replaced
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    if reader.fieldnames is None:
+        raise InputError(f"{path}: empty CSV file (no header row).")
+    if ic.text_column not in reader.fieldnames:
+        raise InputError(
+            f"{path}: the header has no column {ic.text_column!r} (columns: {', '.join(reader.fieldnames)}). "
+            "Pass --text-column NAME."
+        )
+    for row in reader:
+        yield _checked(row.get(ic.text_column), path.name, reader.line_num, ic.max_line_chars)
+
+
+def _decode_all(data: bytes, path: Path, encoding: str, errors: str) -> tuple[str, int]:
+    try:
+        return data.decode(encoding), 0
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        if errors == "replace":
+            bad = sum(1 for ln in data.split(b"\n") if _bad(ln, encoding))
+            return data.decode(encoding, errors="replace"), bad
+        raise InputError(
+            f"{path}:{line}: bytes that are not valid {encoding}. Pass --encoding-errors replace to substitute "
+            "U+FFFD and go on, or --encoding with the file's encoding."
+        ) from None
+
+
+def _bad(line: bytes, encoding: str) -> bool:
+    try:
+        line.decode(encoding)
+        return False
+    except UnicodeDecodeError:
+        return True
+
+
+# ------------------------------------------------------------------------------------------------ normalising
+
+_WT_JOINERS = [(" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", ".")]
+_SPACE_BEFORE = re.compile(r" ([.,;:!?%)\]}])")
+_SPACE_AFTER = re.compile(r"([(\[{$]) ")
+_CLITICS = re.compile(r" (n't|'s|'re|'ve|'ll|'d|'m)\b")
+_HEADING = re.compile(r"^\s*=( =)* .* =( =)*\s*$")
+_WS = re.compile(r"\s+")
+
+
+def _pair_quotes(text: str) -> str:
+    """WikiText spaces both sides of every double quote: attach opening quotes to the next word and closing
+    quotes to the previous one (only when the quotes pair up)."""
+    parts = text.split('"')
+    if len(parts) < 3 or len(parts) % 2 == 0:
+        return text
+    for k in range(len(parts) - 1):  # quote k sits between parts[k] and parts[k + 1]
+        if k % 2 == 0:
+            parts[k + 1] = parts[k + 1].lstrip()
+        else:
+            parts[k] = parts[k].rstrip()
+    return '"'.join(parts)
+
+
+def normalise(text: str, cfg: Config) -> str | None:
+    """NFC, WikiText detokenisation (optional), whitespace collapse. None for headings (when dropped)."""
+    text = unicodedata.normalize("NFC", text)
+    if cfg.ingest.drop_headings and _HEADING.match(text):
+        return None
+    if cfg.ingest.detokenize_wikitext:
+        for a, b in _WT_JOINERS:
+            text = text.replace(a, b)
+        text = _SPACE_BEFORE.sub(r"\1", text)
+        text = _SPACE_AFTER.sub(r"\1", text)
+        text = _CLITICS.sub(r"\1", text)
+        text = _pair_quotes(text)
+    return _WS.sub(" ", text).strip()
+
+
+# ------------------------------------------------------------------------------------------------ the stage
+
+
+def run_ingest(
+    config: Config, inputs: Mapping[str, Path] | None = None, out_dir: Path | None = None, **_: Any
+) -> dict[str, Any]:
+    """Read → normalise → split → filter → dedupe → sample; write ``sentences.parquet`` + ``rejected.parquet``."""
+    import pandas as pd
+    import pysbd
+    from tqdm import tqdm
+
+    from .cda import Swapper, load_lexicon
+
+    inputs = dict(inputs or {})
+    out = Path(out_dir) if out_dir else config.run_dir() / "ingest"
+    files = corpus_files(config, inputs.get("corpus"))
+    ic = config.ingest
+    rec = StageRecorder("ingest", out, {"ingest": ic.model_dump(), "lexicon": config.lexicon.model_dump(),
+                                        "seed": config.run.seed}, {f"corpus:{f.name}": f for f in files})
+    swapper = Swapper(load_lexicon(config.lexicon))
+    segmenter = pysbd.Segmenter(language="en", clean=False)
+    stats: Counter = Counter()
+    kept: dict[str, dict[str, Any]] = {}
+    rejected: list[dict[str, Any]] = []
+
+    def reject(text: str | None, source: str, line: int, reason: str, rid: str | None = None) -> None:
+        rejected.append({S.ID: rid or stable_id("rejected", source, line, text), S.TEXT: text, S.SOURCE: source,
+                         S.LINE: line, S.REASON: reason})
+
+    with rec.timed("read_split_filter"):
+        for path in files:
+            for raw in tqdm(read_lines(path, config, stats), desc=f"ingest {path.name}", unit=" lines", mininterval=1.0):
+                stats["lines"] += 1
+                if raw.problem:
+                    reject(raw.text, raw.source, raw.line, raw.problem)
+                    continue
+                para = normalise(raw.text or "", config)
+                if not para:
+                    stats["empty_or_heading_lines"] += 1
+                    continue
+                for sent in segmenter.segment(para):
+                    sent = sent.strip()
+                    if not sent:
+                        continue
+                    stats["sentences"] += 1
+                    n_words = len(sent.split())
+                    sid = stable_id("sentence", sent)
+                    if n_words < ic.min_words:
+                        reject(sent, raw.source, raw.line, "too-short", sid)
+                        continue
+                    if n_words > ic.max_words:
+                        reject(sent, raw.source, raw.line, "too-long", sid)
+                        continue
+                    terms = swapper.find_terms(sent)
+                    if ic.require_gendered and not terms:
+                        reject(sent, raw.source, raw.line, "no-gender-term", sid)
+                        continue
+                    if sid in kept:
+                        reject(sent, raw.source, raw.line, "duplicate", sid)
+                        continue
+                    kept[sid] = {S.ID: sid, S.TEXT: sent, S.SOURCE: raw.source, S.LINE: raw.line,
+                                 S.N_WORDS: n_words, S.GENDER_TERMS: terms}
+    if stats["lines"] == 0:
+        raise InputError(f"{', '.join(map(str, files))}: the corpus is empty (no lines).")
+    rows = list(kept.values())
+    if ic.sample_n is not None and ic.sample_n < len(rows):
+        rng = random.Random(config.run.seed)
+        chosen = set(rng.sample(range(len(rows)), ic.sample_n))
+        for i, r in enumerate(rows):
+            if i not in chosen:
+                reject(r[S.TEXT], r[S.SOURCE], r[S.LINE], "not-sampled", r[S.ID])
+        rows = [r for i, r in enumerate(rows) if i in chosen]
+    columns = [S.ID, S.TEXT, S.SOURCE, S.LINE, S.N_WORDS, S.GENDER_TERMS]
+    df = pd.DataFrame(rows, columns=columns)
+    out_file = write_table(df, out / S.INGEST_FILE)
+    rej_file = write_rejected(pd.DataFrame(rejected, columns=[S.ID, S.TEXT, S.SOURCE, S.LINE, S.REASON]), out)
+    reasons = Counter(r[S.REASON].split(":")[0] for r in rejected)
+    top_terms = Counter(t for r in rows for t in r[S.GENDER_TERMS]).most_common(10)
+    summary = {
+        "files": len(files),
+        "lines": stats["lines"],
+        "sentences": stats["sentences"],
+        "rows_out": len(df),
+        "rows_rejected": len(rejected),
+        "rejected_by_reason": dict(sorted(reasons.items())),
+        "lines_with_replaced_bytes": stats["lines_with_replaced_bytes"],
+        "top_gender_terms": dict(top_terms),
+    }
+    rec.finish(
+        {"rows_in": stats["lines"], "rows_out": len(df), "rows_rejected": len(rejected)},
+        outputs={"sentences": out_file, "rejected": rej_file},
+        summary=summary,
+    )
+    return summary

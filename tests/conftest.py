@@ -1,0 +1,53 @@
+"""Shared fixtures. Benchmark data is read in place from ../shared/data (tests skip when it is absent)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("CCDA_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data, or skip the test when the benchmark data is not there."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"benchmark data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def wikitext(shared_data: Path) -> Path:
+    p = shared_data / "corpus" / "wikitext-2-raw_wiki.test.raw"
+    if not p.is_file():
+        pytest.skip("WikiText-2 test file not found")
+    return p
+
+
+@pytest.fixture()
+def cfg_factory(tmp_path: Path):
+    """Build a Config with a run dir in tmp and optional overrides, ignoring any params.yaml on disk."""
+    from context_cda.config import load_config
+
+    def make(profile: str | None = None, **sections):
+        overrides = {"run": {"run_dir": str(tmp_path / "run")}}
+        for sec, values in sections.items():
+            overrides.setdefault(sec, {}).update(values)
+        params = ROOT / "params.yaml"
+        return load_config(profile, overrides, params_file=params if params.is_file() else None)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def python() -> str:
+    return sys.executable

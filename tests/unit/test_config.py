@@ -1,0 +1,85 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from context_cda.config import Config, defaults_dict, load_config, parse_overrides
+from context_cda.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write(p: Path, data) -> Path:
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def test_params_yaml_holds_every_default():
+    """params.yaml is what DVC reads: it must equal the code's defaults (regenerate with `make params`)."""
+    on_disk = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert on_disk == defaults_dict()
+
+
+def test_every_field_has_help_text():
+    from context_cda.config import STAGE_SECTIONS
+
+    missing = [f"{name}.{field}" for name, sec in STAGE_SECTIONS.items()
+               for field, info in sec.model_fields.items() if not info.description]
+    assert missing == []
+
+
+def test_layering_defaults_params_profile_flags(tmp_path):
+    params = write(tmp_path / "params.yaml", {"ingest": {"min_words": 4, "max_words": 40}, "cda": {"mode": "cds"}})
+    (tmp_path / "configs").mkdir()
+    write(tmp_path / "configs" / "p.yaml", {"ingest": {"min_words": 5}})
+    cfg = load_config("p", ["ingest.max_words=50", "augment.sampling.n=3"], params_file=params)
+    assert cfg.ingest.min_words == 5  # profile beats params
+    assert cfg.ingest.max_words == 50  # flag beats params
+    assert cfg.cda.mode == "cds"  # params beats defaults
+    assert cfg.augment.sampling.n == 3 and cfg.augment.sampling.temperature == Config().augment.sampling.temperature
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    params = write(tmp_path / "params.yaml", {"ingest": {"min_wrds": 4}})
+    with pytest.raises(ConfigError) as e:
+        load_config(None, None, params_file=params)
+    msg = str(e.value)
+    assert "ingest.min_wrds" in msg and str(params) in msg and "min_words" in msg
+
+
+def test_bad_value_names_key_and_file(tmp_path):
+    params = write(tmp_path / "params.yaml", {})
+    (tmp_path / "configs").mkdir()
+    prof = write(tmp_path / "configs" / "bad.yaml", {"cda": {"mode": "three-sided"}})
+    with pytest.raises(ConfigError) as e:
+        load_config("bad", None, params_file=params)
+    assert "cda.mode" in str(e.value) and str(prof) in str(e.value)
+
+
+def test_unknown_section_and_flag_errors(tmp_path):
+    params = write(tmp_path / "params.yaml", {"ingset": {}})
+    with pytest.raises(ConfigError, match="unknown section 'ingset'"):
+        load_config(None, None, params_file=params)
+    with pytest.raises(ConfigError, match="section.key=value"):
+        parse_overrides(["nonsense"])
+    with pytest.raises(ConfigError, match="command-line flags"):
+        load_config(None, ["ingest.min_words=abc"], params_file=write(tmp_path / "p2.yaml", {}))
+
+
+def test_unknown_profile_lists_known(tmp_path):
+    params = write(tmp_path / "params.yaml", {})
+    (tmp_path / "configs").mkdir()
+    write(tmp_path / "configs" / "demo.yaml", {})
+    with pytest.raises(ConfigError, match="Known profiles: demo"):
+        load_config("nope", None, params_file=params)
+
+
+def test_cross_field_validation(tmp_path):
+    with pytest.raises(ConfigError, match="min_words"):
+        load_config(None, ["ingest.min_words=10", "ingest.max_words=5"], params_file=write(tmp_path / "p.yaml", {}))
+
+
+@pytest.mark.parametrize("profile", ["demo", "paper", "tiny"])
+def test_shipped_profiles_resolve(profile):
+    cfg = load_config(profile, None, params_file=ROOT / "params.yaml")
+    assert cfg.profile == profile and cfg.run.targets
