@@ -261,6 +261,11 @@ class EvaluateConfig(Section):
     crows_path: str | None = Field(None, description="Local CrowS-Pairs CSV.")
     batch_size: int = Field(32, ge=1, description="Sequences per forward pass.")
     max_items: int | None = Field(None, ge=1, description="Evaluate only the first N items (smoke tests).")
+    after_training: bool = Field(
+        False,
+        description="ccda run: also run the evaluate stage on every final model (the per-epoch evaluation "
+        "already scores the last epoch with the intrinsic benchmarks).",
+    )
 
 
 class LoraConfig(Section):
@@ -495,9 +500,12 @@ def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
 def _nested_merge_for_subsections(base: dict[str, Any], flags: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Flags on nested fields (augment.sampling.n) keep the sibling values of the lower layers."""
     for sec, values in flags.items():
+        section = STAGE_SECTIONS.get(sec)
         for key, value in values.items():
+            field = section.model_fields.get(key) if section else None
+            nested = field is not None and isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
             cur = base.get(sec, {}).get(key)
-            if isinstance(value, dict) and isinstance(cur, dict):
+            if nested and isinstance(value, dict) and isinstance(cur, dict):
                 merged = {**cur}
                 _deep_update(merged, value)
                 values[key] = merged

@@ -1,0 +1,60 @@
+"""`ccda run`: the whole pipeline locally, skipping what is up to date."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, console, resolve_config
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run(
+        profile: ProfileOpt = None,
+        sets: SetOpt = None,
+        run_dir: RunDirOpt = None,
+        params: ParamsOpt = None,
+        targets: Annotated[str | None, typer.Option(help="Comma-separated target names (default: all).")] = None,
+        only: Annotated[str | None, typer.Option(help="Run only these stages (comma-separated).")] = None,
+        until: Annotated[str | None, typer.Option(help="Stop after this stage.")] = None,
+        force: Annotated[bool, typer.Option("--force", help="Re-run steps even when up to date.")] = False,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="List the steps and whether they are up to date.")] = False,
+    ) -> None:
+        """ingest → cda → validate → augment → validate → entropy → filter → finetune → register → report."""
+        from rich.markup import escape
+        from rich.table import Table
+
+        from ..pipeline import is_fresh, plan, rows_out, run_pipeline, select
+
+        cfg = resolve_config(profile, sets, run_dir, params)
+        tlist = [t.strip() for t in targets.split(",")] if targets else None
+        olist = [s.strip() for s in only.split(",")] if only else None
+        c = console()
+        c.print(f"[bold]context-cda run[/] profile={cfg.profile or '-'} run_dir={cfg.run_dir()}")
+        if dry_run:
+            for step in select(plan(cfg, tlist), olist, until):
+                c.print(f"  {'up to date' if is_fresh(step, cfg) else 'to run':>10}  {escape(step.name)}")
+            return
+
+        def on_event(kind, step, res):
+            if kind == "start":
+                c.rule(f"[bold cyan]{escape(step.name)}")
+            elif kind == "done":
+                c.print(f"[green]✓[/] {escape(step.name)} in {res.seconds:.1f}s {rows_out(res.summary)}")
+            elif kind == "skipped":
+                c.print(f"[dim]- {escape(step.name)} up to date, skipped[/]")
+            elif kind == "failed":
+                c.print(f"[red]✗ {escape(step.name)} failed after {res.seconds:.1f}s[/]")
+
+        results = run_pipeline(cfg, tlist, olist, until, force, on_event)
+        table = Table(title="context-cda run", header_style="bold")
+        for col in ("step", "status", "seconds", "output"):
+            table.add_column(col, justify="right" if col == "seconds" else "left")
+        for r in results:
+            table.add_row(escape(r.step.name), r.status, f"{r.seconds:.1f}", rows_out(r.summary))
+        c.print(table)
+        report = cfg.run_dir() / "report" / "report.md"
+        if report.is_file():
+            c.print(f"report: {report}  (HTML beside it)")

@@ -1,0 +1,132 @@
+"""The local runner's planning and up-to-date logic, with stand-in stage functions that write real files."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from context_cda import pipeline
+from context_cda.errors import ConfigError
+from context_cda.io import StageRecorder, write_text
+
+OUTPUT = {"ingest": "sentences.parquet", "cda": "counterfactuals.parquet", "validate": "valid.parquet",
+          "augment": "augmented.parquet", "entropy": "scores.parquet", "finetune": "final/model.safetensors",
+          "evaluate": "aggregate.json", "register": "decision.json", "report": "report.md"}
+
+
+@pytest.fixture()
+def calls(monkeypatch):
+    log: list[str] = []
+
+    def fake(stage):
+        def run(config, inputs, out_dir, **options):
+            out_dir = Path(out_dir)
+            log.append(f"{stage}:{json.dumps(options, sort_keys=True)}")
+            content = json.dumps({"stage": stage, "options": options,
+                                  "inputs": {k: Path(v).read_text() if Path(v).is_file() else "" for k, v in inputs.items()},
+                                  "filter_k": config.filter.k if stage == "filter" else None})
+            if stage == "filter":
+                for k in config.filter.k:
+                    write_text(out_dir / f"k{k:g}" / "corpus.parquet", content)
+                outs = {f"k{k:g}": out_dir / f"k{k:g}" / "corpus.parquet" for k in config.filter.k}
+            else:
+                outs = {"out": write_text(out_dir / OUTPUT[stage], content)}
+            if stage == "finetune":
+                write_text(out_dir / "metrics.csv", "epoch,arm,target,stereoset_ss\n0,a,t,60.0\n1,a,t,55.0\n")
+            StageRecorder(stage, out_dir, {}, {}).finish({}, outputs=outs, summary={"rows_out": 1})
+            return {"rows_out": 1}
+
+        return run
+
+    monkeypatch.setattr(pipeline, "get_stage", fake)
+    monkeypatch.setattr(pipeline, "_finish_tracking", lambda config, status: log.append(f"tracking:{status}"))
+    monkeypatch.setattr(pipeline, "_register_inputs",
+                        lambda c, t, a: {"model": c.run_dir() / "finetune" / t / a / OUTPUT["finetune"]})
+    return log
+
+
+@pytest.fixture()
+def cfg(cfg_factory):
+    return cfg_factory(run={"targets": {"a": "tiny:gpt2", "b": "tiny:bert"}},
+                       tracking={"enabled": True}, train={"arms": ["cda", "context-cda"]})
+
+
+def names(steps):
+    return [s.name for s in steps]
+
+
+def test_plan_order_and_fan_out(cfg):
+    steps = pipeline.plan(cfg)
+    assert names(steps)[:5] == ["ingest", "cda", "validate[cda]", "augment", "validate[augment]"]
+    assert "entropy[b]" in names(steps) and "finetune[b/context-cda]" in names(steps)
+    assert names(steps)[-1] == "report"
+    ft = next(s for s in steps if s.name == "finetune[a/context-cda]")
+    assert ft.inputs["corpus"] == cfg.run_dir() / "filter" / "a" / "k30" / "corpus.parquet"
+    assert next(s for s in steps if s.name == "finetune[a/cda]").inputs["cda"].parts[-3:] == (
+        "validate", "cda", "valid.parquet")
+    assert names(pipeline.plan(cfg, ["b"])).count("entropy[b]") == 1
+    assert "entropy[a]" not in names(pipeline.plan(cfg, ["b"]))
+    with pytest.raises(ConfigError, match="unknown target"):
+        pipeline.plan(cfg, ["zzz"])
+
+
+def test_second_run_skips_everything_up_to_date(cfg, calls):
+    first = pipeline.run_pipeline(cfg)
+    assert all(r.status == "ran" for r in first)
+    calls.clear()
+    second = pipeline.run_pipeline(cfg)
+    ran = [r.step.name for r in second if r.status == "ran"]
+    # register and report always run (they depend on the registry's state), nothing else
+    assert sorted(ran) == sorted([s for s in names(pipeline.plan(cfg)) if s.startswith(("register", "report"))])
+
+
+def test_changing_a_param_reruns_only_downstream(cfg, calls, cfg_factory):
+    pipeline.run_pipeline(cfg)
+    cfg2 = cfg.model_copy(deep=True)
+    cfg2.filter.k = [30.0, 20.0]
+    res = {r.step.name: r.status for r in pipeline.run_pipeline(cfg2)}
+    assert res["ingest"] == res["augment"] == res["entropy[a]"] == res["finetune[a/cda]"] == "skipped"
+    assert res["filter[a]"] == res["filter[b]"] == "ran"
+    # the k30 corpus did not change content... but the stand-in stage writes its config into it, so it did
+    assert res["finetune[a/context-cda]"] == "ran"
+
+
+def test_killed_step_is_rerun(cfg, calls):
+    pipeline.run_pipeline(cfg)
+    (cfg.run_dir() / "augment" / pipeline.MARKER).unlink()  # as if killed before the marker was written
+    res = {r.step.name: r.status for r in pipeline.run_pipeline(cfg)}
+    assert res["augment"] == "ran" and res["cda"] == "skipped"
+
+
+def test_only_and_until(cfg, calls):
+    res = pipeline.run_pipeline(cfg, until="cda")
+    assert names(r.step for r in res) == ["ingest", "cda"]
+    res = pipeline.run_pipeline(cfg, only=["cda"], force=True)
+    assert names(r.step for r in res) == ["cda"] and res[0].status == "ran"
+    with pytest.raises(ConfigError, match="unknown stage"):
+        pipeline.run_pipeline(cfg, until="nope")
+
+
+def test_vanilla_metrics_are_reused_across_arms(cfg, calls, monkeypatch):
+    pipeline.run_pipeline(cfg, until="finetune")
+    ft = [c for c in calls if c.startswith("finetune")]
+    assert len(ft) == 4
+    # the vanilla model (epoch 0) is evaluated once per target; later arms get its metrics
+    assert ["vanilla_metrics" in c for c in ft] == [False, True, False, True]
+
+
+def test_failure_stops_the_run_and_is_reported(cfg, calls, monkeypatch):
+    orig = pipeline.get_stage
+
+    def failing(stage):
+        if stage == "augment":
+            def boom(*a, **k):
+                raise RuntimeError("generator crashed")
+            return boom
+        return orig(stage)
+
+    monkeypatch.setattr(pipeline, "get_stage", failing)
+    events = []
+    with pytest.raises(RuntimeError, match="generator crashed"):
+        pipeline.run_pipeline(cfg, on_event=lambda kind, step, res: events.append((kind, step.name)))
+    assert ("failed", "augment") in events and not any(n.startswith("entropy") for _, n in events)
