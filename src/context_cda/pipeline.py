@@ -103,9 +103,11 @@ def plan(config: Config, targets: Iterable[str] | None = None) -> list[Step]:
         ]
     for t in names:
         ref = {"model": config.run.targets[t]}
+        # every arm trains on the same token budget: the smallest of the validated corpora
+        corpora = {arm: _arm_inputs(config, t, arm, cda_valid, aug_valid) for arm in config.train.arms}
         for arm in config.train.arms:
-            steps.append(Step("finetune", f"finetune[{t}/{arm}]", rd / "finetune" / t / arm,
-                              _arm_inputs(config, t, arm, cda_valid, aug_valid), {"target": t, "arm": arm}, ref))
+            steps.append(Step("finetune", f"finetune[{t}/{arm}]", rd / "finetune" / t / arm, corpora[arm],
+                              {"target": t, "arm": arm, "arm_corpora": corpora}, ref))
         if config.evaluate.after_training:
             for arm in config.train.arms:
                 final = rd / "finetune" / t / arm / "final"

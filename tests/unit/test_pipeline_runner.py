@@ -21,10 +21,10 @@ def calls(monkeypatch):
     def fake(stage):
         def run(config, inputs, out_dir, **options):
             out_dir = Path(out_dir)
-            log.append(f"{stage}:{json.dumps(options, sort_keys=True)}")
+            log.append(f"{stage}:{json.dumps(options, sort_keys=True, default=str)}")
             content = json.dumps({"stage": stage, "options": options,
                                   "inputs": {k: Path(v).read_text() if Path(v).is_file() else "" for k, v in inputs.items()},
-                                  "filter_k": config.filter.k if stage == "filter" else None})
+                                  "filter_k": config.filter.k if stage == "filter" else None}, default=str)
             if stage == "filter":
                 for k in config.filter.k:
                     write_text(out_dir / f"k{k:g}" / "corpus.parquet", content)
@@ -112,7 +112,7 @@ def test_vanilla_metrics_are_reused_across_arms(cfg, calls, monkeypatch):
     ft = [c for c in calls if c.startswith("finetune")]
     assert len(ft) == 4
     # the vanilla model (epoch 0) is evaluated once per target; later arms get its metrics
-    assert ["vanilla_metrics" in c for c in ft] == [False, True, False, True]
+    assert ["vanilla_metrics" in json.loads(c.split(":", 1)[1]) for c in ft] == [False, True, False, True]
 
 
 def test_failure_stops_the_run_and_is_reported(cfg, calls, monkeypatch):

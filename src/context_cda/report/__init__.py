@@ -1,0 +1,274 @@
+"""The report: the paper's Table 1 and its per-epoch curves, from the finetune ``metrics.csv`` files of a run.
+
+``run_report(config, {"run_dir": RUN_DIR}, RUN_DIR/report)`` writes ``report.md``, ``report.html`` (formats from
+``report.formats``), ``table1.csv`` and one PNG per (target, metric): SS, CS, LMS and ICAT against the epoch, one
+line per arm (epoch 0 = the vanilla model), the ideal 50 marked for SS and CS. With tracking on, the PNGs and the
+report are logged to the pipeline's MLflow run.
+
+Table 1 lists, per target, the vanilla model (epoch 0) and each arm after its last evaluated epoch; where the
+evaluate stage wrote ``evaluate/<target>/<arm|vanilla>/aggregate.json``, its (full-benchmark) metrics are used.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+from ..io import StageRecorder, read_json, write_json, write_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..config import Config
+
+logger = logging.getLogger(__name__)
+
+# metric key -> (column title, ideal value or None, "lower-is-better" hint for the table note)
+METRICS: dict[str, tuple[str, float | None]] = {
+    "stereoset_ss": ("SS", 50.0),
+    "stereoset_lms": ("LMS", None),
+    "stereoset_icat": ("ICAT", None),
+    "crows_cs": ("CS", 50.0),
+}
+ARM_LABELS = {"vanilla": "Vanilla", "cda": "CDA", "context-cda": "Context-CDA",
+              "context-cda-nofilter": "Context-CDA (no filter)"}
+
+
+def arm_label(arm: str) -> str:
+    if arm in ARM_LABELS:
+        return ARM_LABELS[arm]
+    if arm.startswith("context-cda-k"):
+        return f"Context-CDA (k={arm.removeprefix('context-cda-k')}%)"
+    return arm
+
+
+def collect_metrics(run_dir: Path | str) -> pd.DataFrame:
+    """All ``finetune/<target>/<arm>/metrics.csv`` rows of a run, one DataFrame."""
+    import pandas as pd
+
+    root = Path(run_dir) / "finetune"
+    frames = []
+    for p in sorted(root.glob("*/*/metrics.csv")):
+        df = pd.read_csv(p)
+        if df.empty:
+            continue
+        df["target"] = df.get("target", p.parent.parent.name)
+        df["arm"] = df.get("arm", p.parent.name)
+        frames.append(df)
+    if not frames:
+        raise InputError(f"{root}: no finetune/<target>/<arm>/metrics.csv found; run `ccda finetune` first.")
+    return pd.concat(frames, ignore_index=True)
+
+
+def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]] | None = None) -> pd.DataFrame:
+    """Rows (target, model): vanilla (epoch 0) then each arm's last epoch; columns SS, LMS, ICAT, CS.
+
+    ``final[(target, model)]`` (the evaluate stage's full-benchmark metrics) replaces the per-epoch values of
+    that row when given; the ``source`` column says which was used.
+    """
+    import pandas as pd
+
+    final = final or {}
+    rows = []
+
+    def add(target: str, model: str, epoch: int, row) -> None:
+        vals, source = _metric_values(row), "metrics.csv"
+        if (target, model) in final:
+            vals = {m: final[(target, model)].get(m, vals[m]) for m in METRICS}
+            source = "evaluate"
+        rows.append({"target": target, "model": model, "epoch": epoch, **vals, "source": source})
+
+    for target, tdf in df.groupby("target", sort=True):
+        van = tdf[tdf["epoch"] == 0]
+        if not van.empty:
+            add(str(target), "vanilla", 0, van.iloc[0])
+        for arm in _arm_order(tdf["arm"].unique()):
+            adf = tdf[(tdf["arm"] == arm) & (tdf["epoch"] > 0)].sort_values("epoch")
+            if adf.empty:
+                continue
+            last = adf.iloc[-1]
+            add(str(target), arm, int(last["epoch"]), last)
+    cols = ["target", "model", "epoch", *(m for m in METRICS), "source"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def evaluate_metrics(run_dir: Path | str) -> dict[tuple[str, str], dict[str, float]]:
+    """``evaluate/<target>/<model>/aggregate.json`` metrics of a run (model: an arm or ``vanilla``)."""
+    out = {}
+    for p in sorted(Path(run_dir).glob("evaluate/*/*/aggregate.json")):
+        try:
+            data = read_json(p)
+        except InputError:
+            continue
+        metrics = data.get("metrics") if isinstance(data, dict) else None
+        if isinstance(metrics, dict):
+            out[(p.parent.parent.name, p.parent.name)] = {
+                k: float(v) for k, v in metrics.items() if isinstance(v, int | float)
+            }
+    return out
+
+
+def _metric_values(row) -> dict[str, float | None]:
+    import pandas as pd
+
+    return {m: (float(row[m]) if m in row and pd.notna(row[m]) else None) for m in METRICS}
+
+
+def _arm_order(arms) -> list[str]:
+    known = [a for a in ARM_LABELS if a in set(arms)]
+    return known + sorted(a for a in arms if a not in ARM_LABELS)
+
+
+def plot_curves(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """One PNG per (target, metric): metric vs epoch, one line per arm, 50 marked for SS and CS."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for target, tdf in df.groupby("target", sort=True):
+        for metric, (title, ideal) in METRICS.items():
+            if metric not in tdf.columns or tdf[metric].isna().all():
+                continue
+            fig, ax = plt.subplots(figsize=(5, 3.5), dpi=110)
+            for arm in _arm_order(tdf["arm"].unique()):
+                adf = tdf[(tdf["arm"] == arm)].dropna(subset=[metric]).sort_values("epoch")
+                if not adf.empty:
+                    ax.plot(adf["epoch"], adf[metric], marker="o", label=arm_label(arm))
+            if ideal is not None:
+                ax.axhline(ideal, color="grey", linestyle="--", linewidth=1, label=f"ideal ({ideal:g})")
+            ax.set_xlabel("epoch (0 = vanilla)")
+            ax.set_ylabel(title)
+            ax.set_title(f"{target}: {title}")
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            fig.tight_layout()
+            path = out_dir / f"{_safe(target)}-{title.lower()}.png"
+            fig.savefig(path)
+            plt.close(fig)
+            paths.append(path)
+    return paths
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))
+
+
+def _fmt(v: Any) -> str:
+    return "–" if v is None or v != v else f"{float(v):.2f}"
+
+
+def _promotions(run_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for p in sorted((run_dir / "register").glob("*/*/promotion.json")):
+        try:
+            d = read_json(p)
+        except InputError:
+            continue
+        out.append({"target": p.parent.parent.name, "arm": p.parent.name, "version": d.get("version"),
+                    "promote": d.get("promote"), "reasons": d.get("reasons", [])})
+    return out
+
+
+def render_markdown(t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path) -> str:
+    lines = [f"# Context-CDA report: `{run_dir.name}`", "",
+             "## Table 1: intrinsic bias after debiasing", "",
+             "SS (StereoSet stereotype score) and CS (CrowS-Pairs) are best at 50; LMS (language modelling score) "
+             "and ICAT are better higher.", ""]
+    for target, tdf in t1.groupby("target", sort=True):
+        lines += [f"### {target}", "", "| Model | Epoch | SS | LMS | ICAT | CS |", "|---|---:|---:|---:|---:|---:|"]
+        for _, r in tdf.iterrows():
+            vals = " | ".join(_fmt(r[m]) for m in METRICS)
+            lines.append(f"| {arm_label(r['model'])} | {int(r['epoch'])} | {vals} |")
+        lines.append("")
+    if promotions:
+        lines += ["## Registry decisions", "", "| Target | Arm | Version | Decision | Reasons |", "|---|---|---:|---|---|"]
+        for p in promotions:
+            dec = "champion" if p["promote"] else "candidate only"
+            lines.append(f"| {p['target']} | {p['arm']} | {p['version']} | {dec} | {'; '.join(p['reasons']).replace('|', chr(92) + '|')} |")
+        lines.append("")
+    if plots:
+        lines += ["## Per-epoch curves", ""]
+        lines += [f"![{p.stem}]({p.name})" for p in plots]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_html(t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path) -> str:
+    e = html.escape
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>Context-CDA report: {e(run_dir.name)}</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
+        "margin-bottom:1.5em}td,th{border:1px solid #ccc;padding:4px 10px}td.n{text-align:right}"
+        "img{max-width:48%;margin:4px}</style></head><body>",
+        f"<h1>Context-CDA report: <code>{e(run_dir.name)}</code></h1>",
+        "<h2>Table 1: intrinsic bias after debiasing</h2>",
+        "<p>SS and CS are best at 50; LMS and ICAT are better higher.</p>",
+    ]
+    for target, tdf in t1.groupby("target", sort=True):
+        parts.append(f"<h3>{e(str(target))}</h3><table><tr><th>Model</th><th>Epoch</th>"
+                     + "".join(f"<th>{t}</th>" for t, _ in METRICS.values()) + "</tr>")
+        for _, r in tdf.iterrows():
+            parts.append(f"<tr><td>{e(arm_label(r['model']))}</td><td class='n'>{int(r['epoch'])}</td>"
+                         + "".join(f"<td class='n'>{_fmt(r[m])}</td>" for m in METRICS) + "</tr>")
+        parts.append("</table>")
+    if promotions:
+        parts.append("<h2>Registry decisions</h2><table><tr><th>Target</th><th>Arm</th><th>Version</th>"
+                     "<th>Decision</th><th>Reasons</th></tr>")
+        for p in promotions:
+            dec = "champion" if p["promote"] else "candidate only"
+            parts.append(f"<tr><td>{e(p['target'])}</td><td>{e(p['arm'])}</td><td>{e(str(p['version']))}</td>"
+                         f"<td>{dec}</td><td>{e('; '.join(p['reasons']))}</td></tr>")
+        parts.append("</table>")
+    if plots:
+        parts.append("<h2>Per-epoch curves</h2><div>")
+        parts += [f"<img src='{e(p.name)}' alt='{e(p.stem)}'>" for p in plots]
+        parts.append("</div>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def run_report(config: Config, inputs: Mapping[str, Path | str] | None, out_dir: Path | str) -> dict[str, Any]:
+    """Write the report of a run directory (``inputs["run_dir"]``, default ``config.run.run_dir``)."""
+    run_dir = Path((inputs or {}).get("run_dir", config.run_dir()))
+    out = Path(out_dir)
+    metrics_files = sorted((run_dir / "finetune").glob("*/*/metrics.csv"))
+    rec = StageRecorder("report", out, {"report": config.report.model_dump(mode="json")},
+                        {f"metrics:{p.parent.parent.name}/{p.parent.name}": p for p in metrics_files})
+    df = collect_metrics(run_dir)
+    t1 = table1(df, evaluate_metrics(run_dir))
+    out.mkdir(parents=True, exist_ok=True)
+    plots = plot_curves(df, out)
+    promotions = _promotions(run_dir)
+    outputs: dict[str, Path] = {"table1": out / "table1.csv"}
+    t1.to_csv(out / "table1.csv", index=False)
+    if "md" in config.report.formats:
+        outputs["markdown"] = write_text(out / "report.md", render_markdown(t1, plots, promotions, run_dir))
+    if "html" in config.report.formats:
+        outputs["html"] = write_text(out / "report.html", render_html(t1, plots, promotions, run_dir))
+    table = [{k: (None if v != v else v) for k, v in r.items()} for r in t1.to_dict("records")]
+    summary = {"run_dir": str(run_dir), "rows": len(t1), "plots": [p.name for p in plots],
+               "table1": table, "files": {k: str(v) for k, v in outputs.items()}}
+    if config.tracking.enabled:
+        from ..tracking import tracker_for
+
+        tracker = tracker_for(config)
+        for p in plots:
+            tracker.log_artifact(p, "report")
+        for key in ("markdown", "html", "table1"):
+            if key in outputs:
+                tracker.log_artifact(outputs[key], "report")
+        summary["mlflow_run_id"] = tracker.run_id
+    write_json(out / "summary.json", summary)
+    rec.finish({"rows": len(t1), "plots": len(plots)}, outputs=outputs, summary=summary)
+    return summary
+
+
+__all__ = ["collect_metrics", "evaluate_metrics", "plot_curves", "render_html", "render_markdown", "run_report", "table1"]

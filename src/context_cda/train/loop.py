@@ -1,0 +1,335 @@
+"""The fine-tuning loop: one loop for every model family, on ``accelerate``.
+
+* Single process on CPU or one GPU, or several processes under ``accelerate launch`` / ``torchrun`` (DDP): each
+  process takes every ``world_size``-th batch of the epoch's (seeded) batch order.
+* Gradient accumulation (``grad_accum`` micro-batches per optimizer step, gradients synchronised once per step),
+  mixed precision (bf16/fp16 on GPU), gradient clipping, AdamW with linear warm-up and decay.
+* A checkpoint after every epoch in ``checkpoints/epoch-N`` (model, optimizer, scheduler and RNG states through
+  ``accelerator.save_state``, then ``state.json`` as the completion marker); :func:`train` resumes from the last
+  complete checkpoint. Batch order and masking depend only on (seed, epoch, batch), and evaluation runs with the
+  RNG state forked, so a resumed run ends with the same weights as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..io import write_json
+from .objectives import Objective
+
+CHECKPOINTS = "checkpoints"
+STATE_FILE = "state.json"
+
+# evaluate(model, tokenizer, epoch) -> metrics; called on the main process with the model in eval mode
+EpochEval = Callable[[Any, Any, int], dict[str, float]]
+
+
+@dataclass
+class TrainResult:
+    model: Any  # the unwrapped trained model
+    epochs_done: int
+    global_step: int
+    resumed_from: int | None
+    losses: list[float] = field(default_factory=list)  # per optimizer step (this process's micro-batch mean)
+    epoch_losses: dict[int, float] = field(default_factory=dict)
+    tokens: int = 0
+
+
+def precision_for(precision: str, device: str) -> str:
+    """accelerate's ``mixed_precision`` value for a config ``precision`` on ``device``."""
+    import torch
+
+    on_cuda = device.startswith("cuda")
+    if precision == "auto":
+        return "bf16" if on_cuda and torch.cuda.is_bf16_supported() else "no"
+    if precision == "fp32":
+        return "no"
+    if precision == "fp16" and not on_cuda:
+        raise ConfigError("train.precision=fp16 needs a CUDA GPU; use bf16 or fp32 on this device.")
+    return precision
+
+
+def make_accelerator(tcfg, device: str = "auto"):
+    from accelerate import Accelerator
+
+    from ..models import pick_device
+
+    dev = pick_device(device)
+    return Accelerator(mixed_precision=precision_for(tcfg.precision, dev), cpu=dev == "cpu")
+
+
+def epoch_batches(n_examples: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    """The batches of one epoch: a permutation seeded by (seed, epoch), cut into ``batch_size`` pieces."""
+    order = np.random.default_rng([seed, epoch]).permutation(n_examples).tolist()
+    return [order[i : i + batch_size] for i in range(0, n_examples, batch_size)]
+
+
+def shard_batches(batches: list[list[int]], rank: int, world: int) -> list[tuple[int, list[int]]]:
+    """This process's share of the epoch's batches (same count on every process, so DDP never waits forever)."""
+    if world == 1:
+        return list(enumerate(batches))
+    n = max(len(batches) // world, 1)
+    out = []
+    for j in range(n):
+        b = (j * world + rank) % len(batches)
+        out.append((b, batches[b]))
+    return out
+
+
+def steps_per_epoch(n_examples: int, tcfg, world: int = 1) -> int:
+    n_batches = math.ceil(n_examples / tcfg.batch_size)
+    if world > 1:
+        n_batches = max(n_batches // world, 1)
+    return math.ceil(n_batches / tcfg.grad_accum)
+
+
+def last_checkpoint(out_dir: Path | str) -> tuple[int, Path] | None:
+    """The highest complete ``checkpoints/epoch-N`` (one holding ``state.json``), or None."""
+    root = Path(out_dir) / CHECKPOINTS
+    best: tuple[int, Path] | None = None
+    if root.is_dir():
+        for d in root.iterdir():
+            if d.is_dir() and d.name.startswith("epoch-") and (d / STATE_FILE).is_file():
+                try:
+                    n = int(d.name.split("-", 1)[1])
+                except ValueError:
+                    continue
+                if best is None or n > best[0]:
+                    best = (n, d)
+    return best
+
+
+def data_fingerprint(examples: Sequence[dict[str, list[int]]], tcfg, seed: int, family: str) -> str:
+    """Hash of what determines the training trajectory: the token rows, the train settings (except how often
+    to evaluate), the seed and the family. A checkpoint resumes only a run with the same fingerprint."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for ex in examples:
+        h.update(np.asarray(ex["input_ids"], dtype=np.int64).tobytes())
+        h.update(b"|")
+    settings = tcfg.model_dump(mode="json")
+    settings.pop("eval_every", None)
+    h.update(json.dumps([settings, seed, family], sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def checkpoint_fingerprint(path: Path) -> str | None:
+    try:
+        return json.loads((Path(path) / STATE_FILE).read_text()).get("fingerprint")
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def discard_checkpoints(out_dir: Path | str) -> None:
+    shutil.rmtree(Path(out_dir) / CHECKPOINTS, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Run a block (evaluation) without disturbing python, numpy and torch RNG streams."""
+    import torch
+
+    py, npy = random.getstate(), np.random.get_state()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            random.setstate(py)
+            np.random.set_state(npy)
+
+
+def linear_schedule(optimizer, warmup: int, total: int):
+    """Linear warm-up to the peak rate, then linear decay to 0 at ``total`` steps (as transformers')."""
+    import torch
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return step / max(1, warmup)
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _param_groups(model, weight_decay: float):
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if p.ndim < 2 or "norm" in name.lower() or name.endswith(".bias"):
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return groups
+
+
+def train(
+    model,
+    tokenizer,
+    examples: Sequence[dict[str, list[int]]],
+    tcfg,
+    out_dir: Path | str,
+    *,
+    family: str,
+    seed: int,
+    device: str = "auto",
+    accelerator=None,
+    evaluate: EpochEval | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    max_grad_norm: float = 1.0,
+    fingerprint: str | None = None,
+) -> TrainResult:
+    """Fine-tune ``model`` on ``examples`` (token id rows) for ``tcfg.epochs`` epochs, checkpointing each epoch.
+
+    ``evaluate(model, tokenizer, epoch)`` runs after epoch 0 (the untouched model; skipped when resuming) and
+    after every ``tcfg.eval_every``-th epoch and the last one. ``on_step(epoch, global_step)`` is called after
+    every optimizer step (tests use it to interrupt training). ``fingerprint`` (see :func:`data_fingerprint`) is
+    stored in each checkpoint; a checkpoint with another fingerprint is discarded instead of resumed.
+    """
+    import torch
+    from accelerate.utils import set_seed
+
+    if not examples:
+        raise ConfigError("nothing to train on: the corpus is empty after tokenization and the token budget.")
+    out = Path(out_dir)
+    say = log or (lambda _msg: None)
+    acc = accelerator or make_accelerator(tcfg, device)
+    set_seed(seed)
+    objective = Objective(
+        family,
+        tokenizer,
+        mlm_probability=tcfg.mlm_probability,
+        whole_word_mask=tcfg.whole_word_mask,
+        noise_density=tcfg.noise_density,
+        mean_span_length=tcfg.mean_span_length,
+    )
+    world, rank = acc.num_processes, acc.process_index
+    per_epoch = steps_per_epoch(len(examples), tcfg, world)
+    total_steps = per_epoch * tcfg.epochs
+    if tcfg.max_steps is not None:
+        total_steps = min(total_steps, tcfg.max_steps)
+    optimizer = torch.optim.AdamW(_param_groups(model, tcfg.weight_decay), lr=tcfg.learning_rate)
+    # accelerate's prepared scheduler advances num_processes times per optimizer step: scale the schedule
+    scheduler = linear_schedule(optimizer, int(tcfg.warmup_ratio * total_steps) * world, total_steps * world)
+    model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
+
+    start_epoch, global_step, resumed = 1, 0, None
+    history: dict[str, Any] = {"epoch_losses": {}}
+    ckpt = last_checkpoint(out)
+    if ckpt is not None and fingerprint is not None and checkpoint_fingerprint(ckpt[1]) != fingerprint:
+        say(f"{ckpt[1]}: written for other data or settings; starting afresh")
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            discard_checkpoints(out)
+        acc.wait_for_everyone()
+        ckpt = None
+    if ckpt is not None:
+        n, path = ckpt
+        acc.load_state(str(path))
+        state = json.loads((path / STATE_FILE).read_text())
+        start_epoch, global_step, resumed = n + 1, int(state["global_step"]), n
+        history["epoch_losses"] = {int(k): v for k, v in state.get("epoch_losses", {}).items()}
+        say(f"resumed from {path} (epoch {n}, step {global_step})")
+    elif evaluate is not None:
+        _run_eval(acc, model, tokenizer, evaluate, 0)
+
+    losses: list[float] = []
+    epochs_done = start_epoch - 1
+    for epoch in range(start_epoch, tcfg.epochs + 1):
+        if tcfg.max_steps is not None and global_step >= tcfg.max_steps:
+            break
+        model.train()
+        mine = shard_batches(epoch_batches(len(examples), tcfg.batch_size, seed, epoch), rank, world)
+        groups = [mine[i : i + tcfg.grad_accum] for i in range(0, len(mine), tcfg.grad_accum)]
+        ep_loss, ep_n = 0.0, 0
+        for group in groups:
+            step_loss = 0.0
+            for j, (b, idx) in enumerate(group):
+                rng = np.random.default_rng([seed, epoch, b])
+                batch = objective.collate([examples[i] for i in idx], rng)
+                batch = {k: v.to(acc.device) for k, v in batch.items()}
+                sync = j == len(group) - 1
+                ctx = contextlib.nullcontext() if sync or world == 1 else acc.no_sync(model)
+                with ctx, acc.autocast():
+                    loss = model(**batch).loss / len(group)
+                    acc.backward(loss)
+                step_loss += float(loss.detach())
+            if max_grad_norm and max_grad_norm > 0:
+                acc.clip_grad_norm_(model.parameters(), max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            global_step += 1
+            losses.append(step_loss)
+            ep_loss, ep_n = ep_loss + step_loss, ep_n + 1
+            if on_step is not None:
+                on_step(epoch, global_step)
+            if tcfg.max_steps is not None and global_step >= tcfg.max_steps:
+                break
+        history["epoch_losses"][epoch] = ep_loss / max(ep_n, 1)
+        say(f"epoch {epoch}: loss {history['epoch_losses'][epoch]:.4f} (step {global_step})")
+        _save_checkpoint(acc, out, epoch, global_step, history, fingerprint)
+        epochs_done = epoch
+        last = epoch == tcfg.epochs or (tcfg.max_steps is not None and global_step >= tcfg.max_steps)
+        if evaluate is not None and (epoch % tcfg.eval_every == 0 or last):
+            _run_eval(acc, model, tokenizer, evaluate, epoch)
+    acc.wait_for_everyone()
+    return TrainResult(
+        model=acc.unwrap_model(model),
+        epochs_done=epochs_done,
+        global_step=global_step,
+        resumed_from=resumed,
+        losses=losses,
+        epoch_losses=dict(history["epoch_losses"]),
+        tokens=sum(len(e["input_ids"]) for e in examples),
+    )
+
+
+def _run_eval(acc, model, tokenizer, evaluate: EpochEval, epoch: int) -> None:
+    import torch
+
+    if acc.is_main_process:
+        inner = acc.unwrap_model(model)
+        was_training = inner.training
+        inner.eval()
+        with preserved_rng(), torch.no_grad():
+            evaluate(inner, tokenizer, epoch)
+        inner.train(was_training)
+    acc.wait_for_everyone()
+
+
+def _save_checkpoint(
+    acc, out: Path, epoch: int, global_step: int, history: dict[str, Any], fingerprint: str | None = None
+) -> None:
+    """Write ``checkpoints/epoch-N`` via a temporary folder; ``state.json`` last marks it complete."""
+    final = out / CHECKPOINTS / f"epoch-{epoch}"
+    tmp = out / CHECKPOINTS / f".epoch-{epoch}.tmp"
+    if acc.is_main_process and tmp.exists():
+        shutil.rmtree(tmp)
+    acc.wait_for_everyone()
+    acc.save_state(str(tmp))
+    if acc.is_main_process:
+        state = {"epoch": epoch, "global_step": global_step, "epoch_losses": history["epoch_losses"],
+                 "fingerprint": fingerprint}
+        write_json(tmp / STATE_FILE, state)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    acc.wait_for_everyone()

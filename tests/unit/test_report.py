@@ -1,0 +1,80 @@
+"""The report: Table 1 from finetune metrics.csv files, per-epoch PNGs, Markdown and HTML."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from context_cda.config import Config  # noqa: E402
+from context_cda.errors import InputError  # noqa: E402
+from context_cda.report import run_report  # noqa: E402
+
+VANILLA = {"stereoset_ss": 61.0, "stereoset_lms": 85.0, "stereoset_icat": 66.3, "crows_cs": 58.0}
+
+
+def _write(run_dir, target, arm, rows):
+    d = run_dir / "finetune" / target / arm
+    d.mkdir(parents=True)
+    df = pd.DataFrame([{"epoch": e, "arm": arm, "target": target, **m} for e, m in rows])
+    df.to_csv(d / "metrics.csv", index=False)
+
+
+def test_report_table1_and_curves(tmp_path):
+    run = tmp_path / "run"
+    for target in ("gpt2", "bert"):
+        _write(run, target, "cda", [(0, VANILLA), (1, {**VANILLA, "stereoset_ss": 57.0}),
+                                    (2, {**VANILLA, "stereoset_ss": 55.5, "crows_cs": 54.0})])
+        _write(run, target, "context-cda", [(0, VANILLA), (1, {**VANILLA, "stereoset_ss": 53.25}),
+                                            (2, {**VANILLA, "stereoset_ss": 51.0, "crows_cs": 50.5})])
+    cfg = Config.model_validate({"run": {"run_dir": str(run)}, "tracking": {"enabled": False}})
+    s = run_report(cfg, {"run_dir": run}, run / "report")
+    out = run / "report"
+    t1 = pd.read_csv(out / "table1.csv")
+    assert list(t1["model"]) == ["vanilla", "cda", "context-cda"] * 2
+    gpt2 = t1[t1["target"] == "gpt2"].set_index("model")
+    assert gpt2.loc["vanilla", "stereoset_ss"] == 61.0
+    assert gpt2.loc["context-cda", "stereoset_ss"] == 51.0 and gpt2.loc["context-cda", "crows_cs"] == 50.5
+    assert gpt2.loc["cda", "epoch"] == 2
+    assert sorted(s["plots"]) == sorted(f"{t}-{m}.png" for t in ("gpt2", "bert") for m in ("ss", "lms", "icat", "cs"))
+    assert all((out / p).stat().st_size > 1000 for p in s["plots"])
+    md = (out / "report.md").read_text()
+    assert "| Model | Epoch | SS | LMS | ICAT | CS |" in md
+    assert "| Context-CDA | 2 | 51.00 | 85.00 | 66.30 | 50.50 |" in md
+    assert "![gpt2-ss](gpt2-ss.png)" in md
+    html = (out / "report.html").read_text()
+    assert "<img src='bert-cs.png'" in html and "<td class='n'>51.00</td>" in html
+    assert (out / "manifest.json").is_file()
+
+
+def test_report_without_metrics_names_the_folder(tmp_path):
+    cfg = Config.model_validate({"run": {"run_dir": str(tmp_path)}, "tracking": {"enabled": False}})
+    with pytest.raises(InputError, match="finetune"):
+        run_report(cfg, {"run_dir": tmp_path}, tmp_path / "report")
+
+
+def test_ccda_report_command(tmp_path, capsys):
+    from context_cda.cli import main
+
+    run = tmp_path / "run"
+    _write(run, "gpt2", "cda", [(0, VANILLA), (1, {**VANILLA, "stereoset_ss": 57.0})])
+    assert main(["report", str(run), "--no-tracking"]) == 0
+    assert "Table 1" in capsys.readouterr().out
+    assert (run / "report" / "report.html").is_file() and (run / "report" / "gpt2-ss.png").is_file()
+
+
+def test_evaluate_stage_metrics_take_precedence_in_table1(tmp_path):
+    import json
+
+    run = tmp_path / "run"
+    _write(run, "gpt2", "cda", [(0, VANILLA), (1, {**VANILLA, "stereoset_ss": 57.0})])
+    agg = run / "evaluate" / "gpt2" / "cda" / "aggregate.json"
+    agg.parent.mkdir(parents=True)
+    agg.write_text(json.dumps({"metrics": {"stereoset_ss": 52.5, "crows_cs": 51.0}, "name": "gpt2/cda"}))
+    cfg = Config.model_validate({"run": {"run_dir": str(run)}, "tracking": {"enabled": False}})
+    run_report(cfg, {"run_dir": run}, run / "report")
+    t1 = pd.read_csv(run / "report" / "table1.csv").set_index("model")
+    assert t1.loc["cda", "stereoset_ss"] == 52.5 and t1.loc["cda", "source"] == "evaluate"
+    assert t1.loc["cda", "stereoset_lms"] == 85.0  # not in the aggregate: per-epoch value kept
+    assert t1.loc["vanilla", "source"] == "metrics.csv"
