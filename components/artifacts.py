@@ -1,0 +1,50 @@
+"""Artifact types passed between the pipeline's components.
+
+KFP only accepts the ``system.*`` schema titles on a cluster, so each type below compiles to its KFP base type
+(``system.Dataset``, ``system.Model``, ``system.Artifact``); the subclasses name what a step produces and consumes
+in the component signatures. Every artifact of ours is a *folder*: the stage's ``out_dir`` with its tables and
+``manifest.json`` (see ``docs/architecture.md``, "Run directory").
+
+The components import this module inside their containers (``from components.artifacts import Corpus``), so the
+project images ship the ``components`` package on ``PYTHONPATH`` beside ``context_cda``.
+"""
+
+from __future__ import annotations
+
+from kfp import dsl
+
+
+class Corpus(dsl.Dataset):
+    """A stage folder holding one text table as Parquet (sentences, counterfactuals, augmented, validated)."""
+
+
+class ScoredCorpus(dsl.Dataset):
+    """``entropy/<target>/``: ``scores.parquet`` (semantic entropy per item) and ``audit.parquet``."""
+
+
+class FilteredCorpora(dsl.Dataset):
+    """``filter/<target>/``: one ``k<k>/corpus.parquet`` per k (or threshold) and ``summary.json``."""
+
+
+class Checkpoint(dsl.Model):
+    """``finetune/<target>/<arm>/``: ``checkpoints/epoch-N``, ``final/`` (save_pretrained) and ``metrics.csv``."""
+
+
+class Evaluation(dsl.Dataset):
+    """``evaluate/<target>/<arm>/``: per-item predictions and the aggregate JSON of every benchmark."""
+
+
+class Registration(dsl.Artifact):
+    """``register/<target>/``: what was registered in MLflow and the promotion decision."""
+
+
+class RunSummary(dsl.Artifact):
+    """One target's slice of a run directory for the report: finetune metrics and registration records."""
+
+
+class Report(dsl.Artifact):
+    """``report/``: report.md, report.html and plots."""
+
+
+class RunStatus(dsl.Artifact):
+    """The exit handler's record of how the run ended (state, failed task, error)."""

@@ -1,0 +1,21 @@
+"""cda: sentences -> two-sided word-swap counterfactuals (``counterfactuals.parquet``)."""
+
+from kfp import dsl
+from kfp.dsl import Input, Output
+
+from components.artifacts import Corpus
+from components.images import CPU_IMAGE
+
+
+@dsl.component(base_image=CPU_IMAGE)
+def cda(
+    config_yaml: str, sentences: Input[Corpus], counterfactuals: Output[Corpus], overrides: list[str] = []  # noqa: B006
+) -> str:
+    """Counterfactual data augmentation by gender-word swapping (context_cda.cda.run_cda)."""
+    from pathlib import Path
+
+    from components._runtime import load_config, run_stage
+    from context_cda import schemas as S
+
+    inputs = {"sentences": Path(sentences.path) / S.INGEST_FILE}
+    return run_stage("cda", load_config(config_yaml, overrides), inputs, counterfactuals.path)

@@ -1,0 +1,15 @@
+"""ingest: corpus -> ``sentences.parquet`` (the corpus itself comes from ``config.ingest``)."""
+
+from kfp import dsl
+from kfp.dsl import Output
+
+from components.artifacts import Corpus
+from components.images import CPU_IMAGE
+
+
+@dsl.component(base_image=CPU_IMAGE)
+def ingest(config_yaml: str, sentences: Output[Corpus], overrides: list[str] = []) -> str:  # noqa: B006
+    """Read, normalise and select gendered sentences (context_cda.corpus.run_ingest)."""
+    from components._runtime import load_config, run_stage
+
+    return run_stage("ingest", load_config(config_yaml, overrides), {}, sentences.path)

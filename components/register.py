@@ -1,0 +1,29 @@
+"""register: log one (target, arm) model to MLflow, register it and apply the promotion gate."""
+
+from kfp import dsl
+from kfp.dsl import Input, Output
+
+from components.artifacts import Checkpoint, FilteredCorpora, Registration
+from components.images import CPU_IMAGE
+
+
+@dsl.component(base_image=CPU_IMAGE)
+def register(
+    config_yaml: str,
+    target: str,
+    arm: str,
+    checkpoint: Input[Checkpoint],
+    filtered: Input[FilteredCorpora],
+    registration: Output[Registration],
+    overrides: list[str] = [],  # noqa: B006
+) -> str:
+    """Register ``<target>-debiased`` (context_cda.tracking.run_register) from a run-dir view of the inputs."""
+    from components._runtime import load_config, run_stage, run_view
+    from context_cda.tracking import register_inputs
+
+    config = load_config(config_yaml, overrides)
+    view = run_view({f"finetune/{target}/{arm}": checkpoint.path, f"filter/{target}": filtered.path})
+    config.run.run_dir = str(view)
+    registration.metadata.update({"target": target, "arm": arm})
+    return run_stage("register", config, register_inputs(config, target, arm, view), registration.path,
+                     target=target, arm=arm)

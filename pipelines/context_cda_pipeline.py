@@ -1,0 +1,297 @@
+"""The Context-CDA pipeline for Kubeflow Pipelines v2, in two variants built from the same wiring.
+
+``gpu`` (the cluster): GPU steps (entropy, finetune, evaluate; augment when vLLM runs in-process) request
+``config.pipeline.accelerator_type`` x ``accelerator_count``, land on GPU nodes (node selector + toleration) and
+mount the model-cache PVC; every step gets its secrets as environment variables (S3 for data and artifacts,
+MLflow for tracking, the hub token for gated models); augment talks to the cluster's vLLM service through the
+``openai`` backend (``augment_mode: service``) or runs vLLM in-process on its GPU node (``augment_mode:
+in-process``). ``cpu``: the same DAG with no Kubernetes settings, for ``kfp.local`` and CPU-only clusters.
+
+::
+
+    ingest -> cda -> validate(cda) -> augment -> validate(augment)
+      ParallelFor target in targets:
+        entropy(target) -> validate(entropy) (gate) -> filter(target)
+        ParallelFor (target, arm) in arm_matrix(target, arms):
+          finetune(target, arm) -> evaluate(target, arm) -> register(target, arm)
+        collect_arms(target)
+      report(all targets)
+    exit handler: record_status (always runs; records failures)
+
+The resolved config travels as one YAML string parameter (``config_yaml``), so the same config drives a local
+``kfp.local`` run, a compiled package and a submitted run. Cluster object names (secrets, PVC, vLLM service) are
+in :class:`ClusterSettings` and match ``k8s/base`` (Secrets ``ccda-s3-credentials`` and ``ccda-hf-token``,
+ConfigMap ``ccda-pipeline-config``, PVC ``ccda-model-cache``); the optional Secrets ``ccda-mlflow-auth``
+(MLflow basic auth) and ``ccda-vllm-api-key`` are used when they exist.
+
+(No ``from __future__ import annotations`` here: KFP reads the pipeline function's annotations at runtime.)
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import components as C
+from components.images import tagged
+from kfp import compiler, dsl, kubernetes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from context_cda.config import Config
+
+VARIANTS = ("gpu", "cpu")
+
+#: steps whose results are side effects (MLflow registry, status records): never served from the KFP cache
+UNCACHED = frozenset({"register", "record_status"})
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """Everything the ``gpu`` variant needs to know about the cluster (names must match ``k8s/``)."""
+
+    cpu_image: str = C.images.CPU_IMAGE
+    gpu_image: str = C.images.GPU_IMAGE
+    accelerator_type: str = "nvidia.com/gpu"
+    accelerator_count: int = 1
+    augment_mode: str = "service"
+    namespace: str = "kubeflow"
+    gpu_node_selector: dict[str, str] = field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    gpu_tolerations: tuple[dict[str, str], ...] = (
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    )
+    s3_secret: str = "ccda-s3-credentials"
+    s3_env: dict[str, str] = field(
+        default_factory=lambda: {"AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY"}
+    )
+    mlflow_secret: str = "ccda-mlflow-auth"
+    mlflow_env: dict[str, str] = field(
+        default_factory=lambda: {
+            "MLFLOW_TRACKING_USERNAME": "MLFLOW_TRACKING_USERNAME",
+            "MLFLOW_TRACKING_PASSWORD": "MLFLOW_TRACKING_PASSWORD",
+        }
+    )
+    hf_secret: str = "ccda-hf-token"
+    hf_env: dict[str, str] = field(default_factory=lambda: {"HF_TOKEN": "HF_TOKEN"})
+    vllm_secret: str = "ccda-vllm-api-key"
+    vllm_env: dict[str, str] = field(default_factory=lambda: {"OPENAI_API_KEY": "OPENAI_API_KEY"})
+    config_map: str = "ccda-pipeline-config"
+    config_map_env: dict[str, str] = field(
+        default_factory=lambda: {
+            k: k
+            for k in ("MLFLOW_TRACKING_URI", "AWS_ENDPOINT_URL", "HF_HOME", "CCDA_MODEL_CACHE",
+                      "CCDA_VLLM_BASE_URL", "CCDA_VLLM_MODEL")
+        }
+    )
+    model_cache_pvc: str = "ccda-model-cache"
+    model_cache_mount: str = "/models"
+    enable_caching: bool = True
+
+    @classmethod
+    def from_config(cls, config: "Config", **overrides: Any) -> "ClusterSettings":
+        p = config.pipeline
+        values: dict[str, Any] = {
+            "cpu_image": tagged(p.cpu_image),
+            "gpu_image": tagged(p.image),
+            "accelerator_type": p.accelerator_type,
+            "accelerator_count": p.accelerator_count,
+            "augment_mode": p.augment_mode,
+            "namespace": p.namespace,
+        }
+        values.update(overrides)
+        return cls(**values)
+
+    def generator_overrides(self) -> list[str]:
+        """Config overrides for the generating steps (augment, entropy's sampler) on the cluster.
+
+        ``service``: the openai backend against the cluster's vLLM Service; URL and served model name come from
+        the ``ccda-pipeline-config`` ConfigMap (``$VAR`` is expanded inside the pod). ``in-process``: vLLM in
+        the step's own process on its GPU node.
+        """
+        if self.augment_mode == "service":
+            return ["augment.backend=openai", "augment.openai.base_url=$CCDA_VLLM_BASE_URL",
+                    "augment.model=$CCDA_VLLM_MODEL"]
+        return ["augment.backend=vllm"]
+
+
+def config_yaml(config: "Config") -> str:
+    """The config as the pipeline's ``config_yaml`` parameter: YAML in flow style, i.e. one line of JSON.
+
+    One line because KFP copies parameter defaults into the package's header comment verbatim, and a multi-line
+    default would break the package's YAML. ``yaml.safe_load`` reads it like any other config file.
+    """
+    import json
+
+    return json.dumps(config.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------------------------- task settings
+
+
+def _common(task: dsl.PipelineTask, s: ClusterSettings) -> None:
+    """Every cluster step: S3 credentials (secret), endpoints and cache folders (ConfigMap)."""
+    kubernetes.use_secret_as_env(task, s.s3_secret, dict(s.s3_env))
+    kubernetes.use_config_map_as_env(task, s.config_map, dict(s.config_map_env))
+
+
+def _model_cache(task: dsl.PipelineTask, s: ClusterSettings) -> None:
+    kubernetes.mount_pvc(task, pvc_name=s.model_cache_pvc, mount_path=s.model_cache_mount)
+    task.set_env_variable("VLLM_CACHE_ROOT", f"{s.model_cache_mount}/cache/vllm")
+
+
+def _cpu_step(task: dsl.PipelineTask, s: ClusterSettings, name: str, memory: str = "4Gi") -> dsl.PipelineTask:
+    task.set_container_image(s.cpu_image)
+    task.set_cpu_request("1").set_cpu_limit("4").set_memory_request("1Gi").set_memory_limit(memory)
+    _common(task, s)
+    if name in {"register", "report", "record_status"}:
+        kubernetes.use_secret_as_env(task, s.mlflow_secret, dict(s.mlflow_env), optional=True)
+    if name == "ingest":
+        kubernetes.use_secret_as_env(task, s.hf_secret, dict(s.hf_env), optional=True)
+    return task
+
+
+def _gpu_step(task: dsl.PipelineTask, s: ClusterSettings, memory: str = "32Gi") -> dsl.PipelineTask:
+    task.set_container_image(s.gpu_image)
+    task.set_accelerator_type(s.accelerator_type).set_accelerator_limit(s.accelerator_count)
+    task.set_cpu_request("4").set_cpu_limit("8").set_memory_request("16Gi").set_memory_limit(memory)
+    for key, value in s.gpu_node_selector.items():
+        kubernetes.add_node_selector(task, label_key=key, label_value=value)
+    for tol in s.gpu_tolerations:
+        kubernetes.add_toleration(task, **tol)
+    _model_cache(task, s)
+    _common(task, s)
+    kubernetes.use_secret_as_env(task, s.mlflow_secret, dict(s.mlflow_env), optional=True)
+    kubernetes.use_secret_as_env(task, s.hf_secret, dict(s.hf_env), optional=True)
+    return task
+
+
+def _service_step(task: dsl.PipelineTask, s: ClusterSettings) -> dsl.PipelineTask:
+    """augment in service mode: a CPU pod that talks to the cluster's vLLM (no GPU, no node pinning)."""
+    task.set_container_image(s.cpu_image)
+    task.set_cpu_request("1").set_cpu_limit("4").set_memory_request("2Gi").set_memory_limit("8Gi")
+    _model_cache(task, s)
+    _common(task, s)
+    kubernetes.use_secret_as_env(task, s.vllm_secret, dict(s.vllm_env), optional=True)
+    return task
+
+
+# ---------------------------------------------------------------------------------------------- the pipeline
+
+
+#: the DAG's stages in order; ``last_stage`` cuts the pipeline after one of them
+DAG_STAGES = ("ingest", "cda", "augment", "entropy", "filter", "finetune", "evaluate", "register", "report")
+
+
+def build_pipeline(
+    variant: str = "gpu",
+    config: "Config | None" = None,
+    settings: ClusterSettings | None = None,
+    last_stage: str = "report",
+):
+    """The ``@dsl.pipeline`` function of ``variant`` with ``config`` (default: resolved defaults) as its defaults.
+
+    ``last_stage`` stops the DAG after that stage (e.g. ``filter`` for a data-only pipeline); validation steps
+    belong to the stage whose output they check.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown pipeline variant {variant!r}; use one of {', '.join(VARIANTS)}.")
+    if last_stage not in DAG_STAGES:
+        raise ValueError(f"unknown last_stage {last_stage!r}; use one of {', '.join(DAG_STAGES)}.")
+    upto = DAG_STAGES.index(last_stage)
+
+    def wanted(stage: str) -> bool:
+        return DAG_STAGES.index(stage) <= upto
+
+    if config is None:
+        from context_cda.config import load_config
+
+        config = load_config()
+    s = settings or ClusterSettings.from_config(config)
+    gpu = variant == "gpu" and s.accelerator_count > 0
+    cluster = variant == "gpu"
+    gen_overrides = s.generator_overrides() if cluster else []
+
+    def step(task: dsl.PipelineTask, name: str, kind: str = "cpu") -> dsl.PipelineTask:
+        task.set_caching_options(enable_caching=s.enable_caching and name not in UNCACHED)
+        if not cluster:
+            return task
+        if kind == "gpu" and gpu:
+            return _gpu_step(task, s)
+        if kind == "service":
+            return _service_step(task, s)
+        return _cpu_step(task, s, name)
+
+    augment_kind = "service" if s.augment_mode == "service" else "gpu"
+    config_yaml_default = config_yaml(config)
+
+    @dsl.pipeline(
+        name=f"context-cda-{variant}",
+        description="Context-CDA: CDA, LLM augmentation, semantic-entropy filtering, debias fine-tuning, "
+        "evaluation and registration, per target model and arm.",
+    )
+    def context_cda_pipeline(
+        config_yaml: str = config_yaml_default,
+        targets: list[str] = list(config.run.targets),  # noqa: B006
+        arms: list[str] = list(config.train.arms),  # noqa: B006
+    ):
+        status = step(C.record_status(config_yaml=config_yaml), "record_status")
+        with dsl.ExitHandler(status, name="context-cda-run"):
+            ing = step(C.ingest(config_yaml=config_yaml), "ingest")
+            if not wanted("cda"):
+                return
+            swapped = step(C.cda(config_yaml=config_yaml, sentences=ing.outputs["sentences"]), "cda")
+            v_cda = step(C.validate(config_yaml=config_yaml, boundary="cda",
+                                    data=swapped.outputs["counterfactuals"]), "validate")
+            if not wanted("augment"):
+                return
+            aug = step(C.augment(config_yaml=config_yaml, counterfactuals=v_cda.outputs["validated"],
+                                 overrides=gen_overrides), "augment", augment_kind)
+            v_aug = step(C.validate(config_yaml=config_yaml, boundary="augment",
+                                    data=aug.outputs["augmented"]), "validate")
+            if not wanted("entropy"):
+                return
+            with dsl.ParallelFor(targets, name="targets") as target:
+                ent = step(C.entropy(config_yaml=config_yaml, target=target, augmented=v_aug.outputs["validated"],
+                                     overrides=gen_overrides), "entropy", "gpu")
+                v_ent = step(C.validate(config_yaml=config_yaml, boundary="entropy", target=target,
+                                        data=ent.outputs["scores"]), "validate")
+                if not wanted("filter"):
+                    return
+                flt = step(C.filter(config_yaml=config_yaml, target=target, scores=ent.outputs["scores"]),
+                           "filter").after(v_ent)
+                if not wanted("finetune"):
+                    return
+                pairs = step(C.arm_matrix(target=target, arms=arms), "arm_matrix")
+                with dsl.ParallelFor(pairs.output, name="arms") as item:
+                    ft = step(C.finetune(config_yaml=config_yaml, target=item.target, arm=item.arm,
+                                         cda=swapped.outputs["counterfactuals"], augmented=aug.outputs["augmented"],
+                                         filtered=flt.outputs["filtered"]), "finetune", "gpu")
+                    if not wanted("evaluate"):
+                        return
+                    ev = step(C.evaluate(config_yaml=config_yaml, target=item.target, arm=item.arm,
+                                         checkpoint=ft.outputs["checkpoint"]), "evaluate", "gpu")
+                    if not wanted("register"):
+                        return
+                    reg = step(C.register(config_yaml=config_yaml, target=item.target, arm=item.arm,
+                                          checkpoint=ft.outputs["checkpoint"], filtered=flt.outputs["filtered"]),
+                               "register").after(ev)
+                summary = step(C.collect_arms(target=target, checkpoints=dsl.Collected(ft.outputs["checkpoint"]),
+                                              registrations=dsl.Collected(reg.outputs["registration"])),
+                               "collect_arms")
+            if not wanted("report"):
+                return
+            step(C.report(config_yaml=config_yaml, summaries=dsl.Collected(summary.outputs["summary"])), "report")
+
+    return context_cda_pipeline
+
+
+def compile_pipeline(
+    out: Path | str,
+    variant: str = "gpu",
+    config: "Config | None" = None,
+    settings: ClusterSettings | None = None,
+    last_stage: str = "report",
+) -> Path:
+    """Compile the pipeline of ``variant`` to a KFP IR YAML package at ``out``."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    compiler.Compiler().compile(build_pipeline(variant, config, settings, last_stage), package_path=str(out))
+    return out

@@ -1,0 +1,292 @@
+"""Every variant of the Kubeflow pipeline compiles, and the compiled package carries the cluster settings.
+
+No cluster needed: these tests read the KFP IR YAML the compiler writes (pipeline spec + Kubernetes platform
+spec) and check GPU requests, node selectors, tolerations, secrets, the model-cache PVC, caching options, the
+exit handler and the ParallelFor loops.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("kfp")
+pytest.importorskip("kfp.kubernetes")
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import components  # noqa: E402
+from components import _runtime  # noqa: E402
+
+from context_cda import __version__  # noqa: E402
+from context_cda.config import Config, load_config  # noqa: E402
+from context_cda.stages import STAGES  # noqa: E402
+from pipelines import DAG_STAGES, ClusterSettings, build_pipeline, compile_pipeline  # noqa: E402
+
+GPU_EXECUTORS = ("exec-entropy", "exec-finetune", "exec-evaluate")
+
+
+def _config(**overrides) -> Config:
+    return load_config(None, overrides or None, params_file=ROOT / "params.yaml")
+
+
+def _compile(tmp_path: Path, variant: str, config: Config | None = None, **kw) -> tuple[dict, dict | None]:
+    out = compile_pipeline(tmp_path / f"{variant}.yaml", variant=variant, config=config or _config(), **kw)
+    docs = list(yaml.safe_load_all(out.read_text()))
+    return docs[0], (docs[1] if len(docs) > 1 else None)
+
+
+def _executors(spec: dict) -> dict:
+    return spec["deploymentSpec"]["executors"]
+
+
+def _k8s(platform: dict) -> dict:
+    return platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+
+
+def _all_tasks(spec: dict) -> dict[str, dict]:
+    """Every task of every DAG (root and sub-DAGs), keyed by task name."""
+    tasks = dict(spec["root"]["dag"]["tasks"])
+    for comp in spec["components"].values():
+        tasks.update(comp.get("dag", {}).get("tasks", {}))
+    return tasks
+
+
+@pytest.fixture(scope="module")
+def gpu(tmp_path_factory):
+    return _compile(tmp_path_factory.mktemp("gpu"), "gpu")
+
+
+@pytest.fixture(scope="module")
+def cpu(tmp_path_factory):
+    return _compile(tmp_path_factory.mktemp("cpu"), "cpu")
+
+
+# ---------------------------------------------------------------------------------------------------- components
+
+
+def test_one_component_per_stage_calling_the_library():
+    assert set(components.STAGE_COMPONENTS) == set(STAGES)
+    for stage, comp in components.STAGE_COMPONENTS.items():
+        source = comp.component_spec.implementation.container.command[-1]
+        assert f'run_stage("{stage}"' in source, stage
+        assert "from components._runtime import" in source
+
+
+def test_components_have_typed_artifacts_and_project_images():
+    spec = components.finetune.component_spec
+    assert {"cda", "augmented", "filtered"} <= set(spec.inputs)
+    assert {"checkpoint", "metrics"} <= set(spec.outputs)
+    assert spec.outputs["checkpoint"].type.startswith("system.Model")
+    source = spec.implementation.container.command[-1]
+    assert "from components.artifacts import Checkpoint" in source  # custom type travels by import
+    assert components.ingest.component_spec.implementation.container.image.endswith(f"context-cda-cpu:{__version__}")
+    assert components.entropy.component_spec.implementation.container.image.endswith(
+        f"context-cda-train:{__version__}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- gpu variant
+
+
+def test_gpu_variant_requests_accelerators_on_gpu_steps(gpu):
+    spec, _ = gpu
+    ex = _executors(spec)
+    for name in GPU_EXECUTORS:
+        res = ex[name]["container"]["resources"]
+        assert res["accelerator"]["resourceType"] == "nvidia.com/gpu", name
+        assert res["accelerator"]["resourceCount"] == "1", name
+        assert ex[name]["container"]["image"] == f"ghcr.io/context-cda/context-cda-train:{__version__}"
+    for name in ("exec-ingest", "exec-cda", "exec-filter", "exec-register"):
+        assert "accelerator" not in ex[name]["container"].get("resources", {}), name
+        assert ex[name]["container"]["image"] == f"ghcr.io/context-cda/context-cda-cpu:{__version__}"
+
+
+def test_gpu_variant_node_selectors_tolerations_and_pvc(gpu):
+    _, platform = gpu
+    k8s = _k8s(platform)
+    for name in GPU_EXECUTORS:
+        assert k8s[name]["nodeSelector"]["labels"] == {"nvidia.com/gpu.present": "true"}, name
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in k8s[name]["tolerations"]
+        assert [(p["constant"], p["mountPath"]) for p in k8s[name]["pvcMount"]] == [("ccda-model-cache", "/models")]
+    for name in ("exec-ingest", "exec-cda", "exec-filter"):
+        assert "nodeSelector" not in k8s[name] and "tolerations" not in k8s[name], name
+
+
+def test_gpu_variant_secrets_as_env(gpu):
+    _, platform = gpu
+    k8s = _k8s(platform)
+
+    def secrets(executor: str) -> dict[str, tuple[set[str], bool]]:
+        return {
+            s["secretName"]: ({e["envVar"] for e in s["keyToEnv"]}, s.get("optional", False))
+            for s in k8s[executor].get("secretAsEnv", [])
+        }
+
+    for name in k8s:  # S3 credentials everywhere, never optional
+        assert secrets(name)["ccda-s3-credentials"] == ({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}, False)
+        cms = {c["configMapName"] for c in k8s[name].get("configMapAsEnv", [])}
+        assert cms == {"ccda-pipeline-config"}, name
+    for name in GPU_EXECUTORS:
+        assert secrets(name)["ccda-hf-token"] == ({"HF_TOKEN"}, True)
+        assert "MLFLOW_TRACKING_PASSWORD" in secrets(name)["ccda-mlflow-auth"][0]
+    assert "ccda-mlflow-auth" in secrets("exec-register")
+    # no secret *values* anywhere in the package
+    text = yaml.safe_dump(platform)
+    assert not re.search(r"(?i)(secretValue|stringData|password:\s*\S)", text)
+
+
+def test_caching_options(gpu):
+    spec, _ = gpu
+    tasks = _all_tasks(spec)
+    assert tasks["ingest"]["cachingOptions"] == {"enableCache": True}
+    assert tasks["finetune"]["cachingOptions"] == {"enableCache": True}
+    assert not tasks["register"]["cachingOptions"].get("enableCache", False)
+    assert not tasks["record-status"]["cachingOptions"].get("enableCache", False)
+
+
+def test_exit_handler_records_status(gpu):
+    spec, _ = gpu
+    root = spec["root"]["dag"]["tasks"]
+    assert set(root) == {"exit-handler-1", "record-status"}
+    exit_task = root["record-status"]
+    assert exit_task["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
+    assert exit_task["dependentTasks"] == ["exit-handler-1"]
+    status_input = exit_task["inputs"]["parameters"]["status"]
+    assert status_input["taskFinalStatus"]["producerTask"] == "exit-handler-1"
+
+
+def test_parallel_for_over_targets_and_arms(gpu):
+    spec, _ = gpu
+    comps = spec["components"]
+    loops = {name: c["dag"]["tasks"] for name, c in comps.items() if name.startswith("comp-for-loop")}
+    outer = next(t for t in loops.values() if "entropy" in t)
+    inner = next(t for t in loops.values() if "finetune" in t)
+    assert {"entropy", "filter", "arm-matrix", "collect-arms"} <= set(outer)
+    assert {"finetune", "evaluate", "register"} <= set(inner)
+    assert "evaluate" in inner["register"]["dependentTasks"]  # a failed evaluation blocks registration
+    exit_dag = comps["comp-exit-handler-1"]["dag"]["tasks"]
+    targets_loop = next(t for t in exit_dag.values() if "parameterIterator" in t)
+    assert targets_loop["parameterIterator"]["items"]["inputParameter"].endswith("targets")
+    arms_loop = next(t for t in outer.values() if "parameterIterator" in t)
+    assert "arm-matrix" in arms_loop["parameterIterator"]["items"]["inputParameter"]
+    # the report fans in over the targets
+    assert "report" in exit_dag
+
+
+def test_pipeline_parameters_carry_the_config(gpu):
+    spec, _ = gpu
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert set(params) == {"config_yaml", "targets", "arms"}
+    cfg = _runtime.load_config(params["config_yaml"]["defaultValue"])
+    assert cfg.to_dict() == _config().to_dict()
+    assert params["targets"]["defaultValue"] == list(_config().run.targets)
+    assert params["arms"]["defaultValue"] == list(_config().train.arms)
+
+
+def test_augment_service_mode_uses_the_vllm_service_without_gpu(gpu):
+    spec, platform = gpu
+    ex = _executors(spec)
+    assert "accelerator" not in ex["exec-augment"]["container"].get("resources", {})
+    tasks = _all_tasks(spec)
+    overrides = tasks["augment"]["inputs"]["parameters"]["overrides"]["runtimeValue"]["constant"]
+    assert "augment.backend=openai" in overrides
+    assert "augment.openai.base_url=$CCDA_VLLM_BASE_URL" in overrides
+    assert "nodeSelector" not in _k8s(platform)["exec-augment"]
+
+
+def test_augment_in_process_mode_runs_vllm_on_a_gpu_node(tmp_path):
+    spec, platform = _compile(tmp_path, "gpu", _config(pipeline={"augment_mode": "in-process"}))
+    res = _executors(spec)["exec-augment"]["container"]["resources"]
+    assert res["accelerator"]["resourceType"] == "nvidia.com/gpu"
+    assert "nodeSelector" in _k8s(platform)["exec-augment"]
+    overrides = _all_tasks(spec)["augment"]["inputs"]["parameters"]["overrides"]["runtimeValue"]["constant"]
+    assert overrides == ["augment.backend=vllm"]
+
+
+def test_settings_follow_config(tmp_path):
+    cfg = _config(pipeline={"accelerator_type": "amd.com/gpu", "accelerator_count": 2, "image": "reg.io/t:9"})
+    spec, _ = _compile(tmp_path, "gpu", cfg)
+    ex = _executors(spec)["exec-finetune"]["container"]
+    assert ex["resources"]["accelerator"] == {
+        "count": "2", "resourceCount": "2", "resourceType": "amd.com/gpu", "type": "amd.com/gpu"
+    } or (ex["resources"]["accelerator"]["resourceType"], ex["resources"]["accelerator"]["resourceCount"]) == (
+        "amd.com/gpu", "2")
+    assert ex["image"] == "reg.io/t:9"
+
+
+# ---------------------------------------------------------------------------------------------------- cpu variant
+
+
+def test_cpu_variant_has_no_cluster_settings(cpu):
+    spec, platform = cpu
+    assert platform is None  # no Kubernetes platform spec at all
+    for name, ex in _executors(spec).items():
+        assert "accelerator" not in ex["container"].get("resources", {}), name
+    tasks = _all_tasks(spec)
+    assert tasks["augment"]["inputs"]["parameters"]["overrides"]["runtimeValue"]["constant"] == []
+    assert "record-status" in spec["root"]["dag"]["tasks"]
+
+
+@pytest.mark.parametrize("last", DAG_STAGES)
+def test_truncated_pipelines_compile(tmp_path, last):
+    spec, _ = _compile(tmp_path, "cpu", last_stage=last)
+    names = {t.split("-")[0] for t in _all_tasks(spec)}
+    assert last.split("_")[0] in names
+
+
+def test_unknown_variant_is_an_error():
+    with pytest.raises(ValueError, match="variant"):
+        build_pipeline("tpu", _config())
+
+
+def test_cluster_settings_from_config():
+    s = ClusterSettings.from_config(_config(pipeline={"cpu_image": "reg.io/cpu"}))
+    assert s.cpu_image == f"reg.io/cpu:{__version__}"
+    assert s.gpu_image == f"ghcr.io/context-cda/context-cda-train:{__version__}"
+
+
+# ---------------------------------------------------------------------------------------------------- runtime glue
+
+
+def test_runtime_load_config_applies_overrides_and_env(monkeypatch):
+    text = json.dumps(_config().to_dict())
+    monkeypatch.setenv("CCDA_VLLM_BASE_URL", "http://ccda-vllm:8000/v1")
+    cfg = _runtime.load_config(text, ["augment.backend=openai", "augment.openai.base_url=$CCDA_VLLM_BASE_URL",
+                                      "augment.sampling.n=3"])
+    assert cfg.augment.backend == "openai"
+    assert cfg.augment.openai.base_url == "http://ccda-vllm:8000/v1"
+    assert cfg.augment.sampling.n == 3
+    assert cfg.augment.sampling.temperature == _config().augment.sampling.temperature  # siblings kept
+    monkeypatch.delenv("CCDA_VLLM_BASE_URL")
+    from context_cda.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="CCDA_VLLM_BASE_URL"):
+        _runtime.load_config(text, ["augment.openai.base_url=$CCDA_VLLM_BASE_URL"])
+
+
+def test_runtime_run_view_and_metrics(tmp_path):
+    a = tmp_path / "a"
+    a.mkdir()
+    (a / "counterfactuals.parquet").write_text("x")
+    view = _runtime.run_view({"cda": a, "filter/t1": a})
+    assert (view / "cda" / "counterfactuals.parquet").read_text() == "x"
+    assert (view / "filter" / "t1").resolve() == a.resolve()
+
+    class M:
+        def __init__(self):
+            self.logged = {}
+
+        def log_metric(self, k, v):
+            self.logged[k] = v
+
+    m = M()
+    _runtime.log_metrics(m, json.dumps({"rows": 3, "ok": True, "ss": {"gender": 51.5}, "name": "x", "nan": None}))
+    assert m.logged == {"rows": 3.0, "ss.gender": 51.5}
