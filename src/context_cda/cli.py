@@ -49,13 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except typer.Exit as e:
         return e.exit_code
-    except Exception as e:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
+    except Exception as e:  # usage errors (click, or the click bundled in typer) arrive here
+        show = getattr(e, "show", None)
+        if callable(show) and isinstance(getattr(e, "exit_code", None), int):
+            show()
             return e.exit_code
-        if isinstance(e, click.exceptions.Abort):
+        if type(e).__name__ == "Abort":
             return 1
         raise
     return 0

@@ -248,3 +248,13 @@ def test_entrypoint_refuses_a_missing_folder_or_model(fake_vllm: Path, tmp_path:
     assert missing.returncode == 2 and "not found" in missing.stderr
     unset = _serve(fake_vllm)
     assert unset.returncode != 0 and "MODEL" in unset.stderr
+
+
+def test_pipeline_images_ship_components_on_pythonpath():
+    """KFP's generated component code imports `components.*`; the cpu/train images must carry it."""
+    root = Path(__file__).resolve().parents[2]
+    ignore = (root / ".dockerignore").read_text()
+    assert "!components/" in ignore and "!pipelines/" in ignore
+    for name in ("Dockerfile.cpu", "Dockerfile.train"):
+        text = (root / "docker" / name).read_text()
+        assert "COPY components /opt/ccda/components" in text and "PYTHONPATH=/opt/ccda" in text
