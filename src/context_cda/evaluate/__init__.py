@@ -1,0 +1,175 @@
+"""Evaluation: intrinsic bias benchmarks (StereoSet, CrowS-Pairs) behind a small registry.
+
+* :func:`run_evaluate` — the ``evaluate`` stage: load a model reference, score each configured benchmark,
+  write per-item predictions (Parquet), ``aggregate.json`` and ``manifest.json``.
+* :func:`evaluate_model` — the same metrics for an already loaded model (per-epoch evaluation during training),
+  returned as a flat ``{"stereoset_ss": ..., "stereoset_lms": ..., "stereoset_icat": ..., "crows_cs": ...}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .registry import REGISTRY, Benchmark, Metric, get_benchmark, metric_specs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import Config, EvaluateConfig
+    from ..scoring import Scorer
+
+__all__ = [
+    "REGISTRY",
+    "Benchmark",
+    "Metric",
+    "evaluate_model",
+    "evaluate_scorer",
+    "get_benchmark",
+    "load_items",
+    "metric_specs",
+    "run_evaluate",
+]
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_items(name: str, path: str | None, bias_type: str, data_cache: str | None, mtime: float) -> tuple:
+    return tuple(get_benchmark(name).load(path, bias_type, data_cache))
+
+
+def load_items(
+    name: str, cfg: EvaluateConfig, path: str | Path | None = None, data_cache: str | None = None
+) -> list[Any]:
+    """The benchmark's items: ``path`` > ``evaluate.<name>_path`` > cache > download; bias type and max_items
+    applied. Parsed files are memoised (per-epoch evaluation reads them once)."""
+    p = path or getattr(cfg, f"{name}_path", None)
+    mtime = Path(p).stat().st_mtime if p and Path(p).is_file() else 0.0
+    items = list(_cached_items(name, str(p) if p else None, cfg.bias_type, data_cache, mtime))
+    return items[: cfg.max_items] if cfg.max_items else items
+
+
+def evaluate_scorer(
+    scorer: Scorer,
+    cfg: EvaluateConfig,
+    paths: Mapping[str, str | Path] | None = None,
+    data_cache: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Run every configured benchmark: ``{name: {"rows", "rejected", "aggregate", "info", "seconds"}}``."""
+    results: dict[str, dict[str, Any]] = {}
+    for name in cfg.benchmarks:
+        bench = get_benchmark(name)
+        items = load_items(name, cfg, (paths or {}).get(name), data_cache)
+        t0 = time.perf_counter()
+        rows, rejected, info = bench.score(scorer, items, cfg)
+        secs = time.perf_counter() - t0
+        agg = bench.aggregate(rows)
+        agg.update({k: v for k, v in info.items() if k not in agg})
+        results[name] = {
+            "rows": rows,
+            "rejected": rejected,
+            "aggregate": agg,
+            "info": info,
+            "seconds": secs,
+            "n_items": len(items),
+        }
+    return results
+
+
+def evaluate_model(
+    model: Any,
+    tokenizer: Any,
+    cfg: EvaluateConfig,
+    data_cache: str | None = None,
+    batch_size: int | None = None,
+    progress: bool = False,
+) -> dict[str, float]:
+    """Intrinsic metrics of a loaded model, flat: stereoset_ss/lms/icat, crows_cs/stereo/antistereo.
+
+    The model is left in eval mode; callers in a training loop switch it back to train()."""
+    from ..scoring import scorer_for
+
+    scorer = scorer_for(model, tokenizer, batch_size=batch_size or cfg.batch_size, progress=progress)
+    results = evaluate_scorer(scorer, cfg, data_cache=data_cache)
+    flat: dict[str, float] = {}
+    for name, res in results.items():
+        flat.update(get_benchmark(name).flat(res["aggregate"]))
+    return flat
+
+
+def run_evaluate(
+    config: Config,
+    inputs: Mapping[str, Path | str],
+    out_dir: Path | str,
+    model: str,
+    name: str | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """The evaluate stage. ``inputs`` may name benchmark files ({"stereoset": path, "crows": path}); otherwise
+    evaluate.<name>_path, the data cache or a download supplies them. Writes, below ``out_dir``:
+    ``<benchmark>/predictions.parquet``, ``<benchmark>/aggregate.json``, ``aggregate.json`` (all benchmarks and
+    the flat metrics), ``rejected.parquet`` and ``manifest.json``."""
+    import pandas as pd
+
+    from ..io import StageRecorder, write_json, write_rejected, write_table
+    from ..models import parse_ref
+    from ..scoring import load_scorer
+    from .data import benchmark_file
+
+    cfg = config.evaluate
+    out = Path(out_dir)
+    name = name or parse_ref(model).name
+    files = {
+        b: benchmark_file(b, inputs.get(b) or getattr(cfg, f"{b}_path", None), config.run.data_cache)
+        for b in cfg.benchmarks
+        if b in ("stereoset", "crows")
+    }
+    rec = StageRecorder(
+        "evaluate",
+        out,
+        {"evaluate": cfg.model_dump(mode="json"), "model": model, "name": name},
+        inputs=files,
+        versions=("torch", "transformers"),
+    )
+    with rec.timed("load_model"):
+        scorer = load_scorer(
+            model, device=config.run.device, batch_size=cfg.batch_size, cache=config.run.model_cache,
+            progress=progress,
+        )
+    with rec.timed("score"):
+        results = evaluate_scorer(scorer, cfg, paths=files, data_cache=config.run.data_cache)
+    flat: dict[str, float] = {}
+    outputs: dict[str, Path] = {}
+    rejected_all: list[dict[str, Any]] = []
+    per_bench: dict[str, Any] = {}
+    counts: dict[str, int] = {}
+    for bname, res in results.items():
+        bench = get_benchmark(bname)
+        flat.update(bench.flat(res["aggregate"]))
+        bdir = out / bname
+        outputs[f"{bname}_predictions"] = write_table(pd.DataFrame(res["rows"]), bdir / "predictions.parquet")
+        outputs[f"{bname}_aggregate"] = write_json(bdir / "aggregate.json", res["aggregate"])
+        rejected_all += [{"benchmark": bname, **r} for r in res["rejected"]]
+        per_bench[bname] = res["aggregate"]
+        counts[f"{bname}_in"] = res["n_items"]
+        counts[f"{bname}_scored"] = len(res["rows"])
+        counts[f"{bname}_rejected"] = len(res["rejected"])
+        rec.timings[f"score_{bname}"] = round(res["seconds"], 4)
+        counts_rate = res["n_items"] / res["seconds"] if res["seconds"] > 0 else float("nan")
+        per_bench[bname]["items_per_s"] = round(counts_rate, 2)
+    summary = {
+        "model": model,
+        "name": name,
+        "family": scorer.family,
+        "bias_type": cfg.bias_type,
+        "metrics": flat,
+        "counts": counts,
+    }
+    if "crows" in results:
+        summary["crows_mode"] = results["crows"]["aggregate"].get("mode")
+    outputs["aggregate"] = write_json(out / "aggregate.json", {**summary, "benchmarks": per_bench})
+    outputs["rejected"] = write_rejected(
+        pd.DataFrame(rejected_all, columns=["benchmark", "id", "source", "reason"]), out
+    )
+    rec.finish(counts, outputs=outputs, summary=summary)
+    return summary

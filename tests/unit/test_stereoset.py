@@ -1,0 +1,237 @@
+"""StereoSet: loaders, hand-computed SS/LMS/ICAT with a fake model, aggregation rules, tiny models of every family."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from context_cda.errors import InputError
+from context_cda.evaluate import stereoset
+from context_cda.evaluate.data import load_stereoset
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "evaluate"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "stereoset" / "stereoset_dev_flat.jsonl"
+
+
+def _fake():
+    spec = importlib.util.spec_from_file_location("fake_lm", FIX / "fake_lm.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    torch = pytest.importorskip("torch")
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: threads only add contention on a shared CPU
+    yield
+    torch.set_num_threads(n)
+
+
+# ------------------------------------------------------------------------------------------------ loaders
+
+
+def test_original_and_flat_formats_agree():
+    a = load_stereoset(FIX / "stereoset_tiny.json", bias_type="all")
+    b = load_stereoset(FIX / "stereoset_tiny.jsonl", bias_type="all")
+    assert len(a) == len(b) == 3
+    for x, y in zip(a, b, strict=True):
+        assert (x.target, x.bias_type, x.context, x.sentences) == (y.target, y.bias_type, y.context, y.sentences)
+    assert a[0].id == "c1" and a[0].sentence_ids["stereotype"] == "c1-s"
+    assert [e.target for e in load_stereoset(FIX / "stereoset_tiny.json")] == ["nurse", "nurse"]  # gender default
+
+
+def test_template_word_follows_the_original_loader():
+    ex = load_stereoset(FIX / "stereoset_tiny.json")[0]
+    assert ex.template_word("stereotype") == "caring"  # "caring." with punctuation stripped
+    assert ex.template_word("unrelated") == "banana"
+
+
+def test_unknown_bias_type_lists_the_known_ones():
+    with pytest.raises(InputError, match="found: gender, profession"):
+        load_stereoset(FIX / "stereoset_tiny.jsonl", bias_type="religion")
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        ('{"type": "intrasentence"}\n', r"line 1: missing key\(s\) target"),
+        ('\n{"type": "intrasentence", "target": "x", "bias_type": "gender", "context": "a BLANK", '
+         '"stereotype": "a b", "anti-stereotype": "a c", "unrelated": "a d"}\n{oops\n', "line 3: not valid JSON"),
+        ('{"type": "intrasentence", "target": "x", "bias_type": "gender", "context": "no blank", '
+         '"stereotype": "a b", "anti-stereotype": "a c", "unrelated": "a d"}\n', "line 1: intrasentence context has no BLANK"),
+    ],
+)
+def test_malformed_jsonl_names_file_and_line(tmp_path, content, match):
+    p = tmp_path / "bad.jsonl"
+    p.write_text(content)
+    with pytest.raises(InputError, match=match) as e:
+        load_stereoset(p, bias_type="all")
+    assert str(p) in str(e.value)
+
+
+def test_malformed_original_json_names_the_cluster(tmp_path):
+    doc = json.loads((FIX / "stereoset_tiny.json").read_text())
+    doc["data"]["intrasentence"][1]["sentences"][0]["gold_label"] = "related"
+    p = tmp_path / "dev.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"data.intrasentence\[1\].sentences\[0\]: gold_label 'related'"):
+        load_stereoset(p, bias_type="all")
+    p.write_text('{"version": 1, "data": ')
+    with pytest.raises(InputError, match="line 1: not valid JSON"):
+        load_stereoset(p)
+
+
+@pytest.mark.skipif(not SHARED.is_file(), reason="shared StereoSet data not present")
+def test_full_dev_file_counts():
+    gender = load_stereoset(SHARED)
+    assert len(gender) == 255
+    assert len(load_stereoset(SHARED, bias_type="all")) == 2106
+    assert len(load_stereoset(SHARED, bias_type="all", split="intersentence")) == 2123
+    counts = {}
+    for e in gender:
+        counts[e.target] = counts.get(e.target, 0) + 1
+    assert counts["male"] == 30 and counts["schoolgirl"] == 21
+    for e in gender:  # every cluster's template word is found
+        for lab in ("stereotype", "anti-stereotype", "unrelated"):
+            e.template_word(lab)
+
+
+# ------------------------------------------------------------------------------------------------ hand-computed
+
+
+def _check_hand_metrics(rows):
+    agg = stereoset.aggregate(rows)
+    o = agg["overall"]
+    # nurse: c1 pro, related 1; c2 anti, related 2 -> SS 50, LMS 75. engineer: c3 pro, related 1 -> SS 100, LMS 50.
+    assert o["ss"] == pytest.approx(75.0, abs=1e-12)
+    assert o["lms"] == pytest.approx(62.5, abs=1e-12)
+    assert o["icat"] == pytest.approx(62.5 * 25.0 / 50.0, abs=1e-12)
+    assert (o["count"], o["n_terms"]) == (3, 2)
+    g, p = agg["by_bias_type"]["gender"], agg["by_bias_type"]["profession"]
+    assert (g["ss"], g["lms"], g["icat"], g["count_original"]) == (50.0, 75.0, 75.0, 6)
+    assert (p["ss"], p["lms"], p["icat"]) == (100.0, 50.0, 0.0)
+
+
+def test_hand_computed_masked():
+    fake = _fake()
+    from context_cda.scoring import scorer_for
+
+    model, tok = fake.make(masked=True)
+    sc = scorer_for(model, tok, batch_size=4)
+    assert sc.family == "masked"
+    items = load_stereoset(FIX / "stereoset_tiny.json", bias_type="all")
+    rows, rejected = stereoset.score(sc, items)
+    assert not rejected
+    P = fake.PROBS
+    expect = [("caring", "rude", "banana"), ("female", "male", "pencil"), ("smart", "dumb", "fish")]
+    for row, (s, a, u) in zip(rows, expect, strict=True):
+        # one subword per word: the score is that subword's probability at the mask
+        assert row["score_stereotype"] == pytest.approx(P[s], abs=1e-7)
+        assert row["score_anti_stereotype"] == pytest.approx(P[a], abs=1e-7)
+        assert row["score_unrelated"] == pytest.approx(P[u], abs=1e-7)
+    _check_hand_metrics(rows)
+    ref_rows, _ = stereoset.score(sc.reference(), items)
+    assert [r["score_unrelated"] for r in ref_rows] == pytest.approx([r["score_unrelated"] for r in rows], abs=1e-9)
+
+
+def test_hand_computed_causal():
+    fake = _fake()
+    from context_cda.scoring import scorer_for
+
+    model, tok = fake.make(masked=False)
+    sc = scorer_for(model, tok, batch_size=8)
+    assert sc.family == "causal" and sc.start_id == tok.convert_tokens_to_ids("<eos>")
+    items = load_stereoset(FIX / "stereoset_tiny.jsonl", bias_type="all")
+    rows, rejected = stereoset.score(sc, items)
+    assert not rejected
+    lp = fake.lp
+    # "The nurse was caring." -> the nurse was caring . ; geometric mean of the five unigram probabilities
+    want = math.exp((lp("the") + lp("nurse") + lp("was") + lp("caring") + lp(".")) / 5)
+    assert rows[0]["score_stereotype"] == pytest.approx(want, rel=1e-6)
+    want_u = math.exp((lp("the") + lp("engineer") + lp("was") + lp("fish") + lp(".")) / 5)
+    assert rows[2]["score_unrelated"] == pytest.approx(want_u, rel=1e-6)
+    _check_hand_metrics(rows)
+
+
+# ------------------------------------------------------------------------------------------------ aggregation rules
+
+
+def _row(target, pro, anti, unrel, bias_type="gender"):
+    return {"target": target, "bias_type": bias_type, "score_stereotype": pro, "score_anti_stereotype": anti,
+            "score_unrelated": unrel}
+
+
+def test_tie_counts_as_anti_and_terms_are_macro_averaged():
+    rows = [_row("a", 0.5, 0.5, 0.1)]  # tie -> anti; both > unrelated
+    o = stereoset.aggregate(rows)["overall"]
+    assert (o["ss"], o["lms"], o["icat"]) == (0.0, 100.0, 0.0)
+    # term a: 3 items, all pro -> SS 100; term b: 1 item, anti -> SS 0. Macro 50 (micro would be 75).
+    rows = [_row("a", 0.9, 0.1, 0.5)] * 3 + [_row("b", 0.1, 0.9, 0.5)]
+    o = stereoset.aggregate(rows)["overall"]
+    assert o["ss"] == 50.0
+    assert o["lms"] == 50.0  # a: 3/6 related; b: 1/2
+    assert o["icat"] == 50.0  # ICAT from the macro-averaged SS and LMS
+    # unrelated ties are not "related"
+    assert stereoset.aggregate([_row("a", 0.2, 0.1, 0.2)])["overall"]["lms"] == 0.0
+
+
+# ------------------------------------------------------------------------------------------------ tiny models
+
+
+def _real_or_fixture(n=6):
+    if SHARED.is_file():
+        return load_stereoset(SHARED)[:n]
+    return load_stereoset(FIX / "stereoset_tiny.json", bias_type="all")
+
+
+@pytest.mark.parametrize("arch", ["bert", "distilbert", "roberta", "gpt2", "llama", "t5"])
+def test_tiny_models_batched_equals_one_at_a_time(arch):
+    from context_cda.scoring import load_scorer
+
+    sc = load_scorer(f"tiny:{arch}", device="cpu", batch_size=16)
+    items = _real_or_fixture()
+    rows, rejected = stereoset.score(sc, items)
+    ref, _ = stereoset.score(sc.reference(), items)
+    assert not rejected and len(rows) == len(items)
+    for a, b in zip(rows, ref, strict=True):
+        for col in stereoset.SCORE_COLUMNS.values():
+            assert 0.0 < a[col] <= 1.0
+            assert a[col] == pytest.approx(b[col], abs=1e-5)
+    o = stereoset.aggregate(rows)["overall"]
+    assert 0.0 <= o["ss"] <= 100.0 and 0.0 <= o["lms"] <= 100.0
+
+
+def test_slow_tokenizer_gives_the_same_scores():
+    """transformers 5 keeps the pure-Python WordPiece tokenizer as BertTokenizerLegacy."""
+    legacy = pytest.importorskip("transformers.models.bert")
+    from context_cda.models import load_lm, resolve_pretrained
+    from context_cda.scoring import scorer_for
+
+    model, fast, _ = load_lm("tiny:bert", device="cpu")
+    slow = legacy.BertTokenizerLegacy.from_pretrained(resolve_pretrained("tiny:bert"))
+    assert not slow.is_fast and fast.is_fast
+    items = _real_or_fixture(3)
+    a, _ = stereoset.score(scorer_for(model, fast), items)
+    b, _ = stereoset.score(scorer_for(model, slow), items)
+    for x, y in zip(a, b, strict=True):
+        assert x["score_stereotype"] == pytest.approx(y["score_stereotype"], abs=1e-6)
+
+
+def test_benchmark_file_prefers_override_then_cache(tmp_path, monkeypatch):
+    from context_cda.evaluate.data import STEREOSET_URL, benchmark_file
+
+    monkeypatch.delenv("CCDA_DATA_CACHE", raising=False)
+    assert STEREOSET_URL.startswith("https://raw.githubusercontent.com/moinnadeem/StereoSet/")
+    cached = tmp_path / "cache" / "stereoset" / "dev.json"
+    cached.parent.mkdir(parents=True)
+    cached.write_text((FIX / "stereoset_tiny.json").read_text())
+    assert benchmark_file("stereoset", None, str(tmp_path / "cache")) == cached
+    assert benchmark_file("stereoset", FIX / "stereoset_tiny.jsonl", str(tmp_path / "cache")).name.endswith(".jsonl")
+    with pytest.raises(InputError, match="crows file not found"):
+        benchmark_file("crows", tmp_path / "missing.csv")
