@@ -1,0 +1,453 @@
+"""``run_entropy``: sample, score, cluster and estimate semantic entropy per item, checkpointed per shard.
+
+Per target model (``config.run.targets[target]``) the stage writes below ``out_dir``::
+
+    scores.parquet     id, text, se, se_eq1, se_plogp, se_discrete, n_clusters, n_samples
+    audit.parquet      id, sample_idx, sample, cluster, loglik_sum, loglik_mean, n_tokens
+    rejected.parquet   id, text, reason
+    shards/<fingerprint>/shard-*.parquet   checkpoints (one atomic file per shard of items)
+    samples/<fingerprint>/samples-*.parquet the M rephrasings per item, reused when only the judge, rule,
+                                            estimator or threshold changes (generation is the costly part)
+    manifest.json
+
+Resuming: every finished shard is one atomically written file holding its items' rows, keyed by item id, in a
+folder named by a fingerprint of everything that changes the results (entropy config, target model, generator,
+seed). A restarted run reads the finished shards, skips their ids and processes only the rest, so a kill loses at
+most the shard in flight and never duplicates an item.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import schemas as S
+from ..errors import ConfigError, InputError
+from ..io import StageRecorder, json_hash, read_table, stable_id, write_rejected, write_table
+from .clustering import Query, greedy_cluster, greedy_cluster_many
+from .estimators import semantic_entropies
+from .judges import EntailmentJudge, PairDecider
+from .likelihood import sample_logliks
+from .sampling import REPHRASE_PROMPT_VERSION, sample_rephrasings
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..augment.base import Generator
+    from ..config import Config, EntropyConfig
+    from ..scoring import Scorer
+
+log = logging.getLogger(__name__)
+
+SHARDS_DIR = "shards"
+SAMPLES_DIR = "samples"
+SCORE_COLUMNS = [S.ID, S.TEXT, S.SE, S.SE_EQ1, S.SE_PLOGP, S.SE_DISCRETE, S.N_CLUSTERS, "n_samples"]
+AUDIT_COLUMNS = [S.ID, "sample_idx", "sample", "cluster", "loglik_sum", "loglik_mean", "n_tokens"]
+_EST_COLUMN = {"eq1": S.SE_EQ1, "plogp": S.SE_PLOGP, "discrete": S.SE_DISCRETE}
+
+
+# ------------------------------------------------------------------------------------------ per-item processing
+
+
+@dataclass
+class ItemsResult:
+    """What processing a batch of items produced: score rows, audit rows, rejected rows and judge counters."""
+
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    audit: list[dict[str, Any]] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+
+
+def cluster_samples(
+    decider: PairDecider,
+    samples: Sequence[Sequence[str]],
+    contexts: Sequence[str | None],
+    batched: bool = True,
+) -> list[list[int]]:
+    """Greedy bidirectional-entailment cluster ids for each item's samples.
+
+    ``batched``: all items in lock-step, one judge batch per step; otherwise one item and one pair at a time.
+    Both give the same ids.
+    """
+    if not batched:
+        return [
+            greedy_cluster(len(ss), lambda f, j, ss=ss, c=c: decider.equivalent(ss[f], ss[j], c))
+            for ss, c in zip(samples, contexts, strict=True)
+        ]
+
+    def decide(queries: list[Query]) -> list[bool]:
+        pairs = [(samples[k][f], samples[k][j]) for k, f, j in queries]
+        return decider.equivalent_many(pairs, [contexts[k] for k, _, _ in queries])
+
+    return greedy_cluster_many([len(ss) for ss in samples], decide)
+
+
+def process_items(
+    ids: Sequence[str],
+    texts: Sequence[str],
+    samples: Sequence[Sequence[str]],
+    scorer: Scorer,
+    decider: PairDecider,
+    cfg: EntropyConfig,
+    *,
+    batched: bool = True,
+    sample_errors: Sequence[str | None] | None = None,
+) -> ItemsResult:
+    """Score, cluster and estimate SE for items whose samples are already drawn (the stage's inner loop)."""
+    res = ItemsResult()
+    errs = list(sample_errors) if sample_errors is not None else [None] * len(ids)
+    keep: list[int] = []
+    for i, ss in enumerate(samples):
+        if len(ss) < cfg.min_samples:
+            why = f"too-few-samples: {len(ss)} non-empty rephrasings < entropy.min_samples={cfg.min_samples}"
+            if errs[i]:
+                why += f" (generator: {errs[i]})"
+            res.rejected.append({S.ID: ids[i], S.TEXT: texts[i], S.REASON: why})
+        else:
+            keep.append(i)
+    if not keep:
+        return res
+    k_ids = [ids[i] for i in keep]
+    k_texts = [texts[i] for i in keep]
+    k_samples = [list(samples[i]) for i in keep]
+    sc = scorer if batched else scorer.with_batch_size(1) if hasattr(scorer, "with_batch_size") else scorer
+    logliks = sample_logliks(sc, k_texts, k_samples)
+    contexts = [t if cfg.condition_on_x else None for t in k_texts]
+    clusters = cluster_samples(decider, k_samples, contexts, batched=batched)
+    for item_id, text, ss, lls, cids in zip(k_ids, k_texts, k_samples, logliks, clusters, strict=True):
+        values = [ll.mean if cfg.length_normalised else ll.sum for ll in lls]
+        if not all(math.isfinite(v) for v in values) or any(ll.n_tokens <= 0 for ll in lls):
+            res.rejected.append(
+                {
+                    S.ID: item_id,
+                    S.TEXT: text,
+                    S.REASON: "non-finite-loglik: a sample scored "
+                    f"{values} (n_tokens {[ll.n_tokens for ll in lls]})",
+                }
+            )
+            continue
+        est = semantic_entropies(values, cids)
+        res.scores.append(
+            {
+                S.ID: item_id,
+                S.TEXT: text,
+                S.SE: est[cfg.estimator],
+                S.SE_EQ1: est["eq1"],
+                S.SE_PLOGP: est["plogp"],
+                S.SE_DISCRETE: est["discrete"],
+                S.N_CLUSTERS: est["n_clusters"],
+                "n_samples": len(ss),
+            }
+        )
+        for j, (s, ll, c) in enumerate(zip(ss, lls, cids, strict=True)):
+            res.audit.append(
+                {
+                    S.ID: item_id,
+                    "sample_idx": j,
+                    "sample": s,
+                    "cluster": int(c),
+                    "loglik_sum": float(ll.sum),
+                    "loglik_mean": float(ll.mean),
+                    "n_tokens": int(ll.n_tokens),
+                }
+            )
+    return res
+
+
+# ------------------------------------------------------------------------------------------ shards
+
+
+def _shard_frame(res: ItemsResult) -> pd.DataFrame:
+    """One table per shard: audit rows carrying their item's score columns, plus rejected items (reason set)."""
+    import pandas as pd
+
+    by_id = {r[S.ID]: r for r in res.scores}
+    rows = []
+    for a in res.audit:
+        rows.append({**by_id[a[S.ID]], **a, S.REASON: ""})
+    for r in res.rejected:
+        rows.append({S.ID: r[S.ID], S.TEXT: r[S.TEXT], S.REASON: r[S.REASON], "sample_idx": -1})
+    cols = list(dict.fromkeys([*SCORE_COLUMNS, *AUDIT_COLUMNS, S.REASON]))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def read_shards(shard_dir: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    files = sorted(shard_dir.glob("shard-*.parquet"))
+    if not files:
+        return pd.DataFrame(columns=list(dict.fromkeys([*SCORE_COLUMNS, *AUDIT_COLUMNS, S.REASON])))
+    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+
+
+def fingerprint(config: Config, target_ref: str) -> str:
+    """Hash of everything that changes an item's result (not batch sizes, shard size or the item limit)."""
+    e = config.entropy.model_dump(mode="json", exclude={"batch_size", "shard_size", "limit"})
+    gen = {
+        "backend": config.entropy.generator_backend or config.augment.backend,
+        "model": config.entropy.generator_model or config.augment.model,
+        "prompt": REPHRASE_PROMPT_VERSION,
+    }
+    return json_hash({"entropy": e, "target": target_ref, "generator": gen, "seed": config.run.seed})
+
+
+def sample_fingerprint(config: Config) -> str:
+    """Hash of what determines the sampled rephrasings (not the target, judge, rule or estimator)."""
+    e = config.entropy
+    return json_hash(
+        {
+            "backend": e.generator_backend or config.augment.backend,
+            "model": e.generator_model or config.augment.model,
+            "prompt": REPHRASE_PROMPT_VERSION,
+            "m": e.n_samples,
+            "temperature": e.temperature,
+            "top_p": e.top_p,
+            "max_tokens": e.max_tokens,
+            "seed": config.run.seed,
+        }
+    )
+
+
+def read_sample_cache(sample_dir: Path) -> dict[str, tuple[str, list[str], str | None]]:
+    """id -> (text, samples, generator error) from every finished samples file."""
+    import pandas as pd
+
+    out: dict[str, tuple[str, list[str], str | None]] = {}
+    for f in sorted(sample_dir.glob("samples-*.parquet")):
+        for r in pd.read_parquet(f).itertuples(index=False):
+            err = r.error if isinstance(r.error, str) and r.error else None
+            out[str(r.id)] = (r.text, [str(x) for x in r.samples], err)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the stage
+
+
+def _read_items(path: Path, limit: int | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    df = read_table(path)
+    col = S.AUGMENTED if S.AUGMENTED in df.columns else S.TEXT if S.TEXT in df.columns else None
+    if S.ID not in df.columns or col is None:
+        raise InputError(
+            f"{path}: the entropy stage needs columns {S.ID} and {S.AUGMENTED} (or {S.TEXT}); found "
+            f"{', '.join(map(str, df.columns))}. Pass the augment stage's output (augmented.parquet or the "
+            "validated valid.parquet)."
+        )
+    df = df[[S.ID, col]].rename(columns={col: S.TEXT})
+    dup = df[S.ID].duplicated()
+    if dup.any():
+        raise InputError(f"{path}: duplicate ids, e.g. row {int(dup.idxmax())} ({df[S.ID][dup].iloc[0]!r}).")
+    if limit is not None:
+        df = df.head(limit)
+    df[S.TEXT] = df[S.TEXT].fillna("").astype(str)
+    empty = df[S.TEXT].str.strip() == ""
+    rejected = [
+        {S.ID: i, S.TEXT: t, S.REASON: "empty-text"}
+        for i, t in zip(df[S.ID][empty], df[S.TEXT][empty], strict=True)
+    ]
+    return df[~empty].reset_index(drop=True), rejected
+
+
+def run_entropy(
+    config: Config,
+    inputs: Mapping[str, Path | str],
+    out_dir: Path | str,
+    target: str,
+    *,
+    generator: Generator | None = None,
+    scorer: Scorer | None = None,
+    judge: EntailmentJudge | None = None,
+    batched: bool = True,
+) -> dict[str, Any]:
+    """Semantic entropy of every contextual counterfactual under target model ``target``.
+
+    ``inputs["augmented"]``: the augment stage's table (columns ``id``, ``augmented``). ``generator``, ``scorer``
+    and ``judge`` may be passed in (tests, benchmarks, notebooks); otherwise they are built from the config, and
+    only when there is work left. ``batched=False`` is the one-pair-at-a-time reference path (benchmarks).
+    """
+    import pandas as pd
+
+    cfg = config.entropy
+    if target not in config.run.targets:
+        raise ConfigError(
+            f"entropy: unknown target {target!r}; run.targets has {', '.join(config.run.targets) or 'none'}."
+        )
+    if "augmented" not in inputs:
+        raise InputError("run_entropy needs inputs={'augmented': <augmented.parquet or valid.parquet>}.")
+    target_ref = config.run.targets[target]
+    out = Path(out_dir)
+    in_path = Path(inputs["augmented"])
+    rec = StageRecorder(
+        "entropy", out, config, inputs={"augmented": in_path}, versions=("torch", "transformers")
+    )
+    items, rejected_input = _read_items(in_path, cfg.limit)
+    fp = fingerprint(config, target_ref)
+    shard_dir = out / SHARDS_DIR / fp
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    done = read_shards(shard_dir)
+    done_ids = set(done[S.ID].astype(str))
+    todo = items[~items[S.ID].astype(str).isin(done_ids)].reset_index(drop=True)
+    n_resumed = len(items) - len(todo)
+    log.info("entropy[%s]: %d items, %d already done, %d to do", target, len(items), n_resumed, len(todo))
+
+    decider: PairDecider | None = None
+    t_sample = t_score = 0.0
+    n_shards_written = 0
+    n_generated = 0
+    if len(todo):
+        mcache = config.run.model_cache
+        own_generator = generator is None
+        sample_dir = out / SAMPLES_DIR / sample_fingerprint(config)
+        sample_dir.mkdir(parents=True, exist_ok=True)
+        sample_cache = read_sample_cache(sample_dir)
+        n_sample_files = len(list(sample_dir.glob("samples-*.parquet")))
+
+        def get_generator() -> Generator:
+            nonlocal generator
+            if generator is None:
+                from ..augment.base import make_generator
+
+                generator = make_generator(
+                    cfg.generator_backend or config.augment.backend,
+                    cfg.generator_model or config.augment.model,
+                    device=config.run.device,
+                    model_cache=mcache,
+                    batch_size=cfg.batch_size,
+                    openai=config.augment.openai,
+                )
+            return generator
+
+        if scorer is None:
+            from ..scoring import load_scorer
+
+            scorer = load_scorer(
+                target_ref, device=config.run.device, batch_size=cfg.batch_size, cache=mcache
+            )
+        if judge is None:
+            from .judges import make_judge
+
+            def _gen_factory(ref: str) -> Generator:
+                from ..augment.base import make_generator
+
+                return make_generator("hf", ref, device=config.run.device, model_cache=mcache)
+
+            judge = make_judge(
+                cfg, device=config.run.device, model_cache=mcache, generator_factory=_gen_factory
+            )
+        decider = PairDecider(judge, cfg.rule, batch_size=cfg.batch_size if batched else 1)
+        seq = len(list(shard_dir.glob("shard-*.parquet")))
+        for start in range(0, len(todo), cfg.shard_size):
+            part = todo.iloc[start : start + cfg.shard_size]
+            ids, texts = part[S.ID].astype(str).tolist(), part[S.TEXT].tolist()
+            t0 = time.perf_counter()
+            need = [
+                k
+                for k, (i, t) in enumerate(zip(ids, texts, strict=True))
+                if i not in sample_cache or sample_cache[i][0] != t
+            ]
+            if need:
+                new_samples, new_errors = sample_rephrasings(
+                    get_generator(),
+                    [texts[k] for k in need],
+                    cfg.n_samples,
+                    temperature=cfg.temperature,
+                    top_p=cfg.top_p,
+                    max_tokens=cfg.max_tokens,
+                    seed=int(stable_id(config.run.seed, *ids)[:8], 16),  # per shard of items
+                )
+                fresh = pd.DataFrame(
+                    {
+                        S.ID: [ids[k] for k in need],
+                        S.TEXT: [texts[k] for k in need],
+                        "samples": new_samples,
+                        "error": [e or "" for e in new_errors],
+                    }
+                )
+                sname = f"samples-{n_sample_files:05d}-{stable_id(*fresh[S.ID])}.parquet"
+                write_table(fresh, sample_dir / sname)  # samples survive a kill during scoring
+                n_sample_files += 1
+                for k, ss, e in zip(need, new_samples, new_errors, strict=True):
+                    sample_cache[ids[k]] = (texts[k], ss, e)
+                n_generated += len(need)
+            samples = [sample_cache[i][1] for i in ids]
+            errors = [sample_cache[i][2] for i in ids]
+            t1 = time.perf_counter()
+            res = process_items(
+                ids, texts, samples, scorer, decider, cfg, batched=batched, sample_errors=errors
+            )
+            t_sample += t1 - t0
+            t_score += time.perf_counter() - t1
+            name = f"shard-{seq:05d}-{stable_id(*ids)}.parquet"
+            write_table(_shard_frame(res), shard_dir / name)  # atomic: the shard is done or absent
+            seq += 1
+            n_shards_written += 1
+            log.info("entropy[%s]: shard %s: %d items", target, name, len(ids))
+        if own_generator and generator is not None:
+            generator.close()
+
+    # ---- assemble the outputs from every finished shard (of this fingerprint) that belongs to the input
+    allrows = read_shards(shard_dir)
+    allrows = allrows[allrows[S.ID].astype(str).isin(set(items[S.ID].astype(str)))]
+    ok_rows = allrows[allrows[S.REASON].fillna("") == ""]
+    scores = (
+        ok_rows.drop_duplicates(S.ID)[SCORE_COLUMNS]
+        .astype({S.N_CLUSTERS: "int64", "n_samples": "int64"})
+        .reset_index(drop=True)
+    )
+    audit = (
+        ok_rows.drop_duplicates([S.ID, "sample_idx"])[AUDIT_COLUMNS]
+        .astype({"sample_idx": "int64", "cluster": "int64", "n_tokens": "int64"})
+        .reset_index(drop=True)
+    )
+    rej = allrows[allrows[S.REASON].fillna("") != ""].drop_duplicates(S.ID)[[S.ID, S.TEXT, S.REASON]]
+    rejected = pd.concat(
+        [pd.DataFrame(rejected_input, columns=[S.ID, S.TEXT, S.REASON]), rej], ignore_index=True
+    )
+    # keep the input order
+    order = {i: n for n, i in enumerate(items[S.ID].astype(str))}
+    scores = scores.sort_values(S.ID, key=lambda s: s.astype(str).map(order)).reset_index(drop=True)
+    audit = audit.sort_values(
+        [S.ID, "sample_idx"], key=lambda s: s.astype(str).map(order) if s.name == S.ID else s
+    )
+    audit = audit.reset_index(drop=True)
+    scores_path = write_table(scores, out / S.ENTROPY_FILE)
+    audit_path = write_table(audit, out / S.AUDIT_FILE)
+    write_rejected(rejected, out)
+
+    n_items = len(scores)
+    m = cfg.n_samples
+    stats = decider.stats() if decider else {"judge_calls": 0, "judge_requests": 0, "judge_batches": 0}
+    processed = max(1, len(todo))
+    summary: dict[str, Any] = {
+        "target": target,
+        "target_model": target_ref,
+        "judge": cfg.judge,
+        "rule": cfg.rule,
+        "estimator": cfg.estimator,
+        "items_in": int(len(items) + len(rejected_input)),
+        "scored": n_items,
+        "rejected": int(len(rejected)),
+        "resumed_items": int(n_resumed),
+        "processed_items": int(len(todo)),
+        "shards_written": n_shards_written,
+        "items_sampled": n_generated,
+        "fingerprint": fp,
+        **stats,
+        "judge_calls_per_item": round(stats["judge_calls"] / processed, 3) if len(todo) else 0.0,
+        "all_pairs_per_item": m * m,
+        "se_mean": float(scores[S.SE].mean()) if n_items else float("nan"),
+        "se_median": float(scores[S.SE].median()) if n_items else float("nan"),
+        "n_clusters_mean": float(scores[S.N_CLUSTERS].mean()) if n_items else float("nan"),
+        "seconds_sampling": round(t_sample, 3),
+        "seconds_scoring_clustering": round(t_score, 3),
+    }
+    rec.finish(
+        counts={"in": summary["items_in"], "out": n_items, "rejected": summary["rejected"]},
+        outputs={"scores": scores_path, "audit": audit_path},
+        summary=summary,
+    )
+    return summary

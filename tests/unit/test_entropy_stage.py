@@ -1,0 +1,323 @@
+"""run_entropy / run_filter / the GX row checks with deterministic fakes (no models)."""
+
+import math
+import time as _time
+import zlib as _zlib
+
+import pandas as pd
+import pytest
+
+from context_cda import schemas as S
+from context_cda.augment.base import GenerationResult as _GR
+from context_cda.config import Config
+from context_cda.entropy import run_entropy, run_filter
+from context_cda.entropy.filter import k_dirname, split_top_k
+from context_cda.scoring.base import LogLik as _LL
+
+# fakes shared with tests/integration/test_entropy_tiny.py (imported there for a killed subprocess run)
+
+
+class FakeGenerator:
+    """Item i gets samples 'v<j mod K>' with K = 1 + crc(text) % 4 distinct meanings; one empty sample."""
+
+    backend = "fake"
+    model_id = "fake"
+
+    def __init__(self):
+        self.prompts = 0
+
+    def generate(self, prompts, params):
+        out = []
+        for conv in prompts:
+            text = conv[-1]["content"].rsplit("Text: ", 1)[-1]
+            if "EMPTY" in text:
+                out.append(_GR(texts=["", " "], error=None))
+                continue
+            k = 1 + _zlib.crc32(text.encode()) % 4
+            out.append(_GR(texts=[f"meaning {j % k} of it" for j in range(params.n)] + ["  "]))
+            self.prompts += 1
+        return out
+
+    def close(self):
+        pass
+
+
+class FakeScorer:
+    family = "causal"
+
+    def __init__(self, delay=0.0, log=None):
+        self.delay = delay
+        self.log = log
+        self.seen = []
+
+    def with_batch_size(self, n):
+        return self
+
+    def conditional_loglik(self, prefixes, continuations):
+        if self.delay:
+            _time.sleep(self.delay)
+        if self.log:
+            with open(self.log, "a") as f:
+                for p in dict.fromkeys(prefixes):
+                    f.write(p + "\n")
+        self.seen.extend(prefixes)
+        return [
+            _LL(sum=-float(len(c)), mean=-float(len(c)) / max(1, len(c.split())), n_tokens=len(c.split()))
+            for c in continuations
+        ]
+
+
+class FakeJudge:
+    """Equal 'meaning N' labels entail each other; different ones are neutral."""
+
+    name = "fake"
+    symmetric = False
+
+    def judge(self, pairs):
+        return ["entailment" if a.split()[-3:] == b.split()[-3:] else "neutral" for a, b in pairs]
+
+
+def make_input(tmp_path, n=12, empty_ids=()):
+    rows = [
+        {"id": f"id{i:03d}", "cda_id": f"c{i}", "augmented": f"Sentence number {i} about her day."}
+        for i in range(n)
+    ]
+    for i in empty_ids:
+        rows[i]["augmented"] = "EMPTY" if i % 2 else ""
+    path = tmp_path / "augmented.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def config(tmp_path, **entropy):
+    cfg = Config()
+    cfg.run.run_dir = str(tmp_path / "run")
+    cfg.run.targets = {"fake": "tiny:gpt2"}
+    for k, v in {"n_samples": 6, "shard_size": 5, **entropy}.items():
+        setattr(cfg.entropy, k, v)
+    return cfg
+
+
+def test_run_entropy_outputs_and_estimates(tmp_path):
+    cfg = config(tmp_path)
+    src = make_input(tmp_path, n=12, empty_ids=(3, 4))
+    out = tmp_path / "run/entropy/fake"
+    summary = run_entropy(
+        cfg,
+        {"augmented": src},
+        out,
+        "fake",
+        generator=FakeGenerator(),
+        scorer=FakeScorer(),
+        judge=FakeJudge(),
+    )
+    scores = pd.read_parquet(out / S.ENTROPY_FILE)
+    audit = pd.read_parquet(out / S.AUDIT_FILE)
+    rej = pd.read_parquet(out / "rejected.parquet")
+    assert list(scores.columns[:7]) == [S.ID, S.TEXT, S.SE, S.SE_EQ1, S.SE_PLOGP, S.SE_DISCRETE, S.N_CLUSTERS]
+    assert len(scores) == 10 and summary["scored"] == 10 and summary["rejected"] == 2
+    assert set(rej[S.ID]) == {"id003", "id004"}
+    assert {r.split(":")[0] for r in rej[S.REASON]} == {"empty-text", "too-few-samples"}
+    assert scores[S.ID].tolist() == [f"id{i:03d}" for i in range(12) if i not in (3, 4)]  # input order kept
+    assert (scores[S.SE] == scores[S.SE_EQ1]).all()  # eq1 drives by default
+    assert len(audit) == 10 * 6 and set(audit.columns) >= {
+        "sample_idx",
+        "sample",
+        "cluster",
+        "loglik_sum",
+        "loglik_mean",
+    }
+    for item_id, g in audit.groupby(S.ID):
+        row = scores.set_index(S.ID).loc[item_id]
+        k = g["sample"].nunique()
+        assert row[S.N_CLUSTERS] == k == g["cluster"].nunique()
+        assert row[S.SE_DISCRETE] == pytest.approx(
+            -sum((c / 6) * math.log(c / 6) for c in g["cluster"].value_counts())
+        )
+    assert summary["judge_calls_per_item"] <= 6 * 6
+    assert summary["shards_written"] == 3
+    assert (out / "manifest.json").is_file()
+
+
+def test_batched_and_one_pair_at_a_time_agree(tmp_path):
+    src = make_input(tmp_path, n=8)
+    a = run_entropy(
+        config(tmp_path),
+        {"augmented": src},
+        tmp_path / "a",
+        "fake",
+        generator=FakeGenerator(),
+        scorer=FakeScorer(),
+        judge=FakeJudge(),
+    )
+    b = run_entropy(
+        config(tmp_path),
+        {"augmented": src},
+        tmp_path / "b",
+        "fake",
+        generator=FakeGenerator(),
+        scorer=FakeScorer(),
+        judge=FakeJudge(),
+        batched=False,
+    )
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "a/scores.parquet"), pd.read_parquet(tmp_path / "b/scores.parquet")
+    )
+    assert b["judge_batches"] > a["judge_batches"]
+
+
+def test_resume_skips_finished_items_and_config_change_recomputes(tmp_path):
+    src = make_input(tmp_path, n=10)
+    out = tmp_path / "e"
+    gen = FakeGenerator()
+    run_entropy(
+        config(tmp_path, limit=6),
+        {"augmented": src},
+        out,
+        "fake",
+        generator=gen,
+        scorer=FakeScorer(),
+        judge=FakeJudge(),
+    )
+    assert gen.prompts == 6
+    s2 = run_entropy(
+        config(tmp_path),
+        {"augmented": src},
+        out,
+        "fake",
+        generator=gen,
+        scorer=FakeScorer(),
+        judge=FakeJudge(),
+    )
+    assert gen.prompts == 10 and s2["resumed_items"] == 6 and s2["processed_items"] == 4
+    assert pd.read_parquet(out / S.ENTROPY_FILE)[S.ID].is_unique
+    s3 = run_entropy(config(tmp_path), {"augmented": src}, out, "fake")  # nothing left: no models loaded
+    assert s3["processed_items"] == 0 and s3["scored"] == 10
+    s4 = run_entropy(
+        config(tmp_path, rule="lenient"),
+        {"augmented": src},
+        out,
+        "fake",
+        generator=gen,
+        scorer=FakeScorer(),
+        judge=FakeJudge(),
+    )
+    assert s4["processed_items"] == 10  # another fingerprint: re-judged ...
+    assert s4["items_sampled"] == 0 and gen.prompts == 10  # ... on the cached samples
+
+
+def test_unknown_target_and_bad_input(tmp_path):
+    from context_cda.errors import ConfigError, InputError
+
+    src = make_input(tmp_path, n=2)
+    with pytest.raises(ConfigError, match="unknown target"):
+        run_entropy(config(tmp_path), {"augmented": src}, tmp_path / "x", "nope")
+    bad = tmp_path / "bad.parquet"
+    pd.DataFrame({"id": ["a"], "other": ["x"]}).to_parquet(bad)
+    with pytest.raises(InputError, match="augmented"):
+        run_entropy(config(tmp_path), {"augmented": bad}, tmp_path / "x", "fake")
+
+
+def scores_frame():
+    se = [0.5, 1.0, 1.0, 0.1, 0.0, 2.0, 1.0, 0.3, 0.7, 0.2]
+    return pd.DataFrame({S.ID: [f"i{n}" for n in range(10)], S.TEXT: [f"t{n}" for n in range(10)], S.SE: se})
+
+
+def test_top_k_split_is_deterministic_with_id_ties():
+    kept, dropped, cut = split_top_k(scores_frame(), 30)
+    # 2.0 (i5), then the three 1.0 ties ordered by id: i1, i2 (i6 stays)
+    assert dropped[S.ID].tolist() == ["i5", "i1", "i2"] and cut == 1.0
+    assert "i6" in set(kept[S.ID])
+    shuffled = scores_frame().sample(frac=1, random_state=1)
+    assert split_top_k(shuffled, 30)[1][S.ID].tolist() == ["i5", "i1", "i2"]
+    assert len(split_top_k(scores_frame(), 0)[1]) == 0
+    assert len(split_top_k(scores_frame(), 25)[1]) == 2  # floor(2.5)
+    assert k_dirname(30.0) == "k30" and k_dirname(12.5) == "k12.5"
+
+
+def test_run_filter_writes_one_folder_per_k_and_threshold(tmp_path):
+    scores = tmp_path / "scores.parquet"
+    scores_frame().to_parquet(scores)
+    cfg = Config()
+    cfg.filter.k = [20.0, 30.0, 40.0]
+    summary = run_filter(cfg, {"scores": scores}, tmp_path / "f", "fake")
+    for k, n_drop in ((20, 2), (30, 3), (40, 4)):
+        d = tmp_path / f"f/k{k}"
+        corpus = pd.read_parquet(d / S.FILTER_FILE)
+        rej = pd.read_parquet(d / "rejected.parquet")
+        assert list(corpus.columns) == [S.ID, S.TEXT, S.SE]
+        assert len(corpus) == 10 - n_drop and len(rej) == n_drop
+        assert rej[S.REASON].str.startswith(f"se-top-{k}%").all()
+        assert corpus[S.SE].max() <= rej[S.SE].min()
+        assert (d / "se_hist.png").stat().st_size > 1000 and (d / "manifest.json").is_file()
+    assert summary["cuts"]["k30"]["dropped"] == 3 and sum(summary["histogram"]["counts"]) == 10
+    cfg.filter.threshold = 0.6
+    s2 = run_filter(cfg, {"scores": scores}, tmp_path / "g", "fake")
+    corpus = pd.read_parquet(tmp_path / "g/threshold0.6" / S.FILTER_FILE)
+    assert (corpus[S.SE] < 0.6).all() and len(corpus) == 5 and s2["cuts"]["threshold0.6"]["dropped"] == 5
+
+
+def test_cli_filter_k_list(tmp_path, monkeypatch):
+    from context_cda.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    d = tmp_path / "run/entropy/smollm2-135m"
+    d.mkdir(parents=True)
+    scores_frame().to_parquet(d / S.ENTROPY_FILE)
+    assert main(["filter", "--run-dir", str(tmp_path / "run"), "--k", "20,30"]) == 0
+    assert (tmp_path / "run/filter/smollm2-135m/k20/corpus.parquet").is_file()
+    assert (tmp_path / "run/filter/smollm2-135m/k30/corpus.parquet").is_file()
+    assert main(["filter", "--run-dir", str(tmp_path / "run"), "--k", "x"]) == 2
+
+
+def test_validation_row_checks_and_expectations():
+    from context_cda.validation.entropy import expectations, row_checks
+
+    cfg = Config()
+    cfg.entropy.n_samples = 4
+    df = pd.DataFrame(
+        {
+            S.ID: ["a", "b", "b", "d"],
+            S.TEXT: ["x", "y", "", "z"],
+            S.SE: [0.1, -1.0, 0.2, float("nan")],
+            S.SE_EQ1: [0.1, 0.1, 0.2, 0.3],
+            S.SE_PLOGP: [0.1, 0.1, 0.2, 0.3],
+            S.SE_DISCRETE: [0.1, 2.0, 0.2, 0.3],
+            S.N_CLUSTERS: [1, 2, 5, 2],
+        }
+    )
+    r = row_checks(df, cfg)
+    assert r[0] == ""
+    assert "se-negative" in r[1] and "se_discrete-above-log-m" in r[1]
+    assert "duplicate-id" in r[2] and "empty-text" in r[2] and "n-clusters-out-of-range" in r[2]
+    assert r[3] == "se-missing"
+    exps = expectations(cfg)
+    assert len(exps) >= 8 and all(type(e).__module__.startswith("great_expectations") for e in exps)
+
+
+def test_gx_suite_quarantines_bad_rows(tmp_path):
+    from context_cda.validation import run_validate
+
+    cfg = Config()
+    cfg.run.run_dir = str(tmp_path)
+    cfg.entropy.n_samples = 4
+    df = pd.DataFrame(
+        {
+            S.ID: ["a", "b", "b", "d"],
+            S.TEXT: ["x", "y", "", "z"],
+            S.SE: [0.1, -1.0, 0.2, float("nan")],
+            S.SE_EQ1: [0.1, 0.1, 0.2, 0.3],
+            S.SE_PLOGP: [0.1, 0.1, 0.2, 0.3],
+            S.SE_DISCRETE: [0.1, 2.0, 0.2, 0.3],
+            S.N_CLUSTERS: [1, 2, 5, 2],
+        }
+    )
+    src = tmp_path / "scores.parquet"
+    df.to_parquet(src)
+    s = run_validate(cfg, {"entropy": src}, tmp_path / "v")
+    q = pd.read_parquet(tmp_path / "v" / S.QUARANTINE_FILE)
+    assert s["rows_valid"] == 1 and s["rows_quarantined"] == 3
+    reasons = dict(zip(q[S.ID] + q[S.TEXT], q[S.REASON], strict=True))
+    assert "se-negative" in reasons["by"] and "se_discrete-out-of-range" in reasons["by"]
+    assert "duplicate-id" in reasons["b"] and "empty-text" in reasons["b"] and "n-clusters" in reasons["b"]
+    assert "se-missing" in reasons["dz"]
