@@ -116,9 +116,10 @@ def plan(config: Config, targets: Iterable[str] | None = None) -> list[Step]:
         if config.tracking.enabled:
             for arm in config.train.arms:
                 steps.append(Step("register", f"register[{t}/{arm}]", rd / "register" / t / arm,
-                                  _register_inputs(config, t, arm), {"target": t, "arm": arm}, ref, always=True))
-    steps.append(Step("report", "report", rd / "report", {}, {}, {"targets": names, "arms": config.train.arms},
-                      always=True))
+                                  _register_inputs(config, t, arm), {"target": t, "arm": arm}, ref))
+    # the report reads every arm's per-epoch metrics (and the registry decisions, logged beside them)
+    metrics = {f"{t}/{arm}": rd / "finetune" / t / arm / "metrics.csv" for t in names for arm in config.train.arms}
+    steps.append(Step("report", "report", rd / "report", metrics, {}, {"targets": names, "arms": config.train.arms}))
     return steps
 
 
@@ -134,9 +135,10 @@ def _arm_inputs(config: Config, target: str, arm: str, cda_valid: Path, aug_vali
 
 
 def _register_inputs(config: Config, target: str, arm: str) -> dict[str, Path]:
-    from .tracking import register_inputs
-
-    return {k: Path(v) for k, v in register_inputs(config, target, arm).items()}
+    """The model and its per-epoch metrics decide whether a registration is up to date; run_register finds the
+    optional extras (corpus statistics, SE histogram, evaluate aggregates) itself."""
+    ft = config.run_dir() / "finetune" / target / arm
+    return {"model": ft / "final", "metrics": ft / "metrics.csv"}
 
 
 def select(steps: list[Step], only: Iterable[str] | None = None, until: str | None = None) -> list[Step]:
@@ -168,7 +170,7 @@ def is_fresh(step: Step, config: Config) -> bool:
     if step.always:
         return False
     marker = step.out_dir / MARKER
-    if not marker.is_file() or not (step.out_dir / "manifest.json").is_file():
+    if not marker.is_file():
         return False
     try:
         rec = json.loads(marker.read_text())
@@ -180,12 +182,24 @@ def is_fresh(step: Step, config: Config) -> bool:
     return hashes is not None and rec.get("inputs") == hashes and _outputs_exist(step.out_dir)
 
 
+def _manifests(out_dir: Path) -> list[Path]:
+    """The step's manifest, or its sub-steps' (filter writes one per k) when it has none of its own."""
+    top = out_dir / "manifest.json"
+    return [top] if top.is_file() else sorted(out_dir.glob("*/manifest.json"))
+
+
 def _outputs_exist(out_dir: Path) -> bool:
-    try:
-        manifest = json.loads((out_dir / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError):
+    manifests = _manifests(out_dir)
+    if not manifests:
         return False
-    return all(Path(o["path"]).exists() for o in manifest.get("outputs", {}).values())
+    for path in manifests:
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return False
+        if not all(Path(o["path"]).exists() for o in manifest.get("outputs", {}).values()):
+            return False
+    return True
 
 
 def run_step(step: Step, config: Config, **extra: Any) -> dict[str, Any]:
@@ -255,8 +269,11 @@ def _finish_tracking(config: Config, status: str) -> None:
 
 
 def _summary_of(step: Step) -> dict[str, Any]:
+    manifests = _manifests(step.out_dir)
     try:
-        return json.loads((step.out_dir / "manifest.json").read_text()).get("summary", {})
+        if len(manifests) == 1:
+            return json.loads(manifests[0].read_text()).get("summary", {})
+        return {p.parent.name: json.loads(p.read_text()).get("summary", {}) for p in manifests}
     except (OSError, json.JSONDecodeError):
         return {}
 
@@ -284,7 +301,12 @@ def _epoch0_metrics(out_dir: Path) -> dict[str, float] | None:
 
 
 def rows_out(summary: dict[str, Any]) -> str:
-    for key in ("rows_out", "rows_valid", "kept", "tokens", "version"):
-        if key in summary:
-            return f"{key}={summary[key]}"
-    return ""
+    """A short 'what came out' for the summary table."""
+    parts = []
+    for key in ("rows_out", "rows_valid", "accepted", "rejected", "rows_rejected", "rows_quarantined", "scored",
+                "kept", "dropped", "tokens", "epochs", "version", "promote"):
+        if key in summary and not isinstance(summary[key], dict | list):
+            parts.append(f"{key}={summary[key]}")
+    if not parts:  # a step with sub-steps (filter: one per k)
+        parts = [f"{k}: {rows_out(v)}" for k, v in summary.items() if isinstance(v, dict) and rows_out(v)]
+    return " ".join(parts[:4])
