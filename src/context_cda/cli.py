@@ -37,8 +37,23 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _setup_logging() -> None:
+    """Stage progress messages (``context_cda.*`` loggers) go to stderr; other libraries stay at WARNING."""
+    import logging
+    import os
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    log = logging.getLogger("context_cda")
+    if not log.handlers:
+        log.addHandler(handler)
+    log.setLevel(os.environ.get("CCDA_LOG_LEVEL", "INFO"))
+    log.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one message and exit 2, never a traceback."""
+    _setup_logging()
     try:
         app(args=argv, standalone_mode=False)
     except CCDAError as e:

@@ -13,14 +13,6 @@ from context_cda.config import load_config
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "evaluate"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    torch = pytest.importorskip("torch")
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def _cfg(tmp_path, **evaluate):
     ev = {"stereoset_path": str(FIX / "stereoset_tiny.json"), "crows_path": str(FIX / "crows_tiny.csv"),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+from tests.helpers import fake_lm
 
 from context_cda.errors import ConfigError, InputError
 from context_cda.evaluate import crows
@@ -16,20 +16,6 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "evaluate"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "crows_pairs" / "crows_pairs_anonymized.csv"
 
 
-def _fake():
-    spec = importlib.util.spec_from_file_location("fake_lm", FIX / "fake_lm.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    torch = pytest.importorskip("torch")
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 # ------------------------------------------------------------------------------------------------ loader
@@ -114,7 +100,7 @@ def test_aggregate_ties_stay_in_n_and_subscores_drop_them():
 
 
 def _score(masked, mode, batch_size=4):
-    fake = _fake()
+    fake = fake_lm
     from context_cda.scoring import scorer_for
 
     model, tok = fake.make(masked=masked)

@@ -3,11 +3,11 @@ computation), batched == one-at-a-time."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+from tests.helpers import fake_lm
 
 from context_cda.scoring import LogLik
 from context_cda.scoring.base import length_sorted_batches
@@ -15,20 +15,6 @@ from context_cda.scoring.base import length_sorted_batches
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "evaluate"
 
 
-def _fake():
-    spec = importlib.util.spec_from_file_location("fake_lm", FIX / "fake_lm.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    torch = pytest.importorskip("torch")
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_loglik_and_batches():
@@ -49,7 +35,7 @@ def test_import_is_light():
 
 
 def test_causal_conditional_loglik_hand_computed():
-    fake = _fake()
+    fake = fake_lm
     from context_cda.scoring import scorer_for
     from context_cda.scoring.causal import CausalScorer
 
@@ -66,7 +52,7 @@ def test_causal_conditional_loglik_hand_computed():
 
 
 def test_masked_conditional_loglik_hand_computed():
-    fake = _fake()
+    fake = fake_lm
     from context_cda.scoring import scorer_for
     from context_cda.scoring.masked import MaskedScorer
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
+from tests.helpers import fake_lm
 
 from context_cda.errors import InputError
 from context_cda.evaluate import stereoset
@@ -16,12 +16,6 @@ from context_cda.evaluate.data import load_stereoset
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "evaluate"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "stereoset" / "stereoset_dev_flat.jsonl"
 
-
-def _fake():
-    spec = importlib.util.spec_from_file_location("fake_lm", FIX / "fake_lm.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -119,7 +113,7 @@ def _check_hand_metrics(rows):
 
 
 def test_hand_computed_masked():
-    fake = _fake()
+    fake = fake_lm
     from context_cda.scoring import scorer_for
 
     model, tok = fake.make(masked=True)
@@ -141,7 +135,7 @@ def test_hand_computed_masked():
 
 
 def test_hand_computed_causal():
-    fake = _fake()
+    fake = fake_lm
     from context_cda.scoring import scorer_for
 
     model, tok = fake.make(masked=False)
