@@ -22,7 +22,7 @@ LMS = "stereoset_lms"
 ICAT = "stereoset_icat"
 CS = "crows_cs"
 BIAS_METRICS = (SS, CS)  # ideal value 50
-TOLERANCE = 1e-9
+TOLERANCE = 1e-6  # metrics are percentages of item counts; float noise is far below this
 
 
 @dataclass(frozen=True)

@@ -241,8 +241,9 @@ def run_register(
     with _fluent_uri(tracking_uri(config)):
         info, flavor = log_hf_model(model_dir, family, tracker.run_id, name)
     version = str(info.registered_model_version)
-    tags = {k: f"{v:.6g}" for k, v in final.items() if k in TAG_METRICS}
-    tags.update({"vanilla_" + k: f"{v:.6g}" for k, v in vanilla.items() if k in TAG_METRICS})
+    # full precision: the promotion gate compares these tags with the next candidate's metrics
+    tags = {k: repr(float(v)) for k, v in final.items() if k in TAG_METRICS}
+    tags.update({"vanilla_" + k: repr(float(v)) for k, v in vanilla.items() if k in TAG_METRICS})
     tags.update({"target": target, "arm": arm, "family": family, "flavor": flavor, "run_id": tracker.run_id,
                  "run_dir": str(config.run_dir().resolve())})
     for k, v in tags.items():
