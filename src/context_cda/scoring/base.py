@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ def gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return picked - torch.logsumexp(logits, dim=-1)
 
 
-class Scorer:
+class Scorer(abc.ABC):
     """Log-likelihoods under one model. Subclasses implement the family-specific passes.
 
     ``batch_size`` is the number of sequences per forward pass; 1 is the one-at-a-time reference path.
@@ -122,9 +123,9 @@ class Scorer:
         return ids.to(self.device), mask.to(self.device)
 
     # ------------------------------------------------------------------------------------------ interface
+    @abc.abstractmethod
     def conditional_loglik(self, prefixes: Sequence[str], continuations: Sequence[str]) -> list[LogLik]:
         """log p(continuation | prefix) for each pair; only the continuation's tokens are scored."""
-        raise NotImplementedError
 
     def sentence_loglik(self, sentences: Sequence[str]) -> list[LogLik]:
         """log p(sentence) with an empty prefix (causal: conditioned on BOS/EOS; masked: full PLL)."""
@@ -138,7 +139,9 @@ class Scorer:
         ``seqs`` hold the unmasked ids (special tokens included); ``targets`` default to ``seq[position]``.
         Masked LMs put the mask token there; seq2seq models a sentinel span. Causal LMs do not support it.
         """
-        raise NotImplementedError(f"{type(self).__name__} cannot score masked positions")
+        from ..errors import ModelError
+
+        raise ModelError(f"{type(self).__name__} cannot score masked positions (a causal LM has no mask token)")
 
 
 def _accepts(model: Any, name: str) -> bool:
