@@ -15,7 +15,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from tests.helpers.fake_openai import FakeOpenAIServer
 from tests.helpers.tiny_pipeline import fast_overrides
 

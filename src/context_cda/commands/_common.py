@@ -19,6 +19,10 @@ SetOpt = Annotated[
 RunDirOpt = Annotated[
     Path | None, typer.Option("--run-dir", help="Run folder (default: run.run_dir from the config).")
 ]
+TargetsOpt = Annotated[
+    list[str] | None, typer.Option("--target", help="Target short name (repeatable; default: all).")
+]
+ArmsOpt = Annotated[list[str] | None, typer.Option("--arm", help="Arm (repeatable; default: train.arms).")]
 ParamsOpt = Annotated[
     Path | None, typer.Option("--params", help="params.yaml to read (default: nearest one, or $CCDA_PARAMS).")
 ]

@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, console, print_summary, resolve_config
+from ._common import (
+    ArmsOpt,
+    ParamsOpt,
+    ProfileOpt,
+    RunDirOpt,
+    SetOpt,
+    TargetsOpt,
+    console,
+    print_summary,
+    resolve_config,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -17,12 +27,8 @@ def register(app: typer.Typer) -> None:
         sets: SetOpt = None,
         run_dir: RunDirOpt = None,
         params: ParamsOpt = None,
-        target: Annotated[
-            list[str] | None, typer.Option("--target", help="Target short name (repeatable; default: all).")
-        ] = None,
-        arm: Annotated[
-            list[str] | None, typer.Option("--arm", help="Arm (repeatable; default: train.arms).")
-        ] = None,
+        target: TargetsOpt = None,
+        arm: ArmsOpt = None,
         input_path: Annotated[
             Path | None,
             typer.Option("--input", help="Corpus table instead of the run dir's (one target and arm only)."),
