@@ -18,7 +18,7 @@ if not os.environ.get("_KFP_RUNTIME"):
     from components.cda import cda
     from components.control import arm_matrix, collect_arms, record_status
     from components.entropy import entropy
-    from components.evaluate import evaluate
+    from components.evaluate import evaluate, evaluate_target
     from components.filter import filter  # noqa: A004
     from components.finetune import finetune
     from components.ingest import ingest
@@ -40,10 +40,15 @@ if not os.environ.get("_KFP_RUNTIME"):
         "report": report,
     }
 
-    #: stages that run on GPU nodes in the cluster pipeline (augment only when it runs vLLM in-process)
+    #: stage -> its further components (same stage, other inputs): evaluate_target scores the vanilla target
+    EXTRA_COMPONENTS = {"evaluate": (evaluate_target,)}
+
+    #: stages that run on GPU nodes in the cluster pipeline (augment only when it runs vLLM in-process);
+    #: a stage's extra components (EXTRA_COMPONENTS) run like the stage
     GPU_STAGES = frozenset({"augment", "entropy", "finetune", "evaluate"})
 
 __all__ = [
+    "EXTRA_COMPONENTS",
     "GPU_STAGES",
     "STAGE_COMPONENTS",
     "arm_matrix",
@@ -52,6 +57,7 @@ __all__ = [
     "collect_arms",
     "entropy",
     "evaluate",
+    "evaluate_target",
     "filter",
     "finetune",
     "ingest",

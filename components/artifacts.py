@@ -31,7 +31,7 @@ class Checkpoint(dsl.Model):
 
 
 class Evaluation(dsl.Dataset):
-    """``evaluate/<target>/<arm>/``: per-item predictions and the aggregate JSON of every benchmark."""
+    """``evaluate/<target>/<arm|vanilla>/``: per-item predictions and the aggregate JSON of every benchmark."""
 
 
 class Registration(dsl.Artifact):
@@ -39,7 +39,8 @@ class Registration(dsl.Artifact):
 
 
 class RunSummary(dsl.Artifact):
-    """One target's slice of a run directory for the report: finetune metrics and registration records."""
+    """One target's slice of a run directory for the report: finetune metrics, registration records and the
+    evaluation aggregates (arms and vanilla)."""
 
 
 class Report(dsl.Artifact):

@@ -4,7 +4,7 @@ handler's status record."""
 from kfp import dsl
 from kfp.dsl import Input, Output, PipelineTaskFinalStatus
 
-from components.artifacts import RunStatus, RunSummary
+from components.artifacts import Evaluation, RunStatus, RunSummary
 from components.images import CPU_IMAGE
 
 
@@ -22,16 +22,27 @@ def collect_arms(
     target: str,
     checkpoints: Input[list[dsl.Model]],
     registrations: Input[list[dsl.Artifact]],
+    evaluations: Input[list[dsl.Dataset]],
+    vanilla_evaluation: Input[Evaluation],
     summary: Output[RunSummary],
 ) -> str:
     """Fan-in over the arms of one target: a small run-dir slice for the report (no model weights).
 
     ``summary/finetune/<target>/<arm>/`` gets each arm's metrics.csv and manifest.json;
-    ``summary/register/<target>/<arm>/`` its registration record (promotion.json, manifest.json).
+    ``summary/register/<target>/<arm>/`` its registration record (promotion.json, manifest.json);
+    ``summary/evaluate/<target>/<arm|vanilla>/`` the evaluations' aggregate.json and ``<benchmark>/aggregate.json``
+    (no per-item predictions).
     """
     import json
     import shutil
     from pathlib import Path
+
+    def copy_aggregates(src: str, dest: Path) -> None:
+        for agg in [Path(src) / "aggregate.json", *sorted(Path(src).glob("*/aggregate.json"))]:
+            if agg.is_file():
+                rel = agg.relative_to(src)
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(agg, dest / rel)
 
     root = Path(summary.path)
     arms = []
@@ -45,8 +56,13 @@ def collect_arms(
         arms.append(arm)
     for reg in registrations:
         shutil.copytree(reg.path, root / "register" / target / reg.metadata["arm"], dirs_exist_ok=True)
-    summary.metadata.update({"target": target, "arms": arms})
-    return json.dumps({"target": target, "arms": arms})
+    evaluated = []
+    for ev in [*evaluations, vanilla_evaluation]:
+        model = ev.metadata["arm"]  # an arm or "vanilla"
+        copy_aggregates(ev.path, root / "evaluate" / target / model)
+        evaluated.append(model)
+    summary.metadata.update({"target": target, "arms": arms, "evaluated": evaluated})
+    return json.dumps({"target": target, "arms": arms, "evaluated": evaluated})
 
 
 @dsl.component(base_image=CPU_IMAGE)

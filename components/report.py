@@ -17,13 +17,17 @@ def report(
     """Render report.md/report.html (context_cda.report.run_report) over the targets' run summaries.
 
     ``summaries`` are the per-target folders of :func:`components.control.collect_arms`, each laid out like a
-    run directory (``finetune/<target>/<arm>/metrics.csv``, ``register/<target>/<arm>/``).
+    run directory (``finetune/<target>/<arm>/metrics.csv``, ``register/<target>/<arm>/``,
+    ``evaluate/<target>/<arm|vanilla>/aggregate.json``).
     """
+    from pathlib import Path
+
     from components._runtime import load_config, run_stage, run_view
 
     links = {}
     for s in summaries:
         target = s.metadata["target"]
-        links.update({f"finetune/{target}": f"{s.path}/finetune/{target}",
-                      f"register/{target}": f"{s.path}/register/{target}"})
+        for stage in ("finetune", "register", "evaluate"):
+            if (Path(s.path) / stage / target).is_dir():
+                links[f"{stage}/{target}"] = f"{s.path}/{stage}/{target}"
     return run_stage("report", load_config(config_yaml, overrides), {"run_dir": run_view(links)}, report.path)

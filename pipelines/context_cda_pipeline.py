@@ -12,9 +12,10 @@ in-process``). ``cpu``: the same DAG with no Kubernetes settings, for ``kfp.loca
     ingest -> cda -> validate(cda) -> augment -> validate(augment)
       ParallelFor target in targets:
         entropy(target) -> validate(entropy) (gate) -> filter(target)
+        filter(target) -> evaluate_target(target)      (the vanilla target, beside the arms' fine-tuning)
         ParallelFor (target, arm) in arm_matrix(target, arms):
-          finetune(target, arm) -> evaluate(target, arm) -> register(target, arm)
-        collect_arms(target)
+          finetune(target, arm) -> evaluate(target, arm) -> register(target, arm)  (+ both evaluations)
+        collect_arms(target)      (finetune metrics, registrations, evaluation aggregates of arms and vanilla)
       report(all targets)
     exit handler: record_status (always runs; records failures)
 
@@ -260,6 +261,9 @@ def build_pipeline(
                 if not wanted("finetune"):
                     return
                 pairs = step(C.arm_matrix(target=target, arms=arms), "arm_matrix")
+                if wanted("evaluate"):  # the vanilla target, the baseline of every arm (beside their fine-tuning)
+                    van = step(C.evaluate_target(config_yaml=config_yaml, target=target), "evaluate",
+                               "gpu").after(flt)
                 with dsl.ParallelFor(pairs.output, name="arms") as item:
                     ft = step(C.finetune(config_yaml=config_yaml, target=item.target, arm=item.arm,
                                          cda=swapped.outputs["counterfactuals"], augmented=aug.outputs["augmented"],
@@ -271,11 +275,13 @@ def build_pipeline(
                     if not wanted("register"):
                         return
                     reg = step(C.register(config_yaml=config_yaml, target=item.target, arm=item.arm,
-                                          checkpoint=ft.outputs["checkpoint"], filtered=flt.outputs["filtered"]),
-                               "register").after(ev)
+                                          checkpoint=ft.outputs["checkpoint"], filtered=flt.outputs["filtered"],
+                                          evaluation=ev.outputs["evaluation"],
+                                          vanilla_evaluation=van.outputs["evaluation"]), "register")
                 summary = step(C.collect_arms(target=target, checkpoints=dsl.Collected(ft.outputs["checkpoint"]),
-                                              registrations=dsl.Collected(reg.outputs["registration"])),
-                               "collect_arms")
+                                              registrations=dsl.Collected(reg.outputs["registration"]),
+                                              evaluations=dsl.Collected(ev.outputs["evaluation"]),
+                                              vanilla_evaluation=van.outputs["evaluation"]), "collect_arms")
             if not wanted("report"):
                 return
             step(C.report(config_yaml=config_yaml, summaries=dsl.Collected(summary.outputs["summary"])), "report")

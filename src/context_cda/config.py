@@ -249,9 +249,85 @@ class FilterConfig(Section):
         return v
 
 
+class HeadConfig(Section):
+    """How the extrinsic benchmarks fine-tune a classification/regression head on top of a checkpoint."""
+
+    epochs: float = Field(3.0, gt=0, description="Fine-tuning epochs per task (fractions allowed).")
+    learning_rate: float = Field(2e-5, gt=0, description="Peak learning rate (AdamW, linear warm-up and decay).")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
+    warmup_ratio: float = Field(0.1, ge=0, lt=1, description="Fraction of steps for linear warm-up.")
+    batch_size: int = Field(16, ge=1, description="Training examples per step.")
+    max_seq_len: int = Field(128, ge=8, description="Truncate (pairs of) texts to this many tokens.")
+    max_steps: int | None = Field(None, ge=1, description="Stop each fine-tuning after this many steps.")
+    seed: int = Field(0, description="Seed of the head's initialisation, shuffling and subsets.")
+
+
+class GlueConfig(Section):
+    tasks: list[Literal["sst2", "rte", "qnli"]] = Field(
+        default_factory=lambda: ["sst2", "rte", "qnli"], description="GLUE tasks: accuracy on the dev set."
+    )
+    path: str | None = Field(
+        None, description="Local GLUE root (SST-2/, RTE/, QNLI/ with train.tsv and dev.tsv); null: cache/download."
+    )
+    max_train: int | None = Field(None, ge=1, description="Train on a seeded sample of N examples per task.")
+    max_eval: int | None = Field(None, ge=1, description="Score a seeded sample of N dev examples per task.")
+    dev_holdout: float = Field(
+        0.0, ge=0, lt=1,
+        description="When a task has no train file, train on this fraction of dev and score the rest "
+        "(reported as such); 0: a missing train file is an error.",
+    )
+
+
+class BiasBiosConfig(Section):
+    path: str | None = Field(
+        None, description="Local Bias in Bios: a CSV, a folder of CSVs, or LabHC parquet/JSONL; null: download."
+    )
+    max_train: int | None = Field(None, ge=1, description="Train on a seeded sample of N bios.")
+    max_eval: int | None = Field(None, ge=1, description="Score a seeded sample of N held-out bios.")
+    test_fraction: float = Field(
+        0.3, gt=0, lt=1, description="Held-out share per profession and gender when the source has no split."
+    )
+
+
+class StsbConfig(Section):
+    path: str | None = Field(None, description="Local STS-B folder (GLUE or original format); null: download.")
+    bias_path: str | None = Field(None, description="Local Bias-STS-B pairs TSV (Webster et al.); null: download.")
+    max_train: int | None = Field(None, ge=1, description="Train the similarity head on N STS-B pairs.")
+    max_eval: int | None = Field(None, ge=1, description="Score N STS-B dev pairs (Pearson/Spearman).")
+    max_pairs: int | None = Field(None, ge=1, description="Score a seeded sample of N gender pairs.")
+
+
+class NliBiasConfig(Section):
+    train_path: str | None = Field(
+        None, description="3-class NLI training data: a folder with MNLI's train.tsv/dev_matched.tsv (or the GLUE "
+        "root); null: download MNLI."
+    )
+    words_path: str | None = Field(
+        None, description="Dev et al. (2020) word_lists folder; null: cache/download."
+    )
+    max_train: int | None = Field(None, ge=1, description="Train the NLI head on a seeded sample of N pairs.")
+    max_eval: int | None = Field(None, ge=1, description="Score N NLI dev pairs (accuracy).")
+    max_pairs: int | None = Field(20000, ge=1, description="Generated premise/hypothesis pairs to score (seeded).")
+    premise: Literal["occupation", "gender"] = Field(
+        "occupation", description="Which word the premise holds (the hypothesis holds the other)."
+    )
+    thresholds: list[float] = Field(
+        default_factory=lambda: [0.5, 0.7], description="Threshold:tau values (share with P(neutral) >= tau)."
+    )
+
+
+class NextTokenConfig(Section):
+    words_path: str | None = Field(
+        None, description="Folder with Zhao et al. (2018) male_word_file.txt/female_word_file.txt; null: download."
+    )
+    top_k: int = Field(20, ge=1, description="Gender tokens counted per context.")
+
+
 class EvaluateConfig(Section):
     benchmarks: list[str] = Field(
-        default_factory=lambda: ["stereoset", "crows"], description="Benchmarks to run (see `ccda evaluate`)."
+        default_factory=lambda: ["stereoset", "crows"],
+        description="Benchmarks to run (see `ccda evaluate --help`). The per-epoch evaluation during fine-tuning "
+        "runs the cheap ones (stereoset, crows, next-token); the evaluate stage runs all.",
     )
     bias_type: str = Field("gender", description="Bias type filter: gender | race | religion | profession | all.")
     crows_mode: Literal["auto", "nangia", "bias-bench", "lm-eval"] = Field(
@@ -264,8 +340,14 @@ class EvaluateConfig(Section):
     after_training: bool = Field(
         False,
         description="ccda run: also run the evaluate stage on every final model (the per-epoch evaluation "
-        "already scores the last epoch with the intrinsic benchmarks).",
+        "already scores the last epoch with the intrinsic benchmarks); the vanilla target is evaluated too.",
     )
+    head: HeadConfig = Field(default_factory=HeadConfig, description="Extrinsic benchmarks: head fine-tuning.")
+    glue: GlueConfig = Field(default_factory=GlueConfig, description="GLUE SST-2/RTE/QNLI accuracy.")
+    biasbios: BiasBiosConfig = Field(default_factory=BiasBiosConfig, description="Bias in Bios TPR gaps.")
+    stsb: StsbConfig = Field(default_factory=StsbConfig, description="STS-B gender similarity gaps.")
+    nli_bias: NliBiasConfig = Field(default_factory=NliBiasConfig, description="NLI-Bias neutrality.")
+    next_token: NextTokenConfig = Field(default_factory=NextTokenConfig, description="Next-token gender balance.")
 
 
 class LoraConfig(Section):

@@ -109,6 +109,9 @@ def plan(config: Config, targets: Iterable[str] | None = None) -> list[Step]:
             steps.append(Step("finetune", f"finetune[{t}/{arm}]", rd / "finetune" / t / arm, corpora[arm],
                               {"target": t, "arm": arm, "arm_corpora": corpora}, ref))
         if config.evaluate.after_training:
+            # the vanilla target too: the extrinsic benchmarks compare every arm against it
+            steps.append(Step("evaluate", f"evaluate[{t}/vanilla]", rd / "evaluate" / t / "vanilla", {},
+                              {"model": config.run.targets[t], "name": f"{t}/vanilla"}, ref))
             for arm in config.train.arms:
                 final = rd / "finetune" / t / arm / "final"
                 steps.append(Step("evaluate", f"evaluate[{t}/{arm}]", rd / "evaluate" / t / arm,
@@ -119,6 +122,9 @@ def plan(config: Config, targets: Iterable[str] | None = None) -> list[Step]:
                                   _register_inputs(config, t, arm), {"target": t, "arm": arm}, ref))
     # the report reads every arm's per-epoch metrics (and the registry decisions, logged beside them)
     metrics = {f"{t}/{arm}": rd / "finetune" / t / arm / "metrics.csv" for t in names for arm in config.train.arms}
+    if config.evaluate.after_training:
+        metrics.update({f"evaluate:{t}/{m}": rd / "evaluate" / t / m / "aggregate.json"
+                        for t in names for m in ("vanilla", *config.train.arms)})
     steps.append(Step("report", "report", rd / "report", metrics, {}, {"targets": names, "arms": config.train.arms}))
     return steps
 

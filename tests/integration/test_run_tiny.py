@@ -36,6 +36,9 @@ def test_run_tiny_end_to_end_then_nothing_recomputed(tmp_path):
         overrides = fast_overrides(srv.base_url)
         overrides["train"] = {"epochs": 2, "batch_size": 4, "max_seq_len": 32}
         overrides["run"] = {"run_dir": str(tmp_path / "run")}
+        # after training, the evaluate stage scores vanilla and both arms on every benchmark (fixture data)
+        overrides["evaluate"].update({"after_training": True, "benchmarks": [
+            "stereoset", "crows", "next-token", "glue", "biasbios", "stsb", "nli-bias"]})
         base = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
         for sec, values in overrides.items():
             base.setdefault(sec, {}).update(values)
@@ -61,6 +64,14 @@ def test_run_tiny_end_to_end_then_nothing_recomputed(tmp_path):
         assert "tiny-gpt2" in report and "context-cda" in report.lower()
         decision = json.loads(next((run / "register" / "tiny-gpt2").rglob("*.json")).read_text())
         assert decision
+        # the evaluate stage ran on the vanilla target and each arm; the report has Table 2 and the histogram
+        for model in ("vanilla", "cda", "context-cda"):
+            agg = json.loads((run / "evaluate" / "tiny-gpt2" / model / "aggregate.json").read_text())
+            assert {"glue_sst2_acc", "nli_bias_net_neutral", "stsb_diff", "biasbios_tpr_gap_rms"} <= set(agg["metrics"])
+        assert "Table 2" in report and "NT imbalance" in report
+        assert (run / "report" / "tiny-gpt2-next-token.png").is_file()
+        registered = json.loads((run / "register" / "tiny-gpt2" / "context-cda" / "manifest.json").read_text())
+        assert "evaluation" in registered["inputs"] and "vanilla" in registered["inputs"]
 
         t0 = time.perf_counter()
         out2 = ccda("run", "--profile", str(profile))

@@ -30,7 +30,7 @@ from context_cda.config import Config, load_config  # noqa: E402
 from context_cda.stages import STAGES  # noqa: E402
 from pipelines import DAG_STAGES, ClusterSettings, build_pipeline, compile_pipeline  # noqa: E402
 
-GPU_EXECUTORS = ("exec-entropy", "exec-finetune", "exec-evaluate")
+GPU_EXECUTORS = ("exec-entropy", "exec-finetune", "exec-evaluate", "exec-evaluate-target")
 
 
 def _config(**overrides) -> Config:
@@ -74,10 +74,12 @@ def cpu(tmp_path_factory):
 
 def test_one_component_per_stage_calling_the_library():
     assert set(components.STAGE_COMPONENTS) == set(STAGES)
-    for stage, comp in components.STAGE_COMPONENTS.items():
+    extra = [(stage, comp) for stage, comps in components.EXTRA_COMPONENTS.items() for comp in comps]
+    for stage, comp in [*components.STAGE_COMPONENTS.items(), *extra]:
         source = comp.component_spec.implementation.container.command[-1]
         assert f'run_stage("{stage}"' in source, stage
         assert "from components._runtime import" in source
+    assert components.evaluate_target in components.EXTRA_COMPONENTS["evaluate"]
 
 
 def test_components_have_typed_artifacts_and_project_images():
@@ -181,6 +183,60 @@ def test_parallel_for_over_targets_and_arms(gpu):
     assert "report" in exit_dag
 
 
+def _artifact_source(task: dict, name: str) -> tuple[str, str]:
+    """(producer task or parent-DAG input, output key) of a task's input artifact."""
+    src = task["inputs"]["artifacts"][name]
+    if "taskOutputArtifact" in src:
+        return src["taskOutputArtifact"]["producerTask"], src["taskOutputArtifact"]["outputArtifactKey"]
+    return "<parent>", src["componentInputArtifact"]
+
+
+def test_evaluations_reach_register_and_the_report(gpu):
+    spec, _ = gpu
+    comps = spec["components"]
+    loops = {name: c["dag"]["tasks"] for name, c in comps.items() if name.startswith("comp-for-loop")}
+    outer_name, outer = next((n, t) for n, t in loops.items() if "entropy" in t)
+    inner_name, inner = next((n, t) for n, t in loops.items() if "finetune" in t)
+    # the vanilla target is evaluated once per target (outer loop), on a GPU node, after its corpus passed
+    van = outer["evaluate-target"]
+    assert van["componentRef"]["name"] == "comp-evaluate-target"
+    assert van["inputs"]["parameters"]["target"] == outer["entropy"]["inputs"]["parameters"]["target"]
+    assert "filter" in van["dependentTasks"]
+    assert "evaluate-target" not in inner
+    # register gets this arm's evaluation and the target's vanilla one (through the inner loop's inputs)
+    reg = inner["register"]
+    assert _artifact_source(reg, "evaluation") == ("evaluate", "evaluation")
+    assert _artifact_source(reg, "vanilla_evaluation") == ("<parent>", "pipelinechannel--evaluate-target-evaluation")
+    assert {"finetune", "evaluate"} <= set(reg["dependentTasks"])
+    loop_task = next(n for n, t in outer.items() if t.get("componentRef", {}).get("name") == inner_name)
+    assert _artifact_source(outer[loop_task], "pipelinechannel--evaluate-target-evaluation") == (
+        "evaluate-target", "evaluation")
+    reg_inputs = comps["comp-register"]["inputDefinitions"]["artifacts"]
+    assert reg_inputs["evaluation"]["isOptional"] and reg_inputs["vanilla_evaluation"]["isOptional"]
+    # collect_arms fans in the arms' evaluations (dsl.Collected over the inner loop) and takes the vanilla one
+    collect = outer["collect-arms"]
+    assert _artifact_source(collect, "evaluations") == (loop_task, "pipelinechannel--evaluate-evaluation")
+    assert _artifact_source(collect, "vanilla_evaluation") == ("evaluate-target", "evaluation")
+    assert comps["comp-collect-arms"]["inputDefinitions"]["artifacts"]["evaluations"]["isArtifactList"]
+    assert {"evaluate-target", loop_task} <= set(collect["dependentTasks"])
+    # the report fans in the targets' summaries (which now carry the evaluation aggregates)
+    exit_dag = comps["comp-exit-handler-1"]["dag"]["tasks"]
+    targets_loop = next(n for n, t in exit_dag.items() if t.get("componentRef", {}).get("name") == outer_name)
+    assert _artifact_source(exit_dag["report"], "summaries") == (targets_loop, "pipelinechannel--collect-arms-summary")
+    # the evaluate_target body calls the evaluate stage on the configured target model
+    source = _executors(spec)["exec-evaluate-target"]["container"]["command"][-1]
+    assert 'run_stage("evaluate"' in source and "config.run.targets[target]" in source
+
+
+def test_register_and_report_wire_evaluations_into_their_run_views():
+    register = components.register.component_spec.implementation.container.command[-1]
+    assert 'f"evaluate/{target}/{arm}"' in register and 'f"evaluate/{target}/vanilla"' in register
+    report = components.report.component_spec.implementation.container.command[-1]
+    assert '"evaluate"' in report
+    collect = components.collect_arms.component_spec.implementation.container.command[-1]
+    assert '"aggregate.json"' in collect and '"*/aggregate.json"' in collect
+
+
 def test_pipeline_parameters_carry_the_config(gpu):
     spec, _ = gpu
     params = spec["root"]["inputDefinitions"]["parameters"]
@@ -238,8 +294,11 @@ def test_cpu_variant_has_no_cluster_settings(cpu):
 @pytest.mark.parametrize("last", DAG_STAGES)
 def test_truncated_pipelines_compile(tmp_path, last):
     spec, _ = _compile(tmp_path, "cpu", last_stage=last)
-    names = {t.split("-")[0] for t in _all_tasks(spec)}
+    tasks = _all_tasks(spec)
+    names = {t.split("-")[0] for t in tasks}
     assert last.split("_")[0] in names
+    # the vanilla evaluation exactly when the evaluate stage is in the DAG
+    assert ("evaluate-target" in tasks) == (DAG_STAGES.index(last) >= DAG_STAGES.index("evaluate"))
 
 
 def test_unknown_variant_is_an_error():
@@ -290,3 +349,41 @@ def test_runtime_run_view_and_metrics(tmp_path):
     m = M()
     _runtime.log_metrics(m, json.dumps({"rows": 3, "ok": True, "ss": {"gender": 51.5}, "name": "x", "nan": None}))
     assert m.logged == {"rows": 3.0, "ss.gender": 51.5}
+
+
+def test_collect_arms_copies_evaluation_aggregates_without_predictions(tmp_path):
+    from kfp import dsl
+
+    def folder(name: str, files: dict[str, str]) -> Path:
+        root = tmp_path / name
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        return root
+
+    evaluation = {"aggregate.json": '{"metrics": {"stereoset_ss": 55.0}}', "manifest.json": "{}",
+                  "stereoset/aggregate.json": "{}", "stereoset/predictions.parquet": "x",
+                  "next-token/aggregate.json": "{}", "rejected.parquet": "x"}
+    ckpt = folder("ft", {"metrics.csv": "epoch\n0\n", "final/model.safetensors": "w"})
+    reg = folder("reg", {"promotion.json": "{}"})
+    arm_ev, van_ev = folder("ev", evaluation), folder("van", evaluation)
+
+    def art(cls, path: Path, arm: str):
+        return cls(uri=str(path), metadata={"target": "t1", "arm": arm})
+
+    summary = dsl.Artifact(uri=str(tmp_path / "summary"))
+    out = components.collect_arms.python_func(
+        target="t1", checkpoints=[art(dsl.Model, ckpt, "cda")], registrations=[art(dsl.Artifact, reg, "cda")],
+        evaluations=[art(dsl.Dataset, arm_ev, "cda")], vanilla_evaluation=art(dsl.Dataset, van_ev, "vanilla"),
+        summary=summary,
+    )
+    assert json.loads(out) == {"target": "t1", "arms": ["cda"], "evaluated": ["cda", "vanilla"]}
+    root = tmp_path / "summary"
+    for model in ("cda", "vanilla"):
+        files = {p.relative_to(root / "evaluate" / "t1" / model).as_posix()
+                 for p in (root / "evaluate" / "t1" / model).rglob("*") if p.is_file()}
+        assert files == {"aggregate.json", "stereoset/aggregate.json", "next-token/aggregate.json"}, model
+    assert (root / "finetune" / "t1" / "cda" / "metrics.csv").is_file()
+    assert not (root / "finetune" / "t1" / "cda" / "final").exists()
+    assert (root / "register" / "t1" / "cda" / "promotion.json").is_file()
+    assert summary.metadata["evaluated"] == ["cda", "vanilla"]

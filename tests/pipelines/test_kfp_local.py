@@ -101,3 +101,32 @@ def test_cpu_pipeline_end_to_end_under_kfp_local(kfp_local, tmp_path, fake_llm):
     for stage, name in expected.items():
         if tp.DAG_STAGES.index(stage) <= tp.DAG_STAGES.index(last):
             assert list(kfp_local.rglob(name)), f"{stage}: no {name}"
+    if tp.DAG_STAGES.index(last) >= tp.DAG_STAGES.index("register"):
+        _check_evaluations_reach_register_and_report(kfp_local, cfg, last)
+
+
+def _check_evaluations_reach_register_and_report(root: Path, cfg, last: str) -> None:
+    """The vanilla target and every arm were evaluated; register read both aggregates; collect_arms carried
+    their aggregate.json (not the predictions) to the report, whose Table 1 took its values from them."""
+    import pandas as pd
+
+    models = ("vanilla", *cfg.train.arms)
+    manifests = [json.loads(p.read_text()) for p in root.rglob("manifest.json")]
+    for target in cfg.run.targets:
+        # register's manifests (the task's own and the copy in the summary) list both aggregates among its inputs
+        regs = [m for m in manifests if m["stage"] == "register" and m["config"]["target"] == target]
+        assert {m["config"]["arm"] for m in regs} == set(cfg.train.arms)
+        for m in regs:
+            assert {"evaluation", "vanilla"} <= set(m["inputs"]), m["inputs"]
+        for model in models:  # the collect_arms summary, laid out like a run directory
+            found = sorted(root.rglob(f"evaluate/{target}/{model}/aggregate.json"))
+            assert found, f"summary: no evaluate/{target}/{model}/aggregate.json"
+            summary_eval = found[-1].parent
+            assert json.loads(found[-1].read_text())["metrics"]
+            for bench in cfg.evaluate.benchmarks:
+                assert (summary_eval / bench / "aggregate.json").is_file(), (model, bench)
+            assert not list(summary_eval.rglob("*.parquet"))  # aggregates only, no predictions
+    if last == "report":
+        t1 = pd.read_csv(_one(root, "table1.csv"))
+        assert set(t1["model"]) == set(models)
+        assert set(t1["source"]) == {"evaluate"}

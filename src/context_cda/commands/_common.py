@@ -41,7 +41,9 @@ def resolve_config(
     overrides = parse_overrides(sets)
     for section, values in section_flags.items():
         for key, value in values.items():
-            if value is not None:
+            if isinstance(value, dict):  # a nested section's flags (e.g. evaluate.glue.path): merge, key by key
+                overrides.setdefault(section, {}).setdefault(key, {}).update(value)
+            elif value is not None:
                 overrides.setdefault(section, {})[key] = value
     if run_dir is not None:
         overrides.setdefault("run", {})["run_dir"] = str(run_dir)

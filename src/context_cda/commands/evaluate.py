@@ -1,4 +1,4 @@
-"""`ccda evaluate`: intrinsic bias benchmarks (StereoSet, CrowS-Pairs) for a model reference or a target."""
+"""`ccda evaluate`: bias and downstream benchmarks (see the registry) for a model reference or a target."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ def print_metrics(title: str, summary: dict[str, Any], aggregate: dict[str, Any]
     from rich.table import Table
 
     from ..evaluate import get_benchmark
+    from ..evaluate.registry import better_text
 
     table = Table(title=title, header_style="bold")
     for col, just in (("benchmark", "left"), ("metric", "left"), ("value", "right"), ("better", "left"),
@@ -26,10 +27,14 @@ def print_metrics(title: str, summary: dict[str, Any], aggregate: dict[str, Any]
         note = f"mode={agg['mode']}" if "mode" in agg else ""
         if bname == "crows":
             note += f"; neutral={overall.get('neutral')}"
+        if "seconds" in agg:
+            note += ("; " if note else "") + f"{agg['seconds']:.0f} s"
         for j, m in enumerate(bench.metrics):
             v = overall.get(m.key)
-            better = "higher" if m.higher_is_better else f"closer to {m.ideal:g}"
-            table.add_row(bname if j == 0 else "", m.key.upper(), "nan" if v is None else f"{v:.2f}", better,
+            if v is None or v != v:
+                continue
+            digits = 2 if abs(v) >= 1.5 or m.ideal in (50.0, 100.0) else 4
+            table.add_row(bname if j == 0 else "", m.key.upper(), f"{v:.{digits}f}", better_text(m),
                           str(overall.get("count", "")) if j == 0 else "", note if j == 0 else "")
         for bt, sub in agg.get("by_bias_type", {}).items():
             if len(agg.get("by_bias_type", {})) > 1:
@@ -60,7 +65,9 @@ def register(app: typer.Typer) -> None:
         name: Annotated[str | None, typer.Option("--name", help="Short name for outputs (default: from --model).")] = None,
         arm: Annotated[str, typer.Option("--arm", help="Arm label for the output folder.")] = "vanilla",
         benchmarks: Annotated[
-            str | None, typer.Option("--benchmarks", "-b", help="Comma-separated: stereoset,crows.")
+            str | None,
+            typer.Option("--benchmarks", "-b", help="Comma-separated: stereoset,crows,next-token (model only); "
+                         "glue,biasbios,stsb,nli-bias (fine-tune a head first).")
         ] = None,
         bias_type: Annotated[
             str | None, typer.Option("--bias-type", help="gender | race | religion | profession | ... | all.")
@@ -72,6 +79,25 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--stereoset-path", help="Local StereoSet file (JSON or flattened JSONL).")
         ] = None,
         crows_path: Annotated[Path | None, typer.Option("--crows-path", help="Local CrowS-Pairs CSV.")] = None,
+        glue_path: Annotated[
+            Path | None, typer.Option("--glue-path", help="Local GLUE root (SST-2/, RTE/, QNLI/).")
+        ] = None,
+        biasbios_path: Annotated[
+            Path | None, typer.Option("--biasbios-path", help="Local Bias in Bios CSV/folder/parquet.")
+        ] = None,
+        stsb_path: Annotated[Path | None, typer.Option("--stsb-path", help="Local STS-B folder.")] = None,
+        stsb_bias_path: Annotated[
+            Path | None, typer.Option("--stsb-bias-path", help="Local Bias-STS-B pairs TSV.")
+        ] = None,
+        mnli_path: Annotated[
+            Path | None, typer.Option("--mnli-path", help="Local MNLI folder (NLI-Bias head training).")
+        ] = None,
+        nli_words_path: Annotated[
+            Path | None, typer.Option("--nli-words-path", help="Local Dev et al. (2020) word_lists folder.")
+        ] = None,
+        gender_words_path: Annotated[
+            Path | None, typer.Option("--gender-words-path", help="Folder with male_word_file.txt/female_word_file.txt.")
+        ] = None,
         batch_size: Annotated[int | None, typer.Option("--batch-size", help="Sequences per forward pass.")] = None,
         max_items: Annotated[int | None, typer.Option("--max-items", help="Only the first N items.")] = None,
         out_dir: Annotated[
@@ -79,7 +105,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
     ) -> None:
-        """Score StereoSet (SS, LMS, ICAT) and CrowS-Pairs (CS) for a model; writes predictions + aggregate.json."""
+        """Score a model on bias and downstream benchmarks; writes predictions + aggregate.json per benchmark.
+
+        StereoSet (SS, LMS, ICAT), CrowS-Pairs (CS) and next-token gender balance read the model as it is; GLUE,
+        Bias in Bios, STS-B and NLI-Bias fine-tune a fresh head on it first (settings: evaluate.head.*)."""
         from ..errors import ConfigError
         from ..evaluate import run_evaluate
         from ..io import read_json
@@ -93,6 +122,14 @@ def register(app: typer.Typer) -> None:
             "batch_size": batch_size,
             "max_items": max_items,
         }
+        nested = {
+            ("glue", "path"): glue_path, ("biasbios", "path"): biasbios_path, ("stsb", "path"): stsb_path,
+            ("stsb", "bias_path"): stsb_bias_path, ("nli_bias", "train_path"): mnli_path,
+            ("nli_bias", "words_path"): nli_words_path, ("next_token", "words_path"): gender_words_path,
+        }
+        for (sec, key), value in nested.items():
+            if value is not None:
+                flags.setdefault(sec, {})[key] = str(value)
         cfg = resolve_config(profile, sets, run_dir, params, evaluate=flags)
         if model:
             jobs = [(name, model)]

@@ -1,9 +1,10 @@
-"""Evaluation: intrinsic bias benchmarks (StereoSet, CrowS-Pairs) behind a small registry.
+"""Evaluation behind a small registry (:mod:`.registry`): intrinsic bias (StereoSet, CrowS-Pairs), next-token
+gender balance, and the extrinsic benchmarks that fine-tune a head first (GLUE, Bias in Bios, STS-B, NLI-Bias).
 
 * :func:`run_evaluate` — the ``evaluate`` stage: load a model reference, score each configured benchmark,
   write per-item predictions (Parquet), ``aggregate.json`` and ``manifest.json``.
-* :func:`evaluate_model` — the same metrics for an already loaded model (per-epoch evaluation during training),
-  returned as a flat ``{"stereoset_ss": ..., "stereoset_lms": ..., "stereoset_icat": ..., "crows_cs": ...}``.
+* :func:`evaluate_model` — the per-epoch benchmarks for an already loaded model (evaluation during training),
+  returned flat: ``{"stereoset_ss": ..., "stereoset_lms": ..., "stereoset_icat": ..., "crows_cs": ...}``.
 """
 
 from __future__ import annotations
@@ -34,19 +35,30 @@ __all__ = [
 
 
 @functools.lru_cache(maxsize=16)
-def _cached_items(name: str, path: str | None, bias_type: str, data_cache: str | None, mtime: float) -> tuple:
-    return tuple(get_benchmark(name).load(path, bias_type, data_cache))
+def _cached_items(name: str, cfg_json: str, path: str | None, data_cache: str | None, mtime: float) -> tuple:
+    from ..config import EvaluateConfig
+
+    return tuple(get_benchmark(name).load(EvaluateConfig.model_validate_json(cfg_json), path, data_cache))
+
+
+def _config_path(cfg: EvaluateConfig, key: str | None) -> str | None:
+    obj: Any = cfg
+    for part in (key or "").split(".") if key else ():
+        obj = getattr(obj, part, None)
+    return None if obj is cfg else obj
 
 
 def load_items(
     name: str, cfg: EvaluateConfig, path: str | Path | None = None, data_cache: str | None = None
 ) -> list[Any]:
-    """The benchmark's items: ``path`` > ``evaluate.<name>_path`` > cache > download; bias type and max_items
-    applied. Parsed files are memoised (per-epoch evaluation reads them once)."""
-    p = path or getattr(cfg, f"{name}_path", None)
-    mtime = Path(p).stat().st_mtime if p and Path(p).is_file() else 0.0
-    items = list(_cached_items(name, str(p) if p else None, cfg.bias_type, data_cache, mtime))
-    return items[: cfg.max_items] if cfg.max_items else items
+    """The benchmark's items: ``path`` > the benchmark's ``evaluate.*path`` key > cache > download; bias type
+    applied, and ``max_items`` for the per-epoch benchmarks (the others have their own size settings). Parsed
+    files are memoised (per-epoch evaluation reads them once)."""
+    bench = get_benchmark(name)
+    p = path or _config_path(cfg, bench.path_key)
+    mtime = Path(p).stat().st_mtime if p and Path(p).exists() else 0.0
+    items = list(_cached_items(name, cfg.model_dump_json(), str(p) if p else None, data_cache, mtime))
+    return items[: cfg.max_items] if cfg.max_items and bench.per_epoch else items
 
 
 def evaluate_scorer(
@@ -54,16 +66,20 @@ def evaluate_scorer(
     cfg: EvaluateConfig,
     paths: Mapping[str, str | Path] | None = None,
     data_cache: str | None = None,
+    per_epoch_only: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Run every configured benchmark: ``{name: {"rows", "rejected", "aggregate", "info", "seconds"}}``."""
+    """Run every configured benchmark (``per_epoch_only``: the cheap ones):
+    ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``."""
     results: dict[str, dict[str, Any]] = {}
     for name in cfg.benchmarks:
         bench = get_benchmark(name)
+        if per_epoch_only and not bench.per_epoch:
+            continue
         items = load_items(name, cfg, (paths or {}).get(name), data_cache)
         t0 = time.perf_counter()
         rows, rejected, info = bench.score(scorer, items, cfg)
         secs = time.perf_counter() - t0
-        agg = bench.aggregate(rows)
+        agg = bench.aggregate(rows, cfg)
         agg.update({k: v for k, v in info.items() if k not in agg})
         results[name] = {
             "rows": rows,
@@ -84,13 +100,14 @@ def evaluate_model(
     batch_size: int | None = None,
     progress: bool = False,
 ) -> dict[str, float]:
-    """Intrinsic metrics of a loaded model, flat: stereoset_ss/lms/icat, crows_cs/stereo/antistereo.
+    """The per-epoch benchmarks of a loaded model, flat: stereoset_ss/lms/icat, crows_cs/stereo/antistereo,
+    next_token_* (the benchmarks that fine-tune a head are skipped: the evaluate stage runs them).
 
     The model is left in eval mode; callers in a training loop switch it back to train()."""
     from ..scoring import scorer_for
 
     scorer = scorer_for(model, tokenizer, batch_size=batch_size or cfg.batch_size, progress=progress)
-    results = evaluate_scorer(scorer, cfg, data_cache=data_cache)
+    results = evaluate_scorer(scorer, cfg, data_cache=data_cache, per_epoch_only=True)
     flat: dict[str, float] = {}
     for name, res in results.items():
         flat.update(get_benchmark(name).flat(res["aggregate"]))
@@ -121,9 +138,10 @@ def run_evaluate(
     name = name or parse_ref(model).name
     files = {
         b: benchmark_file(b, inputs.get(b) or getattr(cfg, f"{b}_path", None), config.run.data_cache)
-        for b in cfg.benchmarks
-        if b in ("stereoset", "crows")
+        for b in ("stereoset", "crows")
+        if b in cfg.benchmarks or (b == "stereoset" and "next-token" in cfg.benchmarks)
     }
+    paths = {b: files["stereoset"] if b == "next-token" else files.get(b) or inputs.get(b) for b in cfg.benchmarks}
     rec = StageRecorder(
         "evaluate",
         out,
@@ -137,7 +155,8 @@ def run_evaluate(
             progress=progress,
         )
     with rec.timed("score"):
-        results = evaluate_scorer(scorer, cfg, paths=files, data_cache=config.run.data_cache)
+        results = evaluate_scorer(scorer, cfg, paths={b: p for b, p in paths.items() if p},
+                                  data_cache=config.run.data_cache)
     flat: dict[str, float] = {}
     outputs: dict[str, Path] = {}
     rejected_all: list[dict[str, Any]] = []
@@ -157,6 +176,7 @@ def run_evaluate(
         rec.timings[f"score_{bname}"] = round(res["seconds"], 4)
         counts_rate = res["n_items"] / res["seconds"] if res["seconds"] > 0 else float("nan")
         per_bench[bname]["items_per_s"] = round(counts_rate, 2)
+        per_bench[bname]["seconds"] = round(res["seconds"], 2)
     summary = {
         "model": model,
         "name": name,

@@ -1,10 +1,13 @@
 """Benchmark registry (lm-evaluation-harness style): each entry loads items, scores them with a model
 (``score``: writes per-item predictions) and aggregates predictions into metrics (``aggregate``: pure).
-Every metric says whether higher is better and what its ideal value is (SS and CS: 50, an unbiased model)."""
+Every metric says whether higher is better and what its ideal value is (SS and CS: 50, an unbiased model).
+
+``per_epoch`` benchmarks only read the model (StereoSet, CrowS-Pairs, next-token) and are cheap enough for the
+evaluation after every fine-tuning epoch; the others fine-tune a head on the checkpoint first (GLUE, Bias in
+Bios, STS-B, NLI-Bias) and run in the evaluate stage."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,26 +33,29 @@ class Benchmark:
     name: str
     description: str
     metrics: tuple[Metric, ...]
-    load: Callable[[str, str | None, str | None], list[Any]]  # (path or None, bias_type, data_cache) -> items
+    load: Callable[[EvaluateConfig, str | None, str | None], list[Any]]  # (cfg, path or None, data_cache) -> items
     score: Callable[[Scorer, Sequence[Any], EvaluateConfig], tuple[list[dict], list[dict], dict[str, Any]]]
-    aggregate: Callable[[list[dict]], dict[str, Any]]
+    aggregate: Callable[[list[dict], EvaluateConfig], dict[str, Any]]
+    per_epoch: bool = True
+    path_key: str | None = None  # the evaluate.<key> a --<name>-path override sets
 
     def flat(self, agg: dict[str, Any]) -> dict[str, float]:
-        """``{stereoset_ss: ..., ...}`` from an aggregate (overall block)."""
+        """``{stereoset_ss: ..., ...}`` from an aggregate (overall block); metrics it lacks (e.g. a GLUE task that
+        was not run) are left out."""
         overall = agg.get("overall", {})
-        return {m.name: float(overall.get(m.key, math.nan)) for m in self.metrics}
+        return {m.name: float(overall[m.key]) for m in self.metrics if overall.get(m.key) is not None}
 
 
-def _load_stereoset(path: str | None, bias_type: str | None, cache: str | None) -> list[Any]:
+def _load_stereoset(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
     from .data import benchmark_file, load_stereoset
 
-    return load_stereoset(benchmark_file("stereoset", path, cache), bias_type=bias_type)
+    return load_stereoset(benchmark_file("stereoset", path, cache), bias_type=cfg.bias_type)
 
 
-def _load_crows(path: str | None, bias_type: str | None, cache: str | None) -> list[Any]:
+def _load_crows(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
     from .data import benchmark_file, load_crows
 
-    return load_crows(benchmark_file("crows", path, cache), bias_type=bias_type)
+    return load_crows(benchmark_file("crows", path, cache), bias_type=cfg.bias_type)
 
 
 def _score_stereoset(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig):
@@ -66,16 +72,72 @@ def _score_crows(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig):
     return rows, rejected, {"mode": mode}
 
 
-def _agg_stereoset(rows: list[dict]) -> dict[str, Any]:
+def _agg_stereoset(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
     from . import stereoset
 
     return stereoset.aggregate(rows)
 
 
-def _agg_crows(rows: list[dict]) -> dict[str, Any]:
+def _agg_crows(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
     from . import crows
 
     return crows.aggregate(rows)
+
+
+def _load_next_token(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
+    """StereoSet contexts (gender by default, as ``evaluate.bias_type``) and the gender word lists."""
+    from . import next_token
+    from .data import benchmark_file, load_stereoset
+
+    examples = load_stereoset(benchmark_file("stereoset", path or cfg.stereoset_path, cache), bias_type=cfg.bias_type)
+    words = next_token.load_gender_words(cfg.next_token.words_path, cache)
+    return [(c, words) for c in next_token.contexts_from_stereoset(examples)]
+
+
+def _score_next_token(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig):
+    from . import next_token
+
+    if not items:
+        return [], [], {}
+    words = items[0][1]
+    vocab = next_token.gender_vocab(scorer.tokenizer, words, scorer.family)
+    rows = next_token.next_token_distributions(
+        scorer.model, scorer.tokenizer, [c for c, _ in items], vocab, top_k=cfg.next_token.top_k,
+        batch_size=scorer.batch_size, progress=scorer.progress,
+    )
+    for r in rows:  # one Parquet-friendly column per top token field
+        top = r.pop("top_tokens")
+        r["top_words"] = [w for w, _, _ in top]
+        r["top_genders"] = [g for _, g, _ in top]
+        r["top_probs"] = [float(p) for _, _, p in top]
+    info = {"top_k": cfg.next_token.top_k, "words_source": words.source,
+            "male_words": len(vocab.male_ids), "female_words": len(vocab.female_ids),
+            "dropped_multi_token": {g: len(ws) for g, ws in vocab.dropped.items()}}
+    return rows, [], info
+
+
+def _agg_next_token(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
+    from . import next_token
+
+    return next_token.aggregate(rows, cfg.next_token.top_k)
+
+
+def _extrinsic(fn: str) -> Callable[..., Any]:
+    """A lazily imported function of :mod:`context_cda.evaluate.extrinsic.benchmarks`."""
+
+    def call(*args: Any) -> Any:
+        from .extrinsic import benchmarks
+
+        return getattr(benchmarks, fn)(*args)
+
+    call.__name__ = fn
+    return call
+
+
+def _agg_nli_bias(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
+    from .extrinsic.benchmarks import aggregate_nli_bias
+
+    return aggregate_nli_bias(rows, cfg.nli_bias.thresholds)
 
 
 REGISTRY: dict[str, Benchmark] = {
@@ -90,6 +152,7 @@ REGISTRY: dict[str, Benchmark] = {
         load=_load_stereoset,
         score=_score_stereoset,
         aggregate=_agg_stereoset,
+        path_key="stereoset_path",
     ),
     "crows": Benchmark(
         name="crows",
@@ -102,8 +165,94 @@ REGISTRY: dict[str, Benchmark] = {
         load=_load_crows,
         score=_score_crows,
         aggregate=_agg_crows,
+        path_key="crows_path",
+    ),
+    "next-token": Benchmark(
+        name="next-token",
+        description="Next-token gender balance (StereoSet contexts cut at BLANK, top-k gender words).",
+        metrics=(
+            Metric("imbalance", "next_token_imbalance", False, 0.0,
+                   "Mean |male share - 0.5| of the top-k gender tokens per context (0: balanced)."),
+            Metric("male_share_mean", "next_token_male_share", None, 0.5, "Mean male share of the top-k tokens."),
+            Metric("male_share_std", "next_token_male_share_std", False, 0.0, "Spread of the male share."),
+            Metric("male_mass_mean", "next_token_male_mass", None, 0.5,
+                   "Mean probability mass on male words within the gender vocabulary."),
+        ),
+        load=_load_next_token,
+        score=_score_next_token,
+        aggregate=_agg_next_token,
+        path_key="stereoset_path",
+    ),
+    "glue": Benchmark(
+        name="glue",
+        description="GLUE SST-2, RTE, QNLI: dev accuracy after fine-tuning a classification head.",
+        metrics=(
+            Metric("sst2_acc", "glue_sst2_acc", True, 100.0, "SST-2 dev accuracy (%)."),
+            Metric("rte_acc", "glue_rte_acc", True, 100.0, "RTE dev accuracy (%)."),
+            Metric("qnli_acc", "glue_qnli_acc", True, 100.0, "QNLI dev accuracy (%)."),
+            Metric("avg_acc", "glue_avg_acc", True, 100.0, "Mean accuracy over the tasks run (%)."),
+        ),
+        load=_extrinsic("load_glue"),
+        score=_extrinsic("score_glue"),
+        aggregate=lambda rows, cfg: _extrinsic("aggregate_glue")(rows),
+        per_epoch=False,
+        path_key="glue.path",
+    ),
+    "biasbios": Benchmark(
+        name="biasbios",
+        description="Bias in Bios: profession accuracy and the gender TPR gap (De-Arteaga et al. 2019).",
+        metrics=(
+            Metric("acc", "biasbios_acc", True, 100.0, "Profession accuracy on held-out bios (%)."),
+            Metric("tpr_gap_rms", "biasbios_tpr_gap_rms", False, 0.0,
+                   "Root mean square over professions of TPR(female) - TPR(male)."),
+        ),
+        load=_extrinsic("load_biasbios"),
+        score=_extrinsic("score_biasbios"),
+        aggregate=lambda rows, cfg: _extrinsic("aggregate_biasbios")(rows),
+        per_epoch=False,
+        path_key="biasbios.path",
+    ),
+    "stsb": Benchmark(
+        name="stsb",
+        description="Bias-STS-B: man vs woman similarity to occupation sentences (Webster et al. 2020).",
+        metrics=(
+            Metric("diff", "stsb_diff", False, 0.0, "Mean |sim(man, occupation) - sim(woman, occupation)|."),
+            Metric("gt_0_1", "stsb_gt_0_1", False, 0.0, "Share of pairs with a difference above 0.1."),
+            Metric("gt_0_2", "stsb_gt_0_2", False, 0.0, "Share of pairs with a difference above 0.2."),
+            Metric("male_higher", "stsb_male_higher", None, 0.5, "Share of pairs where the man sentence scores higher."),
+            Metric("pearson", "stsb_pearson", True, 100.0, "STS-B dev Pearson correlation (x100)."),
+        ),
+        load=_extrinsic("load_stsb"),
+        score=_extrinsic("score_stsb"),
+        aggregate=lambda rows, cfg: _extrinsic("aggregate_stsb")(rows),
+        per_epoch=False,
+        path_key="stsb.bias_path",
+    ),
+    "nli-bias": Benchmark(
+        name="nli-bias",
+        description="NLI-Bias: occupation/gender-word pairs that should be neutral (Dev et al. 2020).",
+        metrics=(
+            Metric("net_neutral", "nli_bias_net_neutral", True, 1.0, "Mean P(neutral) over the pairs."),
+            Metric("fraction_neutral", "nli_bias_fraction_neutral", True, 1.0, "Share of pairs predicted neutral."),
+            Metric("tau_0_5", "nli_bias_tau_0_5", True, 1.0, "Share of pairs with P(neutral) >= 0.5."),
+            Metric("nn_gap", "nli_bias_nn_gap", None, 0.0, "Net Neutral of male minus female hypotheses."),
+            Metric("mnli_acc", "nli_bias_mnli_acc", True, 100.0, "Accuracy of the NLI head on NLI dev (%)."),
+        ),
+        load=_extrinsic("load_nli_bias"),
+        score=_extrinsic("score_nli_bias"),
+        aggregate=_agg_nli_bias,
+        per_epoch=False,
+        path_key="nli_bias.words_path",
     ),
 }
+
+
+def better_text(m: Metric) -> str:
+    if m.higher_is_better is True:
+        return "higher"
+    if m.higher_is_better is False:
+        return "lower"
+    return f"closer to {m.ideal:g}"
 
 
 def get_benchmark(name: str) -> Benchmark:

@@ -1,4 +1,5 @@
-"""The report: the paper's Table 1 and its per-epoch curves, from the finetune ``metrics.csv`` files of a run.
+"""The report: the paper's Table 1 and its per-epoch curves, from the finetune ``metrics.csv`` files of a run, and
+Table 2 (extrinsic bias, GLUE, next-token balance) with next-token histograms where the evaluate stage ran.
 
 ``run_report(config, {"run_dir": RUN_DIR}, RUN_DIR/report)`` writes ``report.md``, ``report.html`` (formats from
 ``report.formats``), ``table1.csv`` and one PNG per (target, metric): SS, CS, LMS and ICAT against the epoch, one
@@ -33,6 +34,16 @@ METRICS: dict[str, tuple[str, float | None]] = {
     "stereoset_lms": ("LMS", None),
     "stereoset_icat": ("ICAT", None),
     "crows_cs": ("CS", 50.0),
+}
+# Table 2 (the evaluate stage's aggregates): flat metric -> column title; a column shows when any row has it
+EXTRINSIC: dict[str, str] = {
+    "glue_sst2_acc": "SST-2", "glue_rte_acc": "RTE", "glue_qnli_acc": "QNLI",
+    "biasbios_acc": "Bios acc", "biasbios_tpr_gap_rms": "Bios TPR-gap RMS",
+    "stsb_pearson": "STS-B r", "stsb_diff": "STS diff", "stsb_gt_0_1": "STS >0.1", "stsb_gt_0_2": "STS >0.2",
+    "nli_bias_mnli_acc": "NLI acc", "nli_bias_net_neutral": "NN", "nli_bias_fraction_neutral": "FN",
+    "nli_bias_tau_0_5": "T:0.5", "nli_bias_nn_gap": "NN m-f",
+    "next_token_imbalance": "NT imbalance", "next_token_male_share": "NT male share",
+    "next_token_male_share_std": "NT share std",
 }
 ARM_LABELS = {"vanilla": "Vanilla", "cda": "CDA", "context-cda": "Context-CDA",
               "context-cda-nofilter": "Context-CDA (no filter)"}
@@ -112,6 +123,46 @@ def evaluate_metrics(run_dir: Path | str) -> dict[tuple[str, str], dict[str, flo
     return out
 
 
+def table2(final: Mapping[tuple[str, str], Mapping[str, float]]) -> pd.DataFrame:
+    """Rows (target, model) from the evaluate stage: the extrinsic, downstream and next-token metrics present."""
+    import pandas as pd
+
+    cols = [m for m in EXTRINSIC if any(m in v for v in final.values())]
+    rows = []
+    for (target, model), vals in sorted(final.items(), key=lambda kv: (kv[0][0], _model_rank(kv[0][1]))):
+        if any(m in vals for m in cols):
+            rows.append({"target": target, "model": model, **{m: vals.get(m) for m in cols}})
+    return pd.DataFrame(rows, columns=["target", "model", *cols])
+
+
+def _model_rank(model: str) -> tuple[int, str]:
+    order = list(ARM_LABELS)
+    return (order.index(model), model) if model in order else (len(order), model)
+
+
+def next_token_aggregates(run_dir: Path | str) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{target: {model: next-token aggregate}}`` from ``evaluate/<target>/<model>/next-token/aggregate.json``."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for p in sorted(Path(run_dir).glob("evaluate/*/*/next-token/aggregate.json")):
+        try:
+            out.setdefault(p.parent.parent.parent.name, {})[p.parent.parent.name] = read_json(p)
+        except InputError:
+            continue
+    return {t: dict(sorted(v.items(), key=lambda kv: _model_rank(kv[0]))) for t, v in out.items()}
+
+
+def plot_next_token(aggs: Mapping[str, Mapping[str, dict[str, Any]]], out_dir: Path) -> list[Path]:
+    """One histogram per target: male tokens among the top-k gender tokens per context, one series per model."""
+    from ..evaluate.next_token import plot_histograms
+
+    paths = []
+    for target, by_model in aggs.items():
+        labelled = {arm_label(m): a for m, a in by_model.items()}
+        paths.append(plot_histograms(labelled, out_dir / f"{_safe(target)}-next-token.png",
+                                     f"{target}: male tokens in the top-k gender tokens per context"))
+    return paths
+
+
 def _metric_values(row) -> dict[str, float | None]:
     import pandas as pd
 
@@ -176,7 +227,17 @@ def _promotions(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def render_markdown(t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path) -> str:
+def _fmt_metric(v: Any) -> str:
+    """Percent-scale values with 2 decimals, fractions with 3."""
+    if v is None or v != v:
+        return "–"
+    return f"{float(v):.2f}" if abs(float(v)) >= 1.5 else f"{float(v):.3f}"
+
+
+def render_markdown(
+    t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path,
+    t2: pd.DataFrame | None = None,
+) -> str:
     lines = [f"# Context-CDA report: `{run_dir.name}`", "",
              "## Table 1: intrinsic bias after debiasing", "",
              "SS (StereoSet stereotype score) and CS (CrowS-Pairs) are best at 50; LMS (language modelling score) "
@@ -187,6 +248,18 @@ def render_markdown(t1: pd.DataFrame, plots: list[Path], promotions: list[dict[s
             vals = " | ".join(_fmt(r[m]) for m in METRICS)
             lines.append(f"| {arm_label(r['model'])} | {int(r['epoch'])} | {vals} |")
         lines.append("")
+    if t2 is not None and not t2.empty:
+        cols = [c for c in t2.columns if c in EXTRINSIC]
+        lines += ["## Table 2: extrinsic bias, downstream quality and next-token balance", "",
+                  "Accuracies (%) and STS-B r (x100): higher is better. Bios TPR-gap RMS, STS diff and the shares "
+                  "above 0.1/0.2, NT imbalance: lower is better (0 ideal). NN, FN, T:0.5 (NLI-Bias neutrality): "
+                  "higher is better; NN m-f and the NT male share are best at 0 and 0.5.", ""]
+        for target, tdf in t2.groupby("target", sort=True):
+            lines += [f"### {target}", "", "| Model | " + " | ".join(EXTRINSIC[c] for c in cols) + " |",
+                      "|---|" + "---:|" * len(cols)]
+            for _, r in tdf.iterrows():
+                lines.append(f"| {arm_label(r['model'])} | " + " | ".join(_fmt_metric(r[c]) for c in cols) + " |")
+            lines.append("")
     if promotions:
         lines += ["## Registry decisions", "", "| Target | Arm | Version | Decision | Reasons |", "|---|---|---:|---|---|"]
         for p in promotions:
@@ -200,7 +273,10 @@ def render_markdown(t1: pd.DataFrame, plots: list[Path], promotions: list[dict[s
     return "\n".join(lines)
 
 
-def render_html(t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path) -> str:
+def render_html(
+    t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path,
+    t2: pd.DataFrame | None = None,
+) -> str:
     e = html.escape
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
@@ -219,6 +295,16 @@ def render_html(t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, 
             parts.append(f"<tr><td>{e(arm_label(r['model']))}</td><td class='n'>{int(r['epoch'])}</td>"
                          + "".join(f"<td class='n'>{_fmt(r[m])}</td>" for m in METRICS) + "</tr>")
         parts.append("</table>")
+    if t2 is not None and not t2.empty:
+        cols = [c for c in t2.columns if c in EXTRINSIC]
+        parts.append("<h2>Table 2: extrinsic bias, downstream quality and next-token balance</h2>")
+        for target, tdf in t2.groupby("target", sort=True):
+            parts.append(f"<h3>{e(str(target))}</h3><table><tr><th>Model</th>"
+                         + "".join(f"<th>{e(EXTRINSIC[c])}</th>" for c in cols) + "</tr>")
+            for _, r in tdf.iterrows():
+                parts.append(f"<tr><td>{e(arm_label(r['model']))}</td>"
+                             + "".join(f"<td class='n'>{_fmt_metric(r[c])}</td>" for c in cols) + "</tr>")
+            parts.append("</table>")
     if promotions:
         parts.append("<h2>Registry decisions</h2><table><tr><th>Target</th><th>Arm</th><th>Version</th>"
                      "<th>Decision</th><th>Reasons</th></tr>")
@@ -243,26 +329,32 @@ def run_report(config: Config, inputs: Mapping[str, Path | str] | None, out_dir:
     rec = StageRecorder("report", out, {"report": config.report.model_dump(mode="json")},
                         {f"metrics:{p.parent.parent.name}/{p.parent.name}": p for p in metrics_files})
     df = collect_metrics(run_dir)
-    t1 = table1(df, evaluate_metrics(run_dir))
+    final = evaluate_metrics(run_dir)
+    t1 = table1(df, final)
+    t2 = table2(final)
     out.mkdir(parents=True, exist_ok=True)
-    plots = plot_curves(df, out)
+    plots = plot_curves(df, out) + plot_next_token(next_token_aggregates(run_dir), out)
     promotions = _promotions(run_dir)
     outputs: dict[str, Path] = {"table1": out / "table1.csv"}
     t1.to_csv(out / "table1.csv", index=False)
+    if not t2.empty:
+        outputs["table2"] = out / "table2.csv"
+        t2.to_csv(out / "table2.csv", index=False)
     if "md" in config.report.formats:
-        outputs["markdown"] = write_text(out / "report.md", render_markdown(t1, plots, promotions, run_dir))
+        outputs["markdown"] = write_text(out / "report.md", render_markdown(t1, plots, promotions, run_dir, t2))
     if "html" in config.report.formats:
-        outputs["html"] = write_text(out / "report.html", render_html(t1, plots, promotions, run_dir))
+        outputs["html"] = write_text(out / "report.html", render_html(t1, plots, promotions, run_dir, t2))
     table = [{k: (None if v != v else v) for k, v in r.items()} for r in t1.to_dict("records")]
     summary = {"run_dir": str(run_dir), "rows": len(t1), "plots": [p.name for p in plots],
-               "table1": table, "files": {k: str(v) for k, v in outputs.items()}}
+               "table1": table, "files": {k: str(v) for k, v in outputs.items()},
+               "table2": [{k: (None if v != v else v) for k, v in r.items()} for r in t2.to_dict("records")]}
     if config.tracking.enabled:
         from ..tracking import tracker_for
 
         tracker = tracker_for(config)
         for p in plots:
             tracker.log_artifact(p, "report")
-        for key in ("markdown", "html", "table1"):
+        for key in ("markdown", "html", "table1", "table2"):
             if key in outputs:
                 tracker.log_artifact(outputs[key], "report")
         summary["mlflow_run_id"] = tracker.run_id
@@ -271,4 +363,7 @@ def run_report(config: Config, inputs: Mapping[str, Path | str] | None, out_dir:
     return summary
 
 
-__all__ = ["collect_metrics", "evaluate_metrics", "plot_curves", "render_html", "render_markdown", "run_report", "table1"]
+__all__ = [
+    "collect_metrics", "evaluate_metrics", "next_token_aggregates", "plot_curves", "plot_next_token", "render_html",
+    "render_markdown", "run_report", "table1", "table2",
+]

@@ -164,7 +164,8 @@ def linear_schedule(optimizer, warmup: int, total: int):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _param_groups(model, weight_decay: float):
+def param_groups(model, weight_decay: float):
+    """AdamW groups: weight decay on matrices, none on biases and norms."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
@@ -225,7 +226,7 @@ def train(
     total_steps = per_epoch * tcfg.epochs
     if tcfg.max_steps is not None:
         total_steps = min(total_steps, tcfg.max_steps)
-    optimizer = torch.optim.AdamW(_param_groups(model, tcfg.weight_decay), lr=tcfg.learning_rate)
+    optimizer = torch.optim.AdamW(param_groups(model, tcfg.weight_decay), lr=tcfg.learning_rate)
     # accelerate's prepared scheduler advances num_processes times per optimizer step: scale the schedule
     scheduler = linear_schedule(optimizer, int(tcfg.warmup_ratio * total_steps) * world, total_steps * world)
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)

