@@ -259,6 +259,11 @@ class HeadConfig(Section):
     batch_size: int = Field(16, ge=1, description="Training examples per step.")
     max_seq_len: int = Field(128, ge=8, description="Truncate (pairs of) texts to this many tokens.")
     max_steps: int | None = Field(None, ge=1, description="Stop each fine-tuning after this many steps.")
+    freeze_body: bool = Field(
+        False,
+        description="Train only the new head on the frozen checkpoint (a linear probe of its representations, "
+        "~3x cheaper); false: fine-tune every weight, as the paper does.",
+    )
     seed: int = Field(0, description="Seed of the head's initialisation, shuffling and subsets.")
 
 

@@ -8,7 +8,14 @@ import pytest
 
 from context_cda.config import HeadConfig
 from context_cda.errors import ModelError
-from context_cda.evaluate.extrinsic.classifier import HeadFactory, encode, fine_tune, predict, softmax
+from context_cda.evaluate.extrinsic.classifier import (
+    HeadFactory,
+    encode,
+    fine_tune,
+    freeze_body,
+    predict,
+    softmax,
+)
 from context_cda.evaluate.extrinsic.data import Example
 
 pytest.importorskip("transformers")
@@ -110,3 +117,20 @@ def test_truncation_and_bad_labels():
 def test_softmax_rows_sum_to_one():
     p = softmax(np.array([[0.0, 0.0], [1000.0, 0.0]], dtype=np.float32))
     np.testing.assert_allclose(p, [[0.5, 0.5], [1.0, 0.0]], atol=1e-7)
+
+
+@pytest.mark.parametrize("arch", ["bert", "distilbert", "gpt2", "llama", "t5"])
+def test_frozen_body_trains_only_the_head(arch):
+    data = toy()
+    with HeadFactory(f"tiny:{arch}", device="cpu") as f:
+        model = f.new(2, seed=0)
+        body = {k: v.clone() for k, v in model.base_model.state_dict().items()}
+        head = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith(model.base_model_prefix)}
+        assert head, "the head lives outside the body"
+        n = freeze_body(model)
+        assert 0 < n < sum(p.numel() for p in model.parameters()) / 10
+        fine_tune(model, f.tokenizer, data, FAST.model_copy(update={"freeze_body": True, "epochs": 2}))
+        after = model.base_model.state_dict()
+        assert all(np.array_equal(body[k].numpy(), after[k].numpy()) for k in body)
+        state = model.state_dict()
+        assert any(not np.array_equal(head[k].numpy(), state[k].numpy()) for k in head)

@@ -9,7 +9,7 @@ head is new and seeded.
 * :class:`HeadFactory` — turns a model reference, a checkpoint folder or an already loaded model into fresh
   sequence-classification models, one per task (a loaded model is saved once to a temporary folder).
 * :func:`fine_tune` — AdamW with linear warm-up/decay over seeded shuffled batches; cross-entropy, or MSE for
-  regression (``num_labels == 1``).
+  regression (``num_labels == 1``); every weight, or only the head (``freeze_body``: a linear probe).
 * :func:`predict` — logits for many examples in length-sorted, padded batches (attention masks), returned in the
   input order; batched and one-at-a-time predictions agree to float32 precision.
 """
@@ -161,6 +161,18 @@ class FitStats:
     losses: list[float]
 
 
+def freeze_body(model: Any) -> int:
+    """Freeze the checkpoint's body (``model.base_model``), leaving the head trainable; returns the number of
+    trainable parameters left."""
+    body = {id(p) for p in model.base_model.parameters()}
+    for p in model.parameters():
+        p.requires_grad_(id(p) not in body)
+    left = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if not left:
+        raise ModelError(f"{type(model).__name__}: no head parameters outside the body to train.")
+    return left
+
+
 def fine_tune(
     model: Any,
     tokenizer: Any,
@@ -185,6 +197,8 @@ def fine_tune(
         bad = [e.id for e in train if not 0 <= int(e.label) < model.config.num_labels]
         if bad:
             raise ModelError(f"{desc}: label out of range for {len(bad)} example(s), e.g. {bad[0]}.")
+    if hcfg.freeze_body:
+        freeze_body(model)
     per_epoch = math.ceil(len(train) / hcfg.batch_size)
     total = max(1, math.ceil(per_epoch * hcfg.epochs))
     if hcfg.max_steps:
@@ -261,4 +275,4 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-__all__ = ["FitStats", "HeadFactory", "encode", "fine_tune", "predict", "softmax"]
+__all__ = ["FitStats", "HeadFactory", "encode", "fine_tune", "freeze_body", "predict", "softmax"]
