@@ -267,7 +267,8 @@ def render_markdown(
             lines.append(f"| {p['target']} | {p['arm']} | {p['version']} | {dec} | {'; '.join(p['reasons']).replace('|', chr(92) + '|')} |")
         lines.append("")
     if plots:
-        lines += ["## Per-epoch curves", ""]
+        lines += ["## Figures", "",
+                  "Per-epoch curves (epoch 0 = vanilla) and, where the evaluate stage ran, next-token histograms.", ""]
         lines += [f"![{p.stem}]({p.name})" for p in plots]
         lines.append("")
     return "\n".join(lines)
@@ -314,7 +315,8 @@ def render_html(
                          f"<td>{dec}</td><td>{e('; '.join(p['reasons']))}</td></tr>")
         parts.append("</table>")
     if plots:
-        parts.append("<h2>Per-epoch curves</h2><div>")
+        parts.append("<h2>Figures</h2><p>Per-epoch curves (epoch 0 = vanilla) and, where the evaluate stage ran, "
+                     "next-token histograms.</p><div>")
         parts += [f"<img src='{e(p.name)}' alt='{e(p.stem)}'>" for p in plots]
         parts.append("</div>")
     parts.append("</body></html>\n")
