@@ -23,6 +23,8 @@ def test_loglik_and_batches():
     assert LogLik.from_logprobs([]) == LogLik(0.0, 0.0, 0)
     assert list(length_sorted_batches([3, 9, 5, 9], 2)) == [[1, 3], [2, 0]]
     assert list(length_sorted_batches([3, 9], 1)) == [[0], [1]]
+    # max_pad: a batch also ends before a row that would be padded by more than that fraction
+    assert list(length_sorted_batches([10, 9, 8, 10, 5], 8, max_pad=0.1)) == [[0, 3, 1], [2], [4]]
 
 
 def test_import_is_light():
@@ -100,3 +102,113 @@ def test_conditional_loglik_batched_equals_one_at_a_time(arch):
         assert a.n_tokens == b.n_tokens > 0
         assert a.mean == pytest.approx(b.mean, abs=1e-5)
         assert a.sum == pytest.approx(b.sum, abs=1e-5 * a.n_tokens)
+
+
+# ------------------------------------------------------------------------------------------------ batched engine
+
+
+def test_gather_logprobs_chunks_and_repeated_rows():
+    import torch
+
+    from context_cda.scoring.base import gather_logprobs
+
+    torch.manual_seed(0)
+    logits = torch.randn(70, 50) * 30  # large logits: exp underflows, as in real vocabularies
+    rows = torch.tensor([0, 0, 5, 31, 32, 32, 69])
+    targets = torch.tensor([1, 2, 3, 4, 5, 6, 7])
+    want = torch.log_softmax(logits.double(), -1)[rows, targets].float()
+    for chunk in (1, 8, 32, 100):
+        assert torch.allclose(gather_logprobs(logits, targets, rows=rows, chunk=chunk), want, atol=1e-5)
+    perm = torch.tensor([6, 2, 0, 4, 1, 5, 3])  # rows in any order
+    assert torch.allclose(gather_logprobs(logits, targets[perm], rows=rows[perm]), want[perm], atol=1e-5)
+    # without rows: (..., V) logits and targets of the leading shape
+    t2 = torch.randint(0, 50, (7, 10))
+    got = gather_logprobs(logits[:70].reshape(7, 10, 50), t2)
+    assert got.shape == (7, 10)
+    assert torch.allclose(got, torch.log_softmax(logits.reshape(7, 10, 50), -1).gather(-1, t2[..., None])[..., 0])
+
+
+def test_head_at_flat_positions_equals_full_logits():
+    import torch
+
+    from context_cda.models import load_lm
+    from context_cda.scoring.base import _HeadAtPositions
+
+    model, tok, _ = load_lm("tiny:gpt2", device="cpu")
+    ids = torch.tensor([tok("The man said that she was", add_special_tokens=False)["input_ids"]] * 2)
+    rows, cols = torch.tensor([0, 1, 1]), torch.tensor([3, 0, 5])
+    with torch.inference_mode():
+        full = model(input_ids=ids).logits
+        with _HeadAtPositions(model, width=ids.shape[1], rows=rows, cols=cols, batch=2) as head:
+            flat = model(input_ids=ids).logits
+    assert head.applied and flat.shape == (1, 3, full.shape[-1])
+    assert torch.allclose(flat[0], full[rows, cols], atol=1e-5)
+
+
+_TREE_TEXTS = [
+    "The man said that she was tired.",
+    "The man said that he was tired.",
+    "The man said that he was tired.",  # a duplicate
+    "The man said",  # a prefix of the others
+    "The woman went home early.",
+    "Hi",
+    "A",  # one token: nothing to score
+    "She wrote to the doctor because she was ill and the doctor wrote back at once to her.",
+]
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+@pytest.mark.parametrize("width", [8, 128])
+def test_packed_prefix_tree_equals_padded_and_reference(arch, width, monkeypatch):
+    """The packed prefix-tree path (rows split at ``width`` tokens, repeating ancestors) gives the padded path's
+    and the one-at-a-time reference's log-probabilities."""
+    from context_cda.scoring import causal, load_scorer
+
+    monkeypatch.setattr(causal, "PACK_WIDTH", width)
+    monkeypatch.setattr(causal, "PACK_TOKENS_PER_SEQ", 2)  # several forward passes
+    sc = load_scorer(f"tiny:{arch}", device="cpu", batch_size=8)
+    assert sc.packable
+    seqs = sc.encode(_TREE_TEXTS, add_special_tokens=False)
+    packed = sc.token_logprobs(seqs)
+    ref = sc.reference().token_logprobs(seqs)
+    padded = sc.with_batch_size(8)
+    padded.__dict__["packable"] = False
+    plain = padded.token_logprobs(seqs)
+    assert [len(x) for x in packed] == [max(len(s) - 1, 0) for s in seqs] == [len(x) for x in ref]
+    for a, b, c in zip(packed, ref, plain, strict=True):
+        assert a == pytest.approx(b, abs=1e-5) and c == pytest.approx(b, abs=1e-5)
+    assert packed[1] == packed[2] and packed[3] == packed[0][: len(packed[3])]
+
+
+def test_model_ignoring_the_tree_mask_is_not_packed():
+    """A model that drops position ids / 4-D masks fails the probe and gets the padded path (same values)."""
+    from context_cda.models import load_lm
+    from context_cda.scoring import scorer_for
+
+    model, tok, _ = load_lm("tiny:gpt2", device="cpu")
+    forward = model.forward
+
+    def no_tree(input_ids=None, attention_mask=None, position_ids=None, **kw):
+        if attention_mask is not None and attention_mask.dim() == 4:
+            attention_mask = None
+        return forward(input_ids=input_ids, attention_mask=attention_mask, **kw)
+
+    model.forward = no_tree
+    sc = scorer_for(model, tok, batch_size=8)
+    assert not sc.packable
+    seqs = sc.encode(_TREE_TEXTS, add_special_tokens=False)
+    for a, b in zip(sc.token_logprobs(seqs), sc.reference().token_logprobs(seqs), strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+
+
+def test_sliding_window_shorter_than_the_text_is_not_packed():
+    from context_cda.scoring import load_scorer
+
+    sc = load_scorer("tiny:llama", device="cpu", batch_size=8)
+    assert sc._can_pack(64)
+    before = getattr(sc.model.config, "sliding_window", None)
+    sc.model.config.sliding_window = 4
+    try:
+        assert not sc._can_pack(5) and sc._can_pack(4)
+    finally:
+        sc.model.config.sliding_window = before

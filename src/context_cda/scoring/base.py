@@ -28,24 +28,64 @@ class LogLik:
         return cls(sum=s, mean=s / n if n else 0.0, n_tokens=n)
 
 
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
-    """Indices grouped into batches of similar length (longest first); batch_size 1 keeps the input order."""
+def length_sorted_batches(
+    lengths: Sequence[int], batch_size: int, max_pad: float | None = None
+) -> Iterator[list[int]]:
+    """Indices grouped into batches of similar length (longest first); batch_size 1 keeps the input order.
+
+    With ``max_pad`` a batch also ends before a sequence shorter than ``(1 - max_pad)`` times its longest one,
+    so no row is padded by more than that fraction (fewer padded tokens, at the price of a few more passes)."""
     if batch_size <= 1:
         for i in range(len(lengths)):
             yield [i]
         return
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    for start in range(0, len(order), batch_size):
-        yield order[start : start + batch_size]
+    batch: list[int] = []
+    for i in order:
+        if batch and (
+            len(batch) >= batch_size or (max_pad is not None and lengths[i] < (1.0 - max_pad) * lengths[batch[0]])
+        ):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
 
 
-def gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """log softmax(logits)[target] row by row, in float32, without materialising the full log-softmax."""
+def gather_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None, chunk: int = 32
+) -> torch.Tensor:
+    """log softmax(logits)[target] row by row, in float32.
+
+    ``logits`` is (..., V) and ``targets`` has its leading shape; or, with ``rows``, ``logits`` is (N, V) and
+    request j reads ``log_softmax(logits[rows[j]])[targets[j]]`` (a row may be read several times). The log-softmax runs over ``chunk`` rows at a time so that each block stays in cache (one pass over
+    a large (N, V) tensor is several times slower per row) and no (N, V) float32 copy is made."""
     import torch
 
-    logits = logits.float()
-    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    return picked - torch.logsumexp(logits, dim=-1)
+    if rows is None:
+        lead = targets.shape
+        flat = logits.reshape(-1, logits.shape[-1])
+        t = targets.reshape(-1)
+        r = torch.arange(flat.shape[0], device=flat.device)
+    else:
+        lead, flat, t, r = targets.shape, logits, targets, rows
+    out = torch.empty(t.shape[0], dtype=torch.float32, device=flat.device)
+    if t.shape[0] == 0:
+        return out.reshape(lead)
+    if rows is not None and bool((r[1:] < r[:-1]).any()):  # read in row order, answer in request order
+        perm = torch.argsort(r, stable=True)
+        out[perm] = gather_logprobs(flat, t[perm], rows=r[perm], chunk=chunk)
+        return out.reshape(lead)
+    if flat.device.type != "cpu":  # accelerators: bandwidth is plentiful, kernel launches are not
+        chunk = max(chunk, 256)
+    bounds = torch.searchsorted(r.cpu(), torch.arange(0, flat.shape[0] + chunk, chunk)).tolist()
+    for c, start in enumerate(range(0, flat.shape[0], chunk)):
+        a, b = bounds[c], bounds[c + 1]
+        if a == b:
+            continue
+        block = torch.log_softmax(flat[start : start + chunk].float(), dim=-1)
+        out[a:b] = block[r[a:b] - start, t[a:b]]
+    return out.reshape(lead)
 
 
 class Scorer(abc.ABC):
@@ -157,24 +197,32 @@ class _HeadAtPositions:
     """Apply the model's output projection (hidden -> vocabulary, the costliest matmul for short inputs) only at
     the positions that are read: a forward pre-hook on ``get_output_embeddings()`` gathers those hidden states.
 
+    ``index`` (B, k) keeps k positions per row: the logits come out (B, k, V). Or ``rows`` and ``cols`` (1-D,
+    equal length N) name (row, position) pairs: the logits come out (1, N, V), with no padding positions.
     If the hook does not see a (batch, time, hidden) input, it leaves it alone and :attr:`applied` stays False,
     so the caller gathers from full logits instead. Numerically this equals slicing the full logits up to
     float32 rounding."""
 
-    def __init__(self, model: Any, index: Any, width: int) -> None:
+    def __init__(
+        self, model: Any, index: Any = None, width: int = 0, *, rows: Any = None, cols: Any = None, batch: int = 0
+    ) -> None:
         self.module = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
         self.index = index  # (B, k) long tensor of positions
+        self.rows, self.cols = rows, cols
+        self.batch = int(index.shape[0]) if index is not None else batch
         self.width = width
         self.applied = False
         self._handle = None
 
     def _hook(self, module: Any, args: tuple) -> tuple | None:
         h = args[0] if args else None
-        if h is None or h.dim() != 3 or h.shape[0] != self.index.shape[0] or h.shape[1] != self.width:
+        if h is None or h.dim() != 3 or h.shape[0] != self.batch or h.shape[1] != self.width:
             return None
         self.applied = True
-        idx = self.index.to(h.device).unsqueeze(-1).expand(-1, -1, h.shape[-1])
-        return (h.gather(1, idx), *args[1:])
+        if self.index is not None:
+            idx = self.index.to(h.device).unsqueeze(-1).expand(-1, -1, h.shape[-1])
+            return (h.gather(1, idx), *args[1:])
+        return (h[self.rows.to(h.device), self.cols.to(h.device)].unsqueeze(0), *args[1:])
 
     def __enter__(self) -> _HeadAtPositions:
         if self.module is not None:
@@ -211,10 +259,9 @@ class PositionScorerMixin:
             return out
         use_tti = token_type_ids is not None and _accepts(self.model, "token_type_ids")
         lengths = [len(s) for s in seqs]
-        batched = self.batch_size > 1
         total = sum(unit_counts) if unit_counts is not None else len(seqs)
         with torch.inference_mode(), self._progress(total, desc) as bar:
-            for batch in length_sorted_batches(lengths, self.batch_size):
+            for batch in length_sorted_batches(lengths, self.batch_size, max_pad=0.1):
                 rows = [b for b in batch if needs[b]]
                 if not rows:
                     bar.update(sum(unit_counts[b] for b in batch) if unit_counts is not None else len(batch))
@@ -223,39 +270,54 @@ class PositionScorerMixin:
                 kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": att}
                 if use_tti:
                     kwargs["token_type_ids"] = self._pad([token_type_ids[i] for i in rows], pad=0)[0]
-                # unique positions per row -> column in the gathered logits
-                cols: list[dict[int, int]] = []
-                for i in rows:
-                    c: dict[int, int] = {}
-                    for pos, _t, _s in needs[i]:
-                        c.setdefault(pos, len(c))
-                    cols.append(c)
-                k = max(len(c) for c in cols)
-                index = torch.zeros((len(rows), k), dtype=torch.long)
-                for r, c in enumerate(cols):
-                    for pos, j in c.items():
-                        index[r, j] = pos
-                head = _HeadAtPositions(self.model, index, ids.shape[1]) if batched else None
-                if head is not None:
-                    with head:
-                        logits = self.model(**kwargs).logits
-                else:
-                    logits = self.model(**kwargs).logits
-                applied = head is not None and head.applied and logits.shape[1] == k
-                r_idx, c_idx, t_idx, slots = [], [], [], []
+                reqs, slots = [], []
                 for r, i in enumerate(rows):
                     for pos, t, slot in needs[i]:
-                        r_idx.append(r)
-                        c_idx.append(cols[r][pos] if applied else pos)
-                        t_idx.append(t)
+                        reqs.append((r, pos, t))
                         slots.append(slot)
-                dev = logits.device
-                picked = logits[torch.tensor(r_idx, device=dev), torch.tensor(c_idx, device=dev)]
-                lp = gather_logprobs(picked, torch.tensor(t_idx, device=dev)).tolist()
-                for slot, v in zip(slots, lp, strict=True):
-                    out[slot] = float(v)
+                for slot, v in zip(slots, self._forward_logprobs(kwargs, reqs), strict=True):
+                    out[slot] = v
                 bar.update(sum(unit_counts[b] for b in batch) if unit_counts is not None else len(batch))
         return out
+
+    def _forward_logprobs(self: Any, kwargs: dict[str, Any], reqs: Sequence[tuple[int, int, int]]) -> list[float]:
+        """One forward pass; ``reqs`` are (row, position, target) and the result their log-probabilities.
+
+        Batched, the output projection runs once per distinct (row, position) and nowhere else; the reference
+        path (batch size 1) computes the full logits, as the original scripts do, and reads them."""
+        import torch
+
+        pair: dict[tuple[int, int], int] = {}
+        rr: list[int] = []
+        cc: list[int] = []
+        j_of: list[int] = []
+        for r, pos, _t in reqs:
+            j = pair.get((r, pos))
+            if j is None:
+                j = pair[(r, pos)] = len(rr)
+                rr.append(r)
+                cc.append(pos)
+            j_of.append(j)
+        ids = kwargs["input_ids"]
+        dev = ids.device
+        rows_t = torch.tensor(rr, dtype=torch.long, device=dev)
+        cols_t = torch.tensor(cc, dtype=torch.long, device=dev)
+        if self.batch_size > 1:
+            head = _HeadAtPositions(self.model, width=ids.shape[1], rows=rows_t, cols=cols_t, batch=ids.shape[0])
+            with head:
+                logits = self.model(**kwargs).logits
+            applied = head.applied and tuple(logits.shape[:2]) == (1, len(rr))
+        else:
+            logits = self.model(**kwargs).logits
+            applied = False
+        flat = logits[0] if applied else logits[rows_t.to(logits.device), cols_t.to(logits.device)]
+        dev = flat.device
+        lp = gather_logprobs(
+            flat,
+            torch.tensor([t for _r, _p, t in reqs], dtype=torch.long, device=dev),
+            rows=torch.tensor(j_of, dtype=torch.long, device=dev),
+        )
+        return [float(v) for v in lp.tolist()]
 
     def _position_logprobs(
         self: Any,

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cached_property
+from typing import Any
 
 from ..errors import ModelError
-from .base import LogLik, PositionScorerMixin, Scorer
+from .base import LogLik, PositionScorerMixin, Scorer, _accepts
+
+#: packed rows hold about this many tokens (more makes the masked attention grow quadratically)
+PACK_WIDTH = 128
+#: tokens per packed forward pass = batch_size * PACK_TOKENS_PER_SEQ
+PACK_TOKENS_PER_SEQ = 8
 
 
 class CausalScorer(PositionScorerMixin, Scorer):
@@ -37,13 +43,20 @@ class CausalScorer(PositionScorerMixin, Scorer):
     def token_logprobs(self, seqs: Sequence[Sequence[int]], desc: str = "causal LM") -> list[list[float]]:
         """For each sequence, [log p(s[i] | s[:i]) for i in 1..len-1] (one pass over the sequence).
 
-        Batched, the logits row of a prefix shared by several sequences (StereoSet's three candidates, CrowS
-        pairs, M samples after one prompt) is projected to the vocabulary once; every sequence still runs
-        its own forward pass, so the values equal the reference path's to float32 rounding."""
+        Batched, every distinct prefix is computed once: the sequences form a prefix tree, and rows of that
+        tree are packed into the forward pass with a tree-shaped attention mask and explicit position ids
+        (:meth:`_packed_token_logprobs`), so a prefix shared by several sequences (StereoSet's three
+        candidates, CrowS pairs, M samples after one prompt) runs through the model and the vocabulary
+        projection once. Models that do not honour such a mask (checked once on a probe, :attr:`packable`)
+        get right-padded batches, still projecting each shared prefix once. The values equal the reference
+        path's (one unpadded pass per sequence) to float32 rounding."""
         offsets, n_slots = [], 0
         for s in seqs:
             offsets.append(n_slots)
             n_slots += max(len(s) - 1, 0)
+        if self.batch_size > 1 and self._can_pack(max((len(s) for s in seqs), default=0)):
+            flat = self._packed_token_logprobs(seqs, offsets, n_slots, desc=desc)
+            return [flat[offsets[i] : offsets[i] + max(len(s) - 1, 0)] for i, s in enumerate(seqs)]
         needs: list[list[tuple[int, int, int]]] = [[] for _ in seqs]
         if self.batch_size > 1:
             owner: dict[tuple[int, ...], int] = {}
@@ -57,6 +70,155 @@ class CausalScorer(PositionScorerMixin, Scorer):
                 needs[i] = [(p, s[p + 1], offsets[i] + p) for p in range(len(s) - 1)]
         flat = self._run_needs(seqs, needs, n_slots, desc=desc)
         return [flat[offsets[i] : offsets[i] + max(len(s) - 1, 0)] for i, s in enumerate(seqs)]
+
+    # ------------------------------------------------------------------------------------ packed prefix tree
+    @cached_property
+    def packable(self) -> bool:
+        """Whether the model honours a 4-D additive attention mask with explicit ``position_ids`` (so that
+        packed prefix-tree rows give the same log-probabilities as separate passes): checked once on a probe,
+        two short sequences sharing a prefix, packed into one row vs run one by one."""
+        import torch
+
+        if not (_accepts(self.model, "position_ids") and _accepts(self.model, "attention_mask")):
+            return False
+        if getattr(self.model.config, "is_encoder_decoder", False):
+            return False
+        probe = self.encode(["The doctor said that the nurse was tired today"], add_special_tokens=False)[0]
+        if len(probe) < 6:
+            return False
+        a = [self.start_id, *probe[:5]]
+        b = [self.start_id, *probe[:2], *probe[5:8]][: len(a)]
+        try:
+            with torch.inference_mode():
+                ref = [self.model(input_ids=torch.tensor([x], device=self.device)).logits[0].float() for x in (a, b)]
+                # row: a, then b's nodes after the shared prefix (3 tokens: start + 2)
+                shared = 3
+                tokens = a + b[shared:]
+                parents = [*range(-1, len(a) - 1), shared - 1, *range(len(a), len(tokens) - 1)]
+                got = self.model(**self._packed_inputs([tokens], [parents])).logits[0].float()
+                # what ignoring the tree mask would change: b's tokens would also see a's
+                unpacked = self.model(input_ids=torch.tensor([tokens], device=self.device)).logits[0].float()
+        except Exception:  # noqa: BLE001 - any failure means: do not pack
+            return False
+        want = torch.cat([ref[0], ref[1][shared:]])
+        if got.shape != want.shape:
+            return False
+        err = float((got - want).abs().max())
+        sensitivity = float((unpacked[len(a) :] - want[len(a) :]).abs().max())
+        scale = max(1.0, float(want.abs().max()))
+        return err <= 1e-4 * scale and err <= 0.01 * sensitivity + 1e-6 * scale
+
+    def _can_pack(self, longest: int) -> bool:
+        """Pack unless the probe failed or a sliding attention window is shorter than the longest sequence (a
+        custom mask replaces the window, which only matters beyond it)."""
+        window = getattr(self.model.config, "sliding_window", None)
+        if isinstance(window, int) and 0 < window < longest:
+            return False
+        return self.packable
+
+    def _packed_inputs(self, rows: Sequence[Sequence[int]], parents: Sequence[Sequence[int]]) -> dict[str, Any]:
+        """Model inputs for packed rows: token j of a row attends to itself and its ancestors (``parents[j]``,
+        -1 for a root) only, at position = its depth. Rows are right-padded; a pad attends to itself."""
+        import torch
+
+        width = max(len(r) for r in rows)
+        n = len(rows)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        pos = torch.zeros((n, width), dtype=torch.long)
+        allowed = torch.zeros((n, width, width), dtype=torch.bool)
+        allowed[:, torch.arange(width), torch.arange(width)] = True
+        for r, (toks, par) in enumerate(zip(rows, parents, strict=True)):
+            ids[r, : len(toks)] = torch.tensor(list(toks), dtype=torch.long)
+            depth = [0] * len(toks)
+            for j, pj in enumerate(par):
+                if pj >= 0:
+                    allowed[r, j] = allowed[r, pj]
+                    allowed[r, j, j] = True
+                    depth[j] = depth[pj] + 1
+            pos[r, : len(toks)] = torch.tensor(depth, dtype=torch.long)
+        dtype = next(self.model.parameters()).dtype
+        if not dtype.is_floating_point:  # pragma: no cover - quantised weights
+            dtype = torch.float32
+        mask = torch.zeros((n, 1, width, width), dtype=dtype)
+        mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
+        return {
+            "input_ids": ids.to(self.device),
+            "attention_mask": mask.to(self.device),
+            "position_ids": pos.to(self.device),
+        }
+
+    def _packed_token_logprobs(
+        self, seqs: Sequence[Sequence[int]], offsets: Sequence[int], n_slots: int, desc: str
+    ) -> list[float]:
+        """The prefix tree of ``seqs`` (only the nodes whose next-token distribution is read) packed into rows
+        of about :data:`PACK_WIDTH` tokens, in lexicographic order so that a row holds whole subtrees; a
+        subtree split across rows repeats its ancestors. Each node's logits are projected in one row only."""
+        import torch
+
+        out = [0.0] * n_slots
+        # prefix tree: node = a distinct prefix s[:p+1] (p < len-1), read at position p
+        child: dict[tuple[int, int], int] = {}
+        tok: list[int] = []
+        par: list[int] = []
+        reads: list[list[tuple[int, int]]] = []  # node -> [(target, slot)]
+        paths: list[list[int]] = []
+        for i, s in enumerate(seqs):
+            parent, path = -1, []
+            for p in range(len(s) - 1):
+                key = (parent, int(s[p]))
+                node = child.get(key)
+                if node is None:
+                    node = child[key] = len(tok)
+                    tok.append(int(s[p]))
+                    par.append(parent)
+                    reads.append([])
+                reads[node].append((int(s[p + 1]), offsets[i] + p))
+                path.append(node)
+                parent = node
+            paths.append(path)
+        order = sorted((i for i in range(len(seqs)) if paths[i]), key=lambda i: list(seqs[i]))
+        width = max([PACK_WIDTH, *(len(paths[i]) for i in order)])
+        # rows of nodes (closed under ancestors, parents first); a node's reads go to the first row that holds it
+        rows: list[list[int]] = []
+        done_in_row: list[int] = []  # sequences whose last node first appears in that row (progress)
+        in_row: set[int] = set()
+        for i in order:
+            path = paths[i]
+            new = [n for n in path if n not in in_row]
+            if not rows or len(rows[-1]) + len(new) > width:
+                rows.append([])
+                done_in_row.append(0)
+                in_row = set()
+                new = path
+            rows[-1].extend(new)
+            in_row.update(new)
+            done_in_row[-1] += 1
+        row_col = [{n: c for c, n in enumerate(row)} for row in rows]
+        owner: dict[int, tuple[int, int]] = {}
+        for ri, cols in enumerate(row_col):
+            for n, c in cols.items():
+                owner.setdefault(n, (ri, c))
+        per_pass = max(1, (self.batch_size * PACK_TOKENS_PER_SEQ) // width)
+        with torch.inference_mode(), self._progress(len(seqs), desc) as bar:
+            for start in range(0, len(rows), per_pass):
+                batch = range(start, min(start + per_pass, len(rows)))
+                toks_b, pars_b, reqs, slots = [], [], [], []
+                for r, ri in enumerate(batch):
+                    nodes, cols = rows[ri], row_col[ri]
+                    toks_b.append([tok[n] for n in nodes])
+                    pars_b.append([cols[par[n]] if par[n] >= 0 else -1 for n in nodes])
+                    for c, n in enumerate(nodes):
+                        if owner[n] == (ri, c):
+                            for t, slot in reads[n]:
+                                reqs.append((r, c, t))
+                                slots.append(slot)
+                if reqs:
+                    kwargs = self._packed_inputs(toks_b, pars_b)
+                    for slot, v in zip(slots, self._forward_logprobs(kwargs, reqs), strict=True):
+                        out[slot] = v
+                bar.update(sum(done_in_row[ri] for ri in batch))
+            bar.update(len(seqs) - bar.n)
+        return out
 
     @cached_property
     def _start_logprobs(self):
@@ -93,3 +255,4 @@ class CausalScorer(PositionScorerMixin, Scorer):
             n_ctx.append(len(ctx))
         lps = self.token_logprobs(seqs)
         return [LogLik.from_logprobs(lp[k - 1 :]) for lp, k in zip(lps, n_ctx, strict=True)]
+
