@@ -34,6 +34,17 @@ def data_cache_dir(cache: str | os.PathLike[str] | None = None) -> Path:
     return Path(os.environ.get("CCDA_DATA_CACHE") or cache or DEFAULT_DATA_CACHE).expanduser()
 
 
+def download(url: str, dest: Path, timeout: float = 120.0) -> None:
+    """Stream ``url`` into ``dest`` atomically: an interrupted download never leaves a half-written file."""
+    import httpx
+
+    with httpx.stream("GET", url, follow_redirects=True, timeout=timeout) as r:
+        r.raise_for_status()
+        with atomic_path(dest) as tmp, open(tmp, "wb") as f:
+            for chunk in r.iter_bytes():
+                f.write(chunk)
+
+
 def benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache: str | None = None) -> Path:
     """The local file for benchmark ``name``: ``path`` if given, else the cached copy, else a download."""
     if path:
@@ -46,13 +57,7 @@ def benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache:
     if dest.is_file():
         return dest
     try:
-        import httpx
-
-        with httpx.stream("GET", url, follow_redirects=True, timeout=60.0) as r:
-            r.raise_for_status()
-            with atomic_path(dest) as tmp, open(tmp, "wb") as f:
-                for chunk in r.iter_bytes():
-                    f.write(chunk)
+        download(url, dest)
     except Exception as e:  # network errors, HTTP errors
         raise InputError(
             f"{name}: could not download {url} ({e}). Offline? Point evaluate.{name}_path (or --{name}-path) "

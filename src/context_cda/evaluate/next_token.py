@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, ModelError
+from .data import download as _download  # a module global, so tests can replace it to stay offline
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -81,19 +82,6 @@ class GenderWords:
     source: str
     removed: tuple[str, ...] = ()
     duplicates: tuple[str, ...] = ()
-
-
-def _download(url: str, dest: Path) -> None:
-    """Fetch ``url`` to ``dest`` atomically (tests replace this function to keep the network out)."""
-    import httpx
-
-    from ..io import atomic_path
-
-    with httpx.stream("GET", url, follow_redirects=True, timeout=60.0) as r:
-        r.raise_for_status()
-        with atomic_path(dest) as tmp, open(tmp, "wb") as f:
-            for chunk in r.iter_bytes():
-                f.write(chunk)
 
 
 def _read_words(path: Path) -> list[str]:

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from ...errors import InputError
-from ...io import atomic_path, stable_id
+from ...io import stable_id
 from ..data import data_cache_dir
+from ..data import download as _download  # a module global, so tests can replace it to stay offline
 
 PathArg = str | os.PathLike[str]
 T = TypeVar("T")
@@ -64,17 +65,6 @@ class TaskData:
 
 
 # ------------------------------------------------------------------------------------------------- downloads
-
-
-def _download(url: str, dest: Path) -> None:
-    """Stream ``url`` into ``dest`` atomically (tests replace this function to stay offline)."""
-    import httpx
-
-    with httpx.stream("GET", url, follow_redirects=True, timeout=120.0) as r:
-        r.raise_for_status()
-        with atomic_path(dest) as tmp, open(tmp, "wb") as f:
-            for chunk in r.iter_bytes():
-                f.write(chunk)
 
 
 def fetch(url: str, dest: Path, *, what: str, hint: str) -> Path:
