@@ -42,23 +42,28 @@ def _cached_items(name: str, cfg_json: str, path: str | None, data_cache: str | 
 
 
 def _config_path(cfg: EvaluateConfig, key: str | None) -> str | None:
+    """The value of a dotted ``evaluate`` key such as ``glue.path``."""
+    if not key:
+        return None
     obj: Any = cfg
-    for part in (key or "").split(".") if key else ():
-        obj = getattr(obj, part, None)
-    return None if obj is cfg else obj
+    for part in key.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def load_items(
     name: str, cfg: EvaluateConfig, path: str | Path | None = None, data_cache: str | None = None
 ) -> list[Any]:
     """The benchmark's items: ``path`` > the benchmark's ``evaluate.*path`` key > cache > download; bias type
-    applied, and ``max_items`` for the per-epoch benchmarks (the others have their own size settings). Parsed
-    files are memoised (per-epoch evaluation reads them once)."""
+    applied, and ``max_items`` for the per-epoch benchmarks (the others have their own size settings). The
+    per-epoch benchmarks' parsed files are memoised (evaluation after every epoch reads them once)."""
     bench = get_benchmark(name)
     p = path or _config_path(cfg, bench.path_key)
+    if not bench.per_epoch:  # run once per model; large training sets are not worth keeping in memory
+        return list(bench.load(cfg, str(p) if p else None, data_cache))
     mtime = Path(p).stat().st_mtime if p and Path(p).exists() else 0.0
     items = list(_cached_items(name, cfg.model_dump_json(), str(p) if p else None, data_cache, mtime))
-    return items[: cfg.max_items] if cfg.max_items and bench.per_epoch else items
+    return items[: cfg.max_items] if cfg.max_items else items
 
 
 def evaluate_scorer(

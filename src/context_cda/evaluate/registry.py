@@ -134,10 +134,6 @@ def _extrinsic(fn: str) -> Callable[..., Any]:
     return call
 
 
-def _agg_nli_bias(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
-    from .extrinsic.benchmarks import aggregate_nli_bias
-
-    return aggregate_nli_bias(rows, cfg.nli_bias.thresholds)
 
 
 REGISTRY: dict[str, Benchmark] = {
@@ -194,7 +190,7 @@ REGISTRY: dict[str, Benchmark] = {
         ),
         load=_extrinsic("load_glue"),
         score=_extrinsic("score_glue"),
-        aggregate=lambda rows, cfg: _extrinsic("aggregate_glue")(rows),
+        aggregate=_extrinsic("aggregate_glue"),
         per_epoch=False,
         path_key="glue.path",
     ),
@@ -208,7 +204,7 @@ REGISTRY: dict[str, Benchmark] = {
         ),
         load=_extrinsic("load_biasbios"),
         score=_extrinsic("score_biasbios"),
-        aggregate=lambda rows, cfg: _extrinsic("aggregate_biasbios")(rows),
+        aggregate=_extrinsic("aggregate_biasbios"),
         per_epoch=False,
         path_key="biasbios.path",
     ),
@@ -224,7 +220,7 @@ REGISTRY: dict[str, Benchmark] = {
         ),
         load=_extrinsic("load_stsb"),
         score=_extrinsic("score_stsb"),
-        aggregate=lambda rows, cfg: _extrinsic("aggregate_stsb")(rows),
+        aggregate=_extrinsic("aggregate_stsb"),
         per_epoch=False,
         path_key="stsb.bias_path",
     ),
@@ -240,7 +236,7 @@ REGISTRY: dict[str, Benchmark] = {
         ),
         load=_extrinsic("load_nli_bias"),
         score=_extrinsic("score_nli_bias"),
-        aggregate=_agg_nli_bias,
+        aggregate=_extrinsic("aggregate_nli_bias"),
         per_epoch=False,
         path_key="nli_bias.words_path",
     ),

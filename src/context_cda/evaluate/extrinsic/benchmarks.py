@@ -99,7 +99,7 @@ def score_glue(scorer: Scorer, tasks: Sequence[TaskData], cfg: EvaluateConfig):
     return rows, [], {"tasks": info}
 
 
-def aggregate_glue(rows: list[dict]) -> dict[str, Any]:
+def aggregate_glue(rows: list[dict], cfg: EvaluateConfig | None = None) -> dict[str, Any]:
     from .metrics import accuracy
 
     by_task: dict[str, dict[str, Any]] = {}
@@ -135,7 +135,7 @@ def score_biasbios(scorer: Scorer, tasks: Sequence[TaskData], cfg: EvaluateConfi
     return rows, [], info
 
 
-def aggregate_biasbios(rows: list[dict]) -> dict[str, Any]:
+def aggregate_biasbios(rows: list[dict], cfg: EvaluateConfig | None = None) -> dict[str, Any]:
     from .metrics import tpr_gap
 
     professions = sorted({r["profession"] for r in rows} | {r["pred_profession"] for r in rows})
@@ -184,7 +184,7 @@ def score_stsb(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: Eval
     return rows, [], info
 
 
-def aggregate_stsb(rows: list[dict]) -> dict[str, Any]:
+def aggregate_stsb(rows: list[dict], cfg: EvaluateConfig | None = None) -> dict[str, Any]:
     from .metrics import pearson, spearman, sts_bias
 
     dev = [r for r in rows if r["kind"] == "dev"]
@@ -245,10 +245,12 @@ def score_nli_bias(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: 
     return rows, [], info
 
 
-def aggregate_nli_bias(rows: list[dict], thresholds: Sequence[float] = (0.5, 0.7)) -> dict[str, Any]:
+def aggregate_nli_bias(rows: list[dict], cfg: EvaluateConfig | None = None) -> dict[str, Any]:
     import numpy as np
 
     from .metrics import accuracy, nli_bias
+
+    thresholds = tuple(cfg.nli_bias.thresholds) if cfg is not None else (0.5, 0.7)
 
     dev = [r for r in rows if r["kind"] == "dev"]
     bias = [r for r in rows if r["kind"] == "bias"]
@@ -259,7 +261,7 @@ def aggregate_nli_bias(rows: list[dict], thresholds: Sequence[float] = (0.5, 0.7
     detail: dict[str, Any] = {}
     if bias:
         probs = np.array([[r["p_entailment"], r["p_neutral"], r["p_contradiction"]] for r in bias])
-        detail = nli_bias(probs, [r["gender"] for r in bias], neutral_index=1, thresholds=tuple(thresholds))
+        detail = nli_bias(probs, [r["gender"] for r in bias], neutral_index=1, thresholds=thresholds)
         ov = detail["overall"]
         overall.update({
             "net_neutral": ov["net_neutral"],
