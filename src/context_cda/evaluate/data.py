@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import string
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,10 +137,11 @@ def load_stereoset(
     return examples
 
 
-def _stereoset_flat(p: Path, text: str, split: str) -> list[StereoSetExample]:
-    out = []
-    keys = ("type", "target", "bias_type", "context", *GOLD_LABELS)
-    for lineno, line in enumerate(text.splitlines(), 1):
+def json_objects(
+    p: Path, lines: Iterable[tuple[int, str]], keys: Sequence[str]
+) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank JSON line, each an object holding ``keys``; errors name the line."""
+    for lineno, line in lines:
         if not line.strip():
             continue
         try:
@@ -151,6 +153,13 @@ def _stereoset_flat(p: Path, text: str, split: str) -> list[StereoSetExample]:
         missing = [k for k in keys if k not in row]
         if missing:
             raise InputError(f"{p}: line {lineno}: missing key(s) {', '.join(missing)}; expected {', '.join(keys)}.")
+        yield lineno, row
+
+
+def _stereoset_flat(p: Path, text: str, split: str) -> list[StereoSetExample]:
+    out = []
+    keys = ("type", "target", "bias_type", "context", *GOLD_LABELS)
+    for lineno, row in json_objects(p, enumerate(text.splitlines(), 1), keys):
         bad = [k for k in keys if not isinstance(row[k], str)]
         if bad:
             raise InputError(f"{p}: line {lineno}: key(s) {', '.join(bad)} must be strings.")

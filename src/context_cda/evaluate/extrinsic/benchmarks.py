@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 
 
-def _factory(scorer: Scorer, cfg: EvaluateConfig):
+def _factory(scorer: Scorer):
     """A head factory on the scorer's checkpoint: its model reference when known (no copy), else the loaded model."""
     from .classifier import HeadFactory
 
@@ -89,7 +89,7 @@ def load_glue(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[
 
 def score_glue(scorer: Scorer, tasks: Sequence[TaskData], cfg: EvaluateConfig):
     rows, info = [], {}
-    with _factory(scorer, cfg) as factory:
+    with _factory(scorer) as factory:
         for task in tasks:
             logits, _, info[task.name] = fit_and_predict(factory, task, cfg, progress=scorer.progress)
             preds = logits.argmax(axis=1)
@@ -125,7 +125,7 @@ def load_biasbios(cfg: EvaluateConfig, path: str | None, cache: str | None) -> l
 
 def score_biasbios(scorer: Scorer, tasks: Sequence[TaskData], cfg: EvaluateConfig):
     (task,) = tasks
-    with _factory(scorer, cfg) as factory:
+    with _factory(scorer) as factory:
         logits, _, info = fit_and_predict(factory, task, cfg, progress=scorer.progress)
     rows = []
     for ex, p in zip(task.eval, logits.argmax(axis=1), strict=True):
@@ -171,7 +171,7 @@ def score_stsb(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: Eval
     for p in pairs:
         probes.append(Example(f"{p.id}-male", p.male, p.occupation_sentence, 0.0, p.source))
         probes.append(Example(f"{p.id}-female", p.female, p.occupation_sentence, 0.0, p.source))
-    with _factory(scorer, cfg) as factory:
+    with _factory(scorer) as factory:
         dev, probe, info = fit_and_predict(factory, task, cfg, extra=probes, progress=scorer.progress)
     rows: list[dict[str, Any]] = [
         {"kind": "dev", "id": ex.id, "label": float(ex.label), "pred": float(v)}
@@ -230,7 +230,7 @@ def score_nli_bias(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: 
 
     ((task, pairs),) = items
     probes = [Example(p.id, p.premise, p.hypothesis, 0, p.template) for p in pairs]
-    with _factory(scorer, cfg) as factory:
+    with _factory(scorer) as factory:
         dev, probe, info = fit_and_predict(factory, task, cfg, extra=probes, progress=scorer.progress)
     rows: list[dict[str, Any]] = [
         {"kind": "dev", "id": ex.id, "label": int(ex.label), "pred": int(p)}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import json
 import os
 import shutil
 import tempfile
@@ -27,7 +26,7 @@ from typing import TypeVar
 
 from ...errors import InputError
 from ...io import stable_id
-from ..data import data_cache_dir
+from ..data import data_cache_dir, json_objects
 from ..data import download as _download  # a module global, so tests can replace it to stay offline
 
 PathArg = str | os.PathLike[str]
@@ -667,19 +666,7 @@ def _read_bios_hf(p: Path) -> list[_Bio]:
         for i, row in enumerate(df[list(want)].itertuples(index=False)):
             records.append((f"{p}:row {i}", dict(zip(want, row, strict=True))))
     else:
-        for lineno, line in _lines(p):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{p}:{lineno}: not valid JSON ({e.msg}).") from e
-            if not isinstance(rec, dict):
-                raise InputError(f"{p}:{lineno}: expected a JSON object.")
-            missing = [c for c in want if c not in rec]
-            if missing:
-                raise InputError(f"{p}:{lineno}: missing key(s) {', '.join(missing)}.")
-            records.append((f"{p}:{lineno}", rec))
+        records += [(f"{p}:{lineno}", rec) for lineno, rec in json_objects(p, _lines(p), want)]
     out = []
     for where, rec in records:
         text = str(rec["hard_text"] or "").strip()
