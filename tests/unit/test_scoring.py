@@ -128,6 +128,67 @@ def test_gather_logprobs_chunks_and_repeated_rows():
     assert torch.allclose(got, torch.log_softmax(logits.reshape(7, 10, 50), -1).gather(-1, t2[..., None])[..., 0])
 
 
+@pytest.mark.parametrize("bias", [False, True])
+def test_linear_logprobs_equals_the_log_softmax_of_the_projection(bias):
+    import torch
+
+    from context_cda.scoring.base import linear_logprobs
+
+    torch.manual_seed(0)
+    h = torch.randn(9, 16)
+    w = torch.randn(1000, 16) * 3  # logits of +-50: the running maximum matters
+    b = torch.randn(1000) if bias else None
+    rows = torch.tensor([0, 0, 3, 8, 5])
+    targets = torch.tensor([1, 999, 500, 0, 1])
+    full = torch.nn.functional.linear(h.double(), w.double(), None if b is None else b.double())
+    want = torch.log_softmax(full, -1)[rows, targets]
+    for chunk in (1, 7, 1000, 4096):
+        got = linear_logprobs(h, w, b, targets, rows, chunk=chunk)
+        assert got.dtype == torch.float32 and torch.allclose(got.double(), want, atol=2e-5)
+
+
+def test_fused_head_is_used_once_the_first_pass_agrees():
+    """The first batched pass checks the fused head against the output layer; later passes skip the output
+    layer (it sees no positions at all) and give the same values as the reference."""
+    from context_cda.scoring import load_scorer
+
+    sc = load_scorer("tiny:gpt2", device="cpu", batch_size=8)
+    assert sc._fused_head() is None
+    seqs = sc.encode(_TREE_TEXTS, add_special_tokens=False)
+    first = sc.token_logprobs(seqs)
+    assert sc._fused_head() is True
+    seen: list[int] = []
+    hook = sc.model.get_output_embeddings().register_forward_hook(lambda m, a, o: seen.append(a[0].shape[1]))
+    second = sc.token_logprobs(seqs)
+    hook.remove()
+    assert seen and set(seen) == {0}
+    for a, b, c in zip(first, second, sc.reference().token_logprobs(seqs), strict=True):
+        assert a == pytest.approx(c, abs=1e-5) and b == pytest.approx(c, abs=1e-5)
+
+
+def test_logits_changed_after_the_output_layer_keep_the_full_head():
+    """A model that rescales its logits after the output layer (as logit-scale or soft-capping models do)
+    fails the first-pass check and keeps computing through the model."""
+    from context_cda.models import load_lm
+    from context_cda.scoring import scorer_for
+
+    model, tok, _ = load_lm("tiny:gpt2", device="cpu")
+    forward = model.forward
+
+    def scaled(*a, **kw):
+        out = forward(*a, **kw)
+        out.logits = out.logits * 2.0
+        return out
+
+    model.forward = scaled
+    sc = scorer_for(model, tok, batch_size=8)
+    seqs = sc.encode(_TREE_TEXTS, add_special_tokens=False)
+    fast = sc.token_logprobs(seqs)
+    assert sc._fused_head() is False
+    for a, b in zip(fast, sc.reference().token_logprobs(seqs), strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+
+
 def test_head_at_flat_positions_equals_full_logits():
     import torch
 

@@ -7,10 +7,12 @@
 * :class:`~context_cda.scoring.seq2seq.Seq2SeqScorer`: encoder input -> decoder target (T5, sentinel spans).
 
 Every backend offers :meth:`Scorer.conditional_loglik` and runs its forward passes in padded, length-sorted batches
-(``batch_size`` sequences each), projecting to the vocabulary only at the positions read; causal LMs instead pack
-the prefix tree of their sequences into the passes, so a shared prefix is computed once (``batch_size * 8``
-tokens per pass). ``batch_size=1`` is the one-at-a-time reference path (no padding at all, full logits, as the
-original scripts); the two agree to float32 precision on every item, which the tests check.
+(``batch_size`` sequences each), projecting to the vocabulary only at the positions read (on a CPU, in
+cache-sized vocabulary blocks straight from the hidden states); causal LMs instead pack the prefix tree of their
+sequences into the passes, so a shared prefix is computed once (``batch_size * 8`` tokens per pass); masked LMs
+compute their last encoder layer only at the masked positions. ``batch_size=1`` is the one-at-a-time reference
+path (no padding at all, full logits, as the original scripts); the two agree to float32 precision on every
+item, which the tests check. docs/architecture.md lists each saving and the check that guards it.
 
 torch and transformers are imported inside the backends, so importing this package stays cheap.
 """

@@ -88,6 +88,41 @@ def gather_logprobs(
     return out.reshape(lead)
 
 
+def linear_logprobs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    rows: torch.Tensor,
+    chunk: int = 1024,
+) -> torch.Tensor:
+    """``log_softmax(hidden @ weight.T + bias)[rows[j], targets[j]]`` in float32, without the (N, V) logits.
+
+    The vocabulary goes in blocks of ``chunk`` rows of ``weight`` with a running maximum and sum (an online
+    log-sum-exp), so each block of logits is still in cache when it is reduced: on a CPU about a quarter faster
+    than one large projection followed by a log-softmax pass (the projection's output, N x V floats, no longer
+    goes out to memory and back). Each block is computed in the weight's dtype and read in float32, as the
+    logits of a full pass are."""
+    import torch
+
+    n = hidden.shape[0]
+    top = torch.full((n,), float("-inf"), dtype=torch.float32, device=hidden.device)
+    total = torch.zeros(n, dtype=torch.float64, device=hidden.device)
+    picked = torch.empty(targets.shape[0], dtype=torch.float32, device=hidden.device)
+    for c in range(0, weight.shape[0], chunk):
+        block = torch.nn.functional.linear(
+            hidden, weight[c : c + chunk], None if bias is None else bias[c : c + chunk]
+        ).float()
+        here = ((targets >= c) & (targets < c + chunk)).nonzero()[:, 0]
+        if here.numel():  # the target logits, from the same product as a full pass's
+            picked[here] = block[rows[here], targets[here] - c]
+        new_top = torch.maximum(top, block.amax(dim=1))
+        block.sub_(new_top[:, None]).exp_()
+        total = total * torch.exp(top - new_top).double() + block.sum(dim=1, dtype=torch.float64)
+        top = new_top
+    return picked - (top.double() + torch.log(total))[rows].float()
+
+
 class Scorer(abc.ABC):
     """Log-likelihoods under one model. Subclasses implement the family-specific passes.
 
@@ -199,30 +234,58 @@ class _HeadAtPositions:
 
     ``index`` (B, k) keeps k positions per row: the logits come out (B, k, V). Or ``rows`` and ``cols`` (1-D,
     equal length N) name (row, position) pairs: the logits come out (1, N, V), with no padding positions.
-    If the hook does not see a (batch, time, hidden) input, it leaves it alone and :attr:`applied` stays False,
-    so the caller gathers from full logits instead. Numerically this equals slicing the full logits up to
-    float32 rounding."""
+    If ``unless`` (a :class:`~context_cda.scoring.last_layer.LastLayerAtPositions`) has already kept only those
+    positions, the input is (1, N, hidden) as it comes. If the hook sees neither, it leaves the input alone and
+    :attr:`applied` stays False. Numerically this equals slicing the full logits up to float32 rounding.
+
+    ``capture`` keeps the selected hidden states, (N, hidden), in :attr:`captured`; ``skip`` then hands the
+    projection an empty selection, so the caller computes from :attr:`captured` itself (:func:`linear_logprobs`)."""
 
     def __init__(
-        self, model: Any, index: Any = None, width: int = 0, *, rows: Any = None, cols: Any = None, batch: int = 0
+        self,
+        model: Any,
+        index: Any = None,
+        width: int = 0,
+        *,
+        rows: Any = None,
+        cols: Any = None,
+        batch: int = 0,
+        unless: Any = None,
+        capture: bool = False,
+        skip: bool = False,
     ) -> None:
         self.module = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
         self.index = index  # (B, k) long tensor of positions
         self.rows, self.cols = rows, cols
         self.batch = int(index.shape[0]) if index is not None else batch
         self.width = width
+        self.unless = unless
+        self.capture, self.skip = capture, skip
+        self.captured: Any = None
         self.applied = False
         self._handle = None
 
     def _hook(self, module: Any, args: tuple) -> tuple | None:
         h = args[0] if args else None
-        if h is None or h.dim() != 3 or h.shape[0] != self.batch or h.shape[1] != self.width:
+        if h is None or h.dim() != 3:
+            return None
+        if getattr(self.unless, "applied", False):  # an earlier layer already kept only the positions read
+            if h.shape[0] != 1:
+                return None
+            sel = h
+        elif h.shape[0] == self.batch and h.shape[1] == self.width:
+            if self.index is not None:
+                sel = h.gather(1, self.index.to(h.device).unsqueeze(-1).expand(-1, -1, h.shape[-1]))
+            else:
+                sel = h[self.rows.to(h.device), self.cols.to(h.device)].unsqueeze(0)
+        else:
             return None
         self.applied = True
-        if self.index is not None:
-            idx = self.index.to(h.device).unsqueeze(-1).expand(-1, -1, h.shape[-1])
-            return (h.gather(1, idx), *args[1:])
-        return (h[self.rows.to(h.device), self.cols.to(h.device)].unsqueeze(0), *args[1:])
+        if self.capture:
+            self.captured = sel.reshape(-1, sel.shape[-1])
+        if self.skip:
+            return (sel[:, :0], *args[1:])
+        return None if sel is h else (sel, *args[1:])
 
     def __enter__(self) -> _HeadAtPositions:
         if self.module is not None:
@@ -280,6 +343,12 @@ class PositionScorerMixin:
                 bar.update(sum(unit_counts[b] for b in batch) if unit_counts is not None else len(batch))
         return out
 
+    def _read_only_at(self: Any, rows: Any, cols: Any, shape: Any) -> Any:
+        """A context for the batched forward pass that may skip work at the positions not read (none here)."""
+        from contextlib import nullcontext
+
+        return nullcontext()
+
     def _forward_logprobs(self: Any, kwargs: dict[str, Any], reqs: Sequence[tuple[int, int, int]]) -> list[float]:
         """One forward pass; ``reqs`` are (row, position, target) and the result their log-probabilities.
 
@@ -302,22 +371,47 @@ class PositionScorerMixin:
         dev = ids.device
         rows_t = torch.tensor(rr, dtype=torch.long, device=dev)
         cols_t = torch.tensor(cc, dtype=torch.long, device=dev)
+        targets = torch.tensor([t for _r, _p, t in reqs], dtype=torch.long, device=dev)
+        j_t = torch.tensor(j_of, dtype=torch.long, device=dev)
+        applied, captured = False, None
         if self.batch_size > 1:
-            head = _HeadAtPositions(self.model, width=ids.shape[1], rows=rows_t, cols=cols_t, batch=ids.shape[0])
-            with head:
+            cut = self._read_only_at(rows_t, cols_t, ids.shape)
+            fused = self._fused_head()
+            head = _HeadAtPositions(
+                self.model, width=ids.shape[1], rows=rows_t, cols=cols_t, batch=ids.shape[0], unless=cut,
+                capture=fused is not False, skip=fused is True,
+            )
+            with head, cut:
                 logits = self.model(**kwargs).logits
-            applied = head.applied and tuple(logits.shape[:2]) == (1, len(rr))
+            captured = head.captured
+            if fused is True and captured is not None:
+                lp = linear_logprobs(captured, head.module.weight, head.module.bias, targets, j_t)
+                return [float(v) for v in lp.tolist()]
+            kept = head.applied or getattr(cut, "applied", False)  # the cut layer alone also leaves (1, N, .)
+            applied = kept and tuple(logits.shape[:2]) == (1, len(rr))
         else:
             logits = self.model(**kwargs).logits
-            applied = False
         flat = logits[0] if applied else logits[rows_t.to(logits.device), cols_t.to(logits.device)]
         dev = flat.device
-        lp = gather_logprobs(
-            flat,
-            torch.tensor([t for _r, _p, t in reqs], dtype=torch.long, device=dev),
-            rows=torch.tensor(j_of, dtype=torch.long, device=dev),
-        )
+        lp = gather_logprobs(flat, targets.to(dev), rows=j_t.to(dev))
+        if captured is not None and applied:  # a first batched pass: does the fused head give these values?
+            fast = linear_logprobs(captured, head.module.weight, head.module.bias, targets, j_t).to(dev)
+            self.__dict__["_fused_ok"] = bool((fast - lp).abs().max() <= 1e-5 * max(1.0, float(lp.abs().max())))
         return [float(v) for v in lp.tolist()]
+
+    def _fused_head(self: Any) -> bool | None:
+        """Whether the batched path computes the log-probabilities from the hidden states itself
+        (:func:`linear_logprobs`) rather than through the model's output layer: only on a CPU, only for a plain
+        ``nn.Linear`` output layer, and only once the first batched pass has shown both ways agree (a model that
+        scales or caps its logits after that layer does not). None: not checked yet."""
+        import torch
+
+        if self.device.type != "cpu":  # accelerators: no cache to gain, and one more kernel per block
+            return False
+        module = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
+        if type(module) is not torch.nn.Linear:
+            return False
+        return self.__dict__.get("_fused_ok")
 
     def _position_logprobs(
         self: Any,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
 
 from ..errors import ModelError
 from .base import LogLik, PositionScorerMixin, Scorer
@@ -16,6 +18,46 @@ class MaskedScorer(PositionScorerMixin, Scorer):
         if tokenizer.mask_token_id is None:
             raise ModelError(f"{type(model).__name__}: the tokenizer has no mask token; cannot score a masked LM.")
         self.mask_id = int(tokenizer.mask_token_id)
+
+    @cached_property
+    def last_layer_at_positions(self) -> bool:
+        """Whether the batched path may compute the last encoder layer only at the masked positions
+        (:mod:`.last_layer`): the model's layers have a known layout and, on a probe (two masked sentences of
+        different lengths, padded into one batch), the logits at the masked positions equal the full pass's."""
+        import torch
+
+        from .last_layer import LastLayerAtPositions, find_last_layer
+
+        if find_last_layer(self.model) is None:
+            return False
+        probe = self.encode(["The doctor said that the nurse was tired today.", "She paid him."], True)
+        cols = [3, 2]
+        if any(len(s) <= c + 1 for s, c in zip(probe, cols, strict=True)):
+            return False
+        ids, att = self._pad([[*s[:c], self.mask_id, *s[c + 1 :]] for s, c in zip(probe, cols, strict=True)])
+        rows_t = torch.tensor([0, 1], device=self.device)
+        cols_t = torch.tensor(cols, device=self.device)
+        try:
+            with torch.inference_mode():
+                want = self.model(input_ids=ids, attention_mask=att).logits[rows_t, cols_t].float()
+                cut = LastLayerAtPositions(self.model, rows_t, cols_t, 2, ids.shape[1])
+                with cut:
+                    got = self.model(input_ids=ids, attention_mask=att).logits
+        except Exception:  # noqa: BLE001 - any failure means: run the layer in full
+            return False
+        if not (cut.applied and tuple(got.shape[:2]) == (1, 2)):
+            return False
+        err = float((got[0].float() - want).abs().max())
+        return err <= 1e-5 * max(1.0, float(want.abs().max()))
+
+    def _read_only_at(self, rows: Any, cols: Any, shape: Any) -> Any:
+        from contextlib import nullcontext
+
+        from .last_layer import LastLayerAtPositions
+
+        if not self.last_layer_at_positions:
+            return nullcontext()
+        return LastLayerAtPositions(self.model, rows, cols, int(shape[0]), int(shape[1]))
 
     def logprobs_at(
         self,
