@@ -123,6 +123,7 @@ def test_nangia_masked_hand_computed():
     assert rows[0]["score_less"] == round(lp("was") + lp("caring") + lp("."), 3)
     # pair 1: shared "is the doctor ." unaffected by "she" -> a tie after rounding; pair 2: identical contexts
     assert rows[1]["score_more"] == rows[1]["score_less"] == round(lp("is") + lp("the") + lp("doctor") + lp("."), 3)
+    assert [(r["n_more"], r["n_less"]) for r in rows[:2]] == [(3, 3), (4, 4)]  # the shared tokens summed
     o = agg["overall"]
     assert (o["cs"], o["neutral"], o["count"]) == (pytest.approx(100 / 3), 2, 3)
     assert o["stereo"] == 100.0 and math.isnan(o["antistereo"])
@@ -187,8 +188,9 @@ def test_tiny_models_every_mode_batched_equals_one_at_a_time(arch, modes):
         ref, _, _ = crows.score(sc.reference(), pairs, mode)
         assert used == mode and len(rows) + len(rejected) == len(pairs)
         for a, b in zip(rows, ref, strict=True):
-            n = 1 if mode != "lm-eval" else max(1, len(a["sent_more"].split()))
-            # summed log-probabilities (lm-eval) accumulate float32 noise per token: 1e-5 per token
-            assert a["raw_more"] == pytest.approx(b["raw_more"], abs=1e-5 * n)
-            assert a["raw_less"] == pytest.approx(b["raw_less"], abs=1e-5 * n)
+            assert (a["n_more"], a["n_less"]) == (b["n_more"], b["n_less"]) and min(a["n_more"], a["n_less"]) > 0
+            # summed log-probabilities (nangia, lm-eval) accumulate float32 noise per token: 1e-5 per token
+            n_more, n_less = (a["n_more"], a["n_less"]) if mode != "bias-bench" else (1, 1)
+            assert a["raw_more"] == pytest.approx(b["raw_more"], abs=1e-5 * n_more)
+            assert a["raw_less"] == pytest.approx(b["raw_less"], abs=1e-5 * n_less)
         assert 0.0 <= crows.aggregate(rows)["overall"]["cs"] <= 100.0

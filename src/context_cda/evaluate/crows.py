@@ -72,6 +72,7 @@ def score(
         n = len(pairs)
         more = [ll.sum for ll in lls[:n]]
         less = [ll.sum for ll in lls[n:]]
+        counts = [(a.n_tokens, b.n_tokens) for a, b in zip(lls[:n], lls[n:], strict=True)]
         ok = list(range(n))
     elif mode == "bias-bench" and scorer.family == "causal":
         seqs = scorer.encode([p.sent_more for p in pairs] + [p.sent_less for p in pairs], add_special_tokens=False)
@@ -85,8 +86,9 @@ def score(
         m = len(ok)
         more = [_geo_mean(lp) for lp in lps[:m]]
         less = [_geo_mean(lp) for lp in lps[m:]]
+        counts = [(len(a), len(b)) for a, b in zip(lps[:m], lps[m:], strict=True)]
     else:
-        ok, more, less = _score_masked(scorer, pairs, mode, rejected)
+        ok, more, less, counts = _score_masked(scorer, pairs, mode, rejected)
     rows = []
     for k, i in enumerate(ok):
         p = pairs[i]
@@ -104,6 +106,8 @@ def score(
                 "score_less": float(sl),
                 "raw_more": float(more[k]),
                 "raw_less": float(less[k]),
+                "n_more": int(counts[k][0]),  # tokens whose log-probabilities make up raw_more
+                "n_less": int(counts[k][1]),
                 "mode": mode,
             }
         )
@@ -112,7 +116,7 @@ def score(
 
 def _score_masked(
     scorer: Any, pairs: Sequence[CrowsPair], mode: str, rejected: list
-) -> tuple[list[int], list[float], list[float]]:
+) -> tuple[list[int], list[float], list[float], list[tuple[int, int]]]:
     specials = set(scorer.tokenizer.all_special_ids)
     enc = scorer.encode([p.sent_more for p in pairs] + [p.sent_less for p in pairs], add_special_tokens=True)
     n = len(pairs)
@@ -145,7 +149,7 @@ def _score_masked(
     reduce = (lambda v: sum(v)) if mode == "nangia" else (lambda v: sum(v) / len(v))
     more = [float(reduce(acc[(i, 0)])) for i in ok]
     less = [float(reduce(acc[(i, 1)])) for i in ok]
-    return ok, more, less
+    return ok, more, less, [(len(acc[(i, 0)]), len(acc[(i, 1)])) for i in ok]
 
 
 def _pct(num: int, den: int) -> float:
