@@ -206,6 +206,24 @@ def test_resume_skips_finished_items_and_config_change_recomputes(tmp_path):
     assert s4["items_sampled"] == 0 and gen.prompts == 10  # ... on the cached samples
 
 
+def test_target_sampling_its_own_rephrasings_is_loaded_once(tmp_path, monkeypatch):
+    """Generator = target (the demo's setup): the hf generator reuses the scorer's model instead of loading it
+    a second time; another generator model is loaded on its own."""
+    from context_cda import models
+
+    loads = []
+    real = models.load_lm
+    monkeypatch.setattr(models, "load_lm", lambda ref, **kw: loads.append(ref) or real(ref, **kw))
+    cfg = config(tmp_path, n_samples=2, max_tokens=4, shard_size=4)
+    cfg.augment.backend, cfg.augment.model = "hf", "tiny:gpt2"
+    out = run_entropy(cfg, {"augmented": make_input(tmp_path, n=3)}, tmp_path / "e", "fake", judge=FakeJudge())
+    assert loads == ["tiny:gpt2"] and out["scored"] + out["rejected"] == 3
+    loads.clear()
+    cfg.entropy.generator_model = "tiny:llama"
+    run_entropy(cfg, {"augmented": make_input(tmp_path, n=3)}, tmp_path / "e2", "fake", judge=FakeJudge())
+    assert sorted(loads) == ["tiny:gpt2", "tiny:llama"]
+
+
 def test_unknown_target_and_bad_input(tmp_path):
     from context_cda.errors import ConfigError, InputError
 

@@ -311,14 +311,19 @@ def run_entropy(
             if generator is None:
                 from ..augment.base import make_generator
 
-                generator = make_generator(
-                    cfg.generator_backend or config.augment.backend,
-                    cfg.generator_model or config.augment.model,
-                    device=config.run.device,
-                    model_cache=mcache,
-                    batch_size=cfg.batch_size,
-                    openai=config.augment.openai,
-                )
+                backend = cfg.generator_backend or config.augment.backend
+                ref = cfg.generator_model or config.augment.model
+                if backend == "hf" and ref == target_ref and getattr(scorer, "family", None) == "causal":
+                    from ..augment.backends.hf import HFGenerator
+
+                    # the target samples its own rephrasings (the demo): one copy of the weights, not two
+                    generator = HFGenerator(scorer.model, scorer.tokenizer, batch_size=cfg.batch_size)
+                    generator.model_id = ref
+                else:
+                    generator = make_generator(
+                        backend, ref, device=config.run.device, model_cache=mcache, batch_size=cfg.batch_size,
+                        openai=config.augment.openai,
+                    )
             return generator
 
         if scorer is None:
