@@ -313,11 +313,12 @@ def run_entropy(
 
                 backend = cfg.generator_backend or config.augment.backend
                 ref = cfg.generator_model or config.augment.model
-                if backend == "hf" and ref == target_ref and getattr(scorer, "family", None) == "causal":
+                shared = getattr(scorer, "model", None) if getattr(scorer, "family", None) == "causal" else None
+                if backend == "hf" and ref == target_ref and shared is not None:
                     from ..augment.backends.hf import HFGenerator
 
                     # the target samples its own rephrasings (the demo): one copy of the weights, not two
-                    generator = HFGenerator(scorer.model, scorer.tokenizer, batch_size=cfg.batch_size)
+                    generator = HFGenerator(shared, scorer.tokenizer, batch_size=cfg.batch_size)
                     generator.model_id = ref
                 else:
                     generator = make_generator(
