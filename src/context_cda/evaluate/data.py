@@ -46,6 +46,21 @@ def download(url: str, dest: Path, timeout: float = 120.0) -> None:
                 f.write(chunk)
 
 
+def fetch(url: str, dest: Path, *, what: str, hint: str, download_fn=None) -> Path:
+    """``dest`` if it is already cached, else download ``url`` there; a failure raises an :class:`InputError` that
+    ends with ``hint`` (how to use a local copy). ``download_fn`` stands in for :func:`download` (modules pass their
+    own module-global name for it, which tests replace to stay offline)."""
+    if dest.is_file():
+        return dest
+    try:
+        (download_fn or download)(url, dest)
+    except Exception as e:  # network errors, HTTP errors
+        raise InputError(
+            f"{what}: could not download {url} ({e}). Offline? {hint}, or place the file at {dest}."
+        ) from e
+    return dest
+
+
 def benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache: str | None = None) -> Path:
     """The local file for benchmark ``name``: ``path`` if given, else the cached copy, else a download."""
     if path:
@@ -54,17 +69,8 @@ def benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache:
             raise InputError(f"{p}: {name} file not found (set evaluate.{name}_path to an existing file).")
         return p
     url, rel = SOURCES[name]
-    dest = data_cache_dir(cache) / rel
-    if dest.is_file():
-        return dest
-    try:
-        download(url, dest)
-    except Exception as e:  # network errors, HTTP errors
-        raise InputError(
-            f"{name}: could not download {url} ({e}). Offline? Point evaluate.{name}_path (or --{name}-path) "
-            f"at a local copy, or place it at {dest}."
-        ) from e
-    return dest
+    hint = f"Point evaluate.{name}_path (or --{name}-path) at a local copy"
+    return fetch(url, data_cache_dir(cache) / rel, what=name, hint=hint)
 
 
 # ------------------------------------------------------------------------------------------------- StereoSet

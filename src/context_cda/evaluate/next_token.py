@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, ModelError
 from .data import download as _download  # a module global, so tests can replace it to stay offline
+from .data import fetch
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -121,18 +122,9 @@ def load_gender_words(path: str | os.PathLike[str] | None = None, cache: str | N
     else:
         folder = data_cache_dir(cache) / GENDER_WORDS_CACHE
         files = {g: folder / name for g, name in GENDER_WORDS_FILES.items()}
+        hint = f"Pass the folder holding {GENDER_WORDS_FILES['male']} and {GENDER_WORDS_FILES['female']} as path="
         for g, dest in files.items():
-            if dest.is_file():
-                continue
-            url = GENDER_WORDS_URLS[g]
-            try:
-                _download(url, dest)
-            except Exception as e:  # network errors, HTTP errors
-                raise InputError(
-                    f"gender word list: could not download {url} ({e}). Offline? Pass the folder holding "
-                    f"{GENDER_WORDS_FILES['male']} and {GENDER_WORDS_FILES['female']} as path=, or place them "
-                    f"in {folder}."
-                ) from e
+            fetch(GENDER_WORDS_URLS[g], dest, what="gender word list", hint=hint, download_fn=_download)
         source = f"{GENDER_WORDS_URLS['male'].rsplit('/', 1)[0]} (cached in {folder})"
 
     lists: dict[str, list[str]] = {}

@@ -28,6 +28,7 @@ from ...errors import InputError
 from ...io import stable_id
 from ..data import data_cache_dir, json_objects
 from ..data import download as _download  # a module global, so tests can replace it to stay offline
+from ..data import fetch as _fetch
 
 PathArg = str | os.PathLike[str]
 T = TypeVar("T")
@@ -67,16 +68,8 @@ class TaskData:
 
 
 def fetch(url: str, dest: Path, *, what: str, hint: str) -> Path:
-    """``dest`` if it is already cached, else download ``url`` there; ``hint`` says how to use a local copy."""
-    if dest.is_file():
-        return dest
-    try:
-        _download(url, dest)
-    except Exception as e:  # network errors, HTTP errors
-        raise InputError(
-            f"{what}: could not download {url} ({e}). Offline? {hint}, or place the file at {dest}."
-        ) from e
-    return dest
+    """:func:`..data.fetch` through this module's ``_download`` (which tests replace to stay offline)."""
+    return _fetch(url, dest, what=what, hint=hint, download_fn=_download)
 
 
 def _expand(path: PathArg) -> Path:
