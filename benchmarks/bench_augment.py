@@ -52,7 +52,8 @@ def main() -> int:
 
     import torch
 
-    from context_cda.augment import SamplingParams, build_messages, make_generator
+    from context_cda.augment import build_messages
+    from context_cda.generation import SamplingParams, make_generator
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     convs = [build_messages(SENTENCES[i % len(SENTENCES)] + ("" if i < len(SENTENCES) else f" ({i})"),

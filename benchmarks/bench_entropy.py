@@ -48,10 +48,10 @@ def main() -> None:
     import pandas as pd
     import torch
 
-    from context_cda.augment.base import make_generator
     from context_cda.config import Config
     from context_cda.entropy import run_entropy
     from context_cda.entropy.judges import make_judge
+    from context_cda.generation import make_generator
     from context_cda.scoring import load_scorer
 
     ap = argparse.ArgumentParser()

@@ -37,6 +37,14 @@ REJECTED = "rejected.parquet"
 # ---------------------------------------------------------------------------------------------------- ids, hashes
 
 
+DEFAULT_MODEL_CACHE = "~/.cache/context-cda/models"
+
+
+def model_cache_dir(cache: str | os.PathLike[str] | None = None) -> Path:
+    """Where converted and downloaded models live: $CCDA_MODEL_CACHE, else ``cache``, else the default."""
+    return Path(os.environ.get("CCDA_MODEL_CACHE") or cache or DEFAULT_MODEL_CACHE).expanduser()
+
+
 def stable_id(*parts: object) -> str:
     """A 16-hex-digit id that depends only on ``parts`` (joined with a separator that cannot occur in text)."""
     return xxhash.xxh3_128_hexdigest("\x1f".join(map(str, parts)).encode("utf-8"))[:16]

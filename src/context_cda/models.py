@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ModelError
-from .io import stable_id
+from .io import model_cache_dir, stable_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover
 Family = Literal["masked", "causal", "seq2seq"]
 RefKind = Literal["hub", "local", "gguf", "package", "tiny"]
 
-DEFAULT_CACHE = "~/.cache/context-cda/models"
 
 
 @dataclass(frozen=True)
@@ -50,10 +49,6 @@ class ModelRef:
         """A short human name for tables and registry entries."""
         base = Path(self.gguf_file).stem if self.gguf_file else Path(self.location.rstrip("/")).name
         return base or self.raw
-
-
-def model_cache_dir(cache: str | os.PathLike[str] | None = None) -> Path:
-    return Path(os.environ.get("CCDA_MODEL_CACHE") or cache or DEFAULT_CACHE).expanduser()
 
 
 def _package_dir(package: str) -> Path:

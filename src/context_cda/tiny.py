@@ -70,7 +70,7 @@ def training_text() -> list[str]:
 
 
 def tiny_dir(arch: str, cache: str | os.PathLike[str] | None = None) -> Path:
-    from .models import model_cache_dir
+    from .io import model_cache_dir
 
     if arch not in ARCHS:
         from .errors import ModelError

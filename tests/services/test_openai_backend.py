@@ -13,9 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from cda_table import openai_config, write_cda_table  # noqa: E402
 from fake_openai import FakeOpenAIServer, free_port  # noqa: E402
 
-from context_cda.augment import SamplingParams, build_messages, make_generator, run_augment  # noqa: E402
+from context_cda.augment import build_messages, run_augment
 from context_cda.config import OpenAIServerConfig  # noqa: E402
 from context_cda.errors import ServiceError  # noqa: E402
+from context_cda.generation import SamplingParams, make_generator  # noqa: E402
 
 pytestmark = pytest.mark.services
 

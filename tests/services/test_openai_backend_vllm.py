@@ -82,8 +82,9 @@ def vllm_server(model_dir, tmp_path_factory):
 
 
 def test_openai_backend_against_vllm_serve(vllm_server):
-    from context_cda.augment import SamplingParams, build_messages, make_generator
+    from context_cda.augment import build_messages
     from context_cda.config import OpenAIServerConfig
+    from context_cda.generation import SamplingParams, make_generator
 
     gen = make_generator("openai", "smollm2", openai=OpenAIServerConfig(base_url=vllm_server, timeout_s=120))
     res = gen.generate([build_messages(s) for s in ["She thanked her mother.", "The king said he was tired."]],
@@ -107,9 +108,9 @@ def test_augment_stage_through_vllm_serve(vllm_server, tmp_path):
 
 
 def test_wrong_model_name_on_vllm_serve(vllm_server):
-    from context_cda.augment import make_generator
     from context_cda.config import OpenAIServerConfig
     from context_cda.errors import ServiceError
+    from context_cda.generation import make_generator
 
     with pytest.raises(ServiceError, match="does not serve model 'gpt-4'.*smollm2"):
         make_generator("openai", "gpt-4", openai=OpenAIServerConfig(base_url=vllm_server))
@@ -117,7 +118,8 @@ def test_wrong_model_name_on_vllm_serve(vllm_server):
 
 _INPROC = r'''
 import json, sys
-from context_cda.augment import SamplingParams, build_messages, make_generator
+from context_cda.augment import build_messages
+from context_cda.generation import SamplingParams, make_generator
 
 if __name__ == "__main__":
     gen = make_generator("vllm", sys.argv[1], engine_args={"max_model_len": 2048, "enforce_eager": True,

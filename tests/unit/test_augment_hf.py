@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from context_cda.augment import SamplingParams, build_messages, make_generator
+from context_cda.augment import build_messages
+from context_cda.generation import SamplingParams, make_generator
 
 SENTS = ["She thanked her mother.", "The queen said she would visit the city in the spring.", "His brother worked."]
 

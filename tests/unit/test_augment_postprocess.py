@@ -9,8 +9,6 @@ import pytest
 from context_cda.augment import (
     CheckSettings,
     GenerationCache,
-    GenerationResult,
-    SamplingParams,
     ShardStore,
     build_messages,
     cache_key,
@@ -20,6 +18,7 @@ from context_cda.augment import (
 )
 from context_cda.augment.postprocess import default_lexicon
 from context_cda.errors import ConfigError, InputError
+from context_cda.generation import GenerationResult, SamplingParams
 
 
 @pytest.mark.parametrize(
@@ -120,7 +119,8 @@ def test_sampling_params():
 def test_import_is_light():
     import subprocess
 
-    code = "import sys, context_cda.augment as a; a.run_augment; a.make_generator; print('torch' in sys.modules)"
+    code = ("import sys, context_cda.augment as a, context_cda.generation as g; a.run_augment; g.make_generator; "
+            "g.generator_class('hf'); g.generator_class('openai'); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

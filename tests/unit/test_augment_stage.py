@@ -12,8 +12,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from cda_table import openai_config, write_cda_table  # noqa: E402
 
-from context_cda.augment import GenerationResult, run_augment  # noqa: E402
+from context_cda.augment import run_augment  # noqa: E402
 from context_cda.augment.stage import OUTPUT_COLUMNS  # noqa: E402
+from context_cda.generation import GenerationResult  # noqa: E402
 
 
 class ScriptedGenerator:

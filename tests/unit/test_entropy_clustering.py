@@ -116,8 +116,8 @@ def test_parse_llm_label():
 
 
 def test_llm_judge_prompts_through_a_generator():
-    from context_cda.augment.base import GenerationResult
     from context_cda.entropy.judges import LLMJudge
+    from context_cda.generation.base import GenerationResult
 
     class Gen:
         backend, model_id = "fake", "fake"

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from context_cda import schemas as S
-from context_cda.augment.base import GenerationResult as _GR
 from context_cda.config import Config
 from context_cda.entropy import run_entropy, run_filter
 from context_cda.entropy.filter import k_dirname, split_top_k
+from context_cda.generation.base import GenerationResult as _GR
 from context_cda.scoring.base import LogLik as _LL
 
 # fakes shared with tests/integration/test_entropy_tiny.py (imported there for a killed subprocess run)

@@ -1,13 +1,10 @@
 """Context augmentation: a larger LM rephrases each CDA counterfactual with natural context.
 
+The generators themselves (``make_generator``, ``SamplingParams``, backends) live in :mod:`context_cda.generation`.
+
 Public API (imported lazily, so ``import context_cda.augment`` needs no torch)::
 
     run_augment(config, inputs={"counterfactuals": path}, out_dir) -> dict        # the stage
-    make_generator(backend, model, *, device="auto", model_cache=None, batch_size=16,
-                   openai=None, engine_args=None) -> Generator                      # hf | vllm | openai
-    Generator.generate(prompts: list[list[dict]], params: SamplingParams) -> list[GenerationResult]
-    SamplingParams(n=1, temperature=0.7, top_p=0.95, max_tokens=96, seed=0, stop=())
-    GenerationResult(texts, prompt_tokens, completion_tokens, finish_reasons, error)
     build_messages(sentence, version="v1", few_shot=True) -> list[dict]            # the prompt
     clean(text) -> str; check(output, source, swaps, lexicon, settings, direction) -> reason ('' = ok)
 """
@@ -20,11 +17,6 @@ from typing import Any
 _EXPORTS = {
     "run_augment": ".stage",
     "load_gender_lexicon": ".stage",
-    "Generator": ".base",
-    "GenerationResult": ".base",
-    "SamplingParams": ".base",
-    "make_generator": ".base",
-    "truncate_at_stop": ".base",
     "PROMPTS": ".prompts",
     "PromptSpec": ".prompts",
     "build_messages": ".prompts",

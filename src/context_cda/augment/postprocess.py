@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .base import SPECIAL_STOP_TOKENS
+from ..generation.base import SPECIAL_STOP_TOKENS
 
 _WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
 

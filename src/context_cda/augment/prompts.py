@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from ..generation.base import Conversation
 from ..io import json_hash
-from .base import Conversation
 
 
 @dataclass(frozen=True)

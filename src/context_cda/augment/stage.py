@@ -18,8 +18,8 @@ from typing import Any
 
 from .. import schemas as S
 from ..errors import InputError
+from ..generation.base import Generator, SamplingParams
 from ..io import StageRecorder, json_hash, read_table, require_columns, stable_id, write_rejected, write_table
-from .base import Generator, SamplingParams
 from .postprocess import CheckSettings, check, clean, default_lexicon, parse_swaps
 from .prompts import build_messages, get_prompt
 from .store import GenerationCache, ShardStore, cache_key
@@ -146,7 +146,7 @@ def run_augment(
         if generator is not None:
             return generator
         if "g" not in gen_holder:
-            from .base import make_generator
+            from ..generation import make_generator
 
             with rec.timed("load_model"):
                 gen_holder["g"] = make_generator(

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..generation.base import Conversation, GenerationResult, SamplingParams
 from ..io import json_hash, write_table, write_text
-from .base import Conversation, GenerationResult, SamplingParams
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

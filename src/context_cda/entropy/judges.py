@@ -12,7 +12,7 @@ Judges:
   (case-insensitive), never assumed to be 0/1/2;
 * :class:`EmbeddingJudge`: mean-pooled, L2-normalised sentence embeddings (e.g. all-MiniLM-L6-v2); cosine >=
   threshold is "entailment", else "neutral" (symmetric, so one direction is computed per pair);
-* :class:`LLMJudge`: a prompted judge through a :class:`~context_cda.augment.base.Generator`.
+* :class:`LLMJudge`: a prompted judge through a :class:`~context_cda.generation.base.Generator`.
 
 :class:`PairDecider` wraps a judge with the rule, optional context (x prepended to both sides), a cache keyed by
 the ordered (premise, hypothesis) pair, batching, and call counters.
@@ -29,8 +29,8 @@ from ..errors import ConfigError, ModelError
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from ..augment.base import Generator
     from ..config import EntropyConfig
+    from ..generation.base import Generator
 
 Label = Literal["entailment", "neutral", "contradiction"]
 LABELS: tuple[Label, ...] = ("entailment", "neutral", "contradiction")
@@ -343,7 +343,7 @@ class LLMJudge:
         self.max_tokens = max_tokens
 
     def judge(self, pairs: Sequence[tuple[str, str]]) -> list[Label]:
-        from ..augment.base import SamplingParams
+        from ..generation.base import SamplingParams
 
         convs = [
             [

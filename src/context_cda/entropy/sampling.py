@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..augment.base import Conversation, Generator
+    from ..generation.base import Conversation, Generator
 
 REPHRASE_PROMPT_VERSION = "r1"
 REPHRASE_SYSTEM = (
@@ -52,7 +52,7 @@ def sample_rephrasings(
     seed: int | None = 0,
 ) -> tuple[list[list[str]], list[str | None]]:
     """``m`` sampled rephrasings per text (cleaned; empty ones removed), and a per-text error (or None)."""
-    from ..augment.base import SamplingParams
+    from ..generation.base import SamplingParams
 
     params = SamplingParams(
         n=m, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, stop=("\n\n",)

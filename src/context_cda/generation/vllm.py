@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...errors import ModelError
-from ..base import Conversation, GenerationResult, SamplingParams, truncate_at_stop
+from ..errors import ModelError
+from .base import Conversation, GenerationResult, SamplingParams, truncate_at_stop
 
 
 def import_vllm() -> Any:
@@ -31,9 +31,13 @@ def import_vllm() -> Any:
 class VLLMGenerator:
     backend = "vllm"
 
+    @classmethod
+    def from_options(cls, model: str, opts: Any) -> VLLMGenerator:
+        return cls(model, model_cache=opts.model_cache, engine_args=opts.engine_args)
+
     def __init__(self, model: str, *, model_cache: str | None = None, engine_args: dict[str, Any] | None = None):
         vllm = import_vllm()
-        from ...models import resolve_pretrained
+        from ..models import resolve_pretrained
 
         self.model_id = model
         self._vllm = vllm

@@ -20,8 +20,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ...errors import ServiceError
-from ..base import Conversation, GenerationResult, SamplingParams, truncate_at_stop
+from ..errors import ServiceError
+from .base import Conversation, GenerationResult, SamplingParams, truncate_at_stop
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -36,6 +36,12 @@ class _ConnectFailure(_Retryable):
 
 class OpenAIGenerator:
     backend = "openai"
+
+    @classmethod
+    def from_options(cls, model: str, opts: Any) -> OpenAIGenerator:
+        from ..config import OpenAIServerConfig
+
+        return cls(model, opts.openai or OpenAIServerConfig())
 
     def __init__(self, model: str, server: Any, *, check: bool = True) -> None:
         import httpx  # noqa: F401  (fail early with ImportError if missing)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...errors import ModelError
-from ..base import Conversation, GenerationResult, SamplingParams, truncate_at_stop
+from ..errors import ModelError
+from .base import Conversation, GenerationResult, SamplingParams, truncate_at_stop
 
 
 def format_chat(tokenizer: Any, messages: Conversation) -> str:
@@ -48,11 +48,20 @@ def _stop_on_strings(tok: Any, stops: list[str], prompt_len: int, torch: Any) ->
 class HFGenerator:
     backend = "hf"
 
+    @classmethod
+    def from_options(cls, model: str, opts: Any) -> HFGenerator:
+        """:func:`context_cda.generation.make_generator`'s door: ``opts.loaded`` reuses loaded weights."""
+        if opts.loaded is not None:
+            gen = cls(opts.loaded[0], opts.loaded[1], batch_size=opts.batch_size)
+            gen.model_id = model
+            return gen
+        return cls(model, device=opts.device, model_cache=opts.model_cache, batch_size=opts.batch_size)
+
     def __init__(self, model: str | Any, tokenizer: Any = None, *, device: str = "auto",
                  model_cache: str | None = None, batch_size: int = 16) -> None:
         """``model`` is a reference for :func:`context_cda.models.load_lm`, or an already loaded model (then
         pass its ``tokenizer``)."""
-        from ...models import load_lm
+        from ..models import load_lm
 
         if isinstance(model, str):
             self.model_id = model
