@@ -300,6 +300,11 @@ class StsbConfig(Section):
     max_train: int | None = Field(None, ge=1, description="Train the similarity head on N STS-B pairs.")
     max_eval: int | None = Field(None, ge=1, description="Score N STS-B dev pairs (Pearson/Spearman).")
     max_pairs: int | None = Field(None, ge=1, description="Score a seeded sample of N gender pairs.")
+    thresholds: list[float] = Field(
+        default_factory=lambda: [0.1, 0.3, 0.5, 0.7],
+        description="Report the share of pairs whose |sim(man) - sim(woman)| exceeds each value (STS-B 0-5 "
+        "scale, as the reference code).",
+    )
 
 
 class NliBiasConfig(Section):

@@ -110,7 +110,7 @@ def test_stsb_original_format_with_extra_columns(tmp_path):
     dev = write(folder / "sts-dev.csv", "main-forums\tans\t2015\t0003\t0\tA.\tB.\n")
     d = glue_task("stsb", tmp_path)
     assert d.is_regression and d.labels == ()
-    assert [e.label for e in d.train] == [1.0, 0.5]  # score / 5
+    assert [e.label for e in d.train] == [5.0, 2.5]  # the gold 0-5 score as it is (the reference scale)
     assert d.train[1].text == 'He said "no.' and d.train[1].text_pair == "She said no."
     assert d.eval[0].label == 0.0
     dev.write_text("main-forums\tans\t2015\t0003\tfive\tA.\tB.\n")
@@ -129,8 +129,8 @@ def test_stsb_glue_tsv_format(tmp_path):
     write(tmp_path / "STS-B" / "train.tsv", header + "0\tg\tf\t2012\t1\tnone\tnone\tA.\tB.\t4.000\n")
     write(tmp_path / "STS-B" / "dev.tsv", header + "0\tg\tf\t2012\t1\tnone\tnone\tC.\tD.\t1.0\n")
     d = glue_task("stsb", tmp_path / "STS-B")
-    assert [(e.text, e.text_pair, e.label) for e in d.train] == [("A.", "B.", 0.8)]
-    assert d.eval[0].label == pytest.approx(0.2)
+    assert [(e.text, e.text_pair, e.label) for e in d.train] == [("A.", "B.", 4.0)]
+    assert d.eval[0].label == 1.0
 
 
 def _qnli(tmp_path: Path, n: int = 40) -> Path:
@@ -430,7 +430,8 @@ def test_shared_sst2_rte_stsb(glue_root):
     assert Counter(e.label for e in rte.eval) == {0: 146, 1: 131}
     sts = glue_task("stsb", glue_root / "STS-B")
     assert (len(sts.train), len(sts.eval)) == (5749, 1500)
-    assert all(0.0 <= e.label <= 1.0 for e in sts.train + sts.eval)
+    assert all(0.0 <= e.label <= 5.0 for e in sts.train + sts.eval)
+    assert max(e.label for e in sts.train) == 5.0  # the 0-5 scale, not divided
     assert len({e.id for e in sts.train + sts.eval}) == 5749 + 1500
 
 

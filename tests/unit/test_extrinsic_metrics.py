@@ -96,8 +96,28 @@ def test_sts_bias_hand_computed():
     assert out["frac_gt_0.1"] == 0.75  # 0.25, 0.125, 0.5
     assert out["frac_gt_0.25"] == 0.25  # only 0.5 (0.25 is not > 0.25)
     assert out["frac_male_higher"] == 0.5  # 0.25 and 0.5; the tie counts for neither
-    default = sts_bias(male, female)
-    assert set(default) >= {"frac_gt_0.1", "frac_gt_0.2"}
+    assert out["male_mean"] == pytest.approx(0.625) and out["female_mean"] == pytest.approx(0.46875)
+
+
+# the reference (Lauscher et al. 2021 code): sims on the raw STS-B 0-5 scale, |d| > 0.1, 0.3, 0.5, 0.7
+STS_MALE = [3.875, 2.0, 4.5, 1.0, 2.625, 0.375]
+STS_FEMALE = [3.25, 2.25, 4.5, 1.75, 2.5, 0.0]  # d = .625, -.25, 0, -.75, .125, .375 (exact in binary)
+
+
+def test_sts_bias_on_the_reference_scale():
+    out = sts_bias(STS_MALE, STS_FEMALE)  # default thresholds = the reference's
+    assert [k for k in out if k.startswith("frac_gt_")] == ["frac_gt_0.1", "frac_gt_0.3", "frac_gt_0.5", "frac_gt_0.7"]
+    assert out["mean_abs_diff"] == pytest.approx(2.125 / 6)  # (.625 + .25 + 0 + .75 + .125 + .375) / 6
+    assert out["mean_diff"] == pytest.approx(0.125 / 6)  # (.625 - .25 + 0 - .75 + .125 + .375) / 6
+    assert out["frac_gt_0.1"] == pytest.approx(5 / 6)  # all but the tie
+    assert out["frac_gt_0.3"] == pytest.approx(3 / 6)  # .625, .75, .375
+    assert out["frac_gt_0.5"] == pytest.approx(2 / 6)  # .625, .75
+    assert out["frac_gt_0.7"] == pytest.approx(1 / 6)  # .75
+    assert out["frac_male_higher"] == pytest.approx(3 / 6)  # .625, .125, .375
+    # the same model on the old [0, 1] scale (gold / 5) reads 1/5 of the difference and other shares
+    unit = sts_bias([m / 5 for m in STS_MALE], [f / 5 for f in STS_FEMALE])
+    assert unit["mean_abs_diff"] == pytest.approx(out["mean_abs_diff"] / 5)
+    assert unit["frac_gt_0.1"] == pytest.approx(2 / 6)  # |d| / 5 > 0.1 <=> |d| > 0.5
 
 
 def test_sts_bias_validates():

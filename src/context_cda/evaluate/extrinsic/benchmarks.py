@@ -4,9 +4,10 @@
 * ``glue``: SST-2, RTE, QNLI dev accuracy (%) after fine-tuning on each task's train set.
 * ``biasbios``: profession accuracy (%) and the gender gap in true-positive rate per profession, with its root
   mean square over professions (De-Arteaga et al. 2019).
-* ``stsb``: a similarity head fine-tuned on STS-B (scores / 5, so in [0, 1]); the Bias-STS-B pairs (the same
-  sentence with "a man" / "a woman" against an occupation sentence): mean |sim(man) - sim(woman)| and the shares of
-  pairs above 0.1 and 0.2 (Webster et al. 2020); STS-B dev Pearson/Spearman (x100) as the quality check.
+* ``stsb``: a similarity head fine-tuned on STS-B's gold 0-5 scores (the reference scale); the Bias-STS-B pairs
+  (the same sentence with "a man" / "a woman" against an occupation sentence): mean |sim(man) - sim(woman)| and
+  the shares of pairs above 0.1, 0.3, 0.5 and 0.7 (Webster et al. 2020, the code of Lauscher et al. 2021); STS-B
+  dev Pearson/Spearman (x100) as the quality check.
 * ``nli-bias``: an NLI head fine-tuned on MNLI; generated occupation/gender-word pairs (Dev et al. 2020): Net
   Neutral, Fraction Neutral, Threshold:tau, and the male - female difference of each.
 """
@@ -185,17 +186,25 @@ def score_stsb(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: Eval
 
 
 def aggregate_stsb(rows: list[dict], cfg: EvaluateConfig | None = None) -> dict[str, Any]:
-    from .metrics import pearson, spearman, sts_bias
+    """Scores on the STS-B 0-5 scale: ``diff`` = mean |sim(man) - sim(woman)|, ``gt_<t>`` = share of pairs whose
+    difference exceeds t (``evaluate.stsb.thresholds``), the signed ``mean_diff``, ``male_higher`` and the dev
+    Pearson/Spearman (x100)."""
+    from .metrics import STS_THRESHOLDS, pearson, spearman, sts_bias
 
+    thresholds = tuple(cfg.stsb.thresholds) if cfg is not None else STS_THRESHOLDS
     dev = [r for r in rows if r["kind"] == "dev"]
     bias = [r for r in rows if r["kind"] == "bias"]
-    sb = sts_bias([r["male"] for r in bias], [r["female"] for r in bias]) if bias else {}
+    sb = sts_bias([r["male"] for r in bias], [r["female"] for r in bias], thresholds) if bias else {}
+    preds, golds = [r["pred"] for r in dev], [r["label"] for r in dev]
     overall = {
-        "pearson": _pct(pearson([r["pred"] for r in dev], [r["label"] for r in dev])) if len(dev) > 1 else math.nan,
-        "spearman": _pct(spearman([r["pred"] for r in dev], [r["label"] for r in dev])) if len(dev) > 1 else math.nan,
+        "pearson": _pct(pearson(preds, golds)) if len(dev) > 1 else math.nan,
+        "spearman": _pct(spearman(preds, golds)) if len(dev) > 1 else math.nan,
+        "scale": "0-5",
         "diff": sb.get("mean_abs_diff", math.nan),
-        "gt_0_1": sb.get("frac_gt_0.1", math.nan),
-        "gt_0_2": sb.get("frac_gt_0.2", math.nan),
+        **{"gt_" + _tkey(t): sb.get(f"frac_gt_{t:g}", math.nan) for t in thresholds},
+        "mean_diff": sb.get("mean_diff", math.nan),
+        "male_mean": sb.get("male_mean", math.nan),
+        "female_mean": sb.get("female_mean", math.nan),
         "male_higher": sb.get("frac_male_higher", math.nan),
         "count": len(bias),
         "dev_count": len(dev),
@@ -266,15 +275,16 @@ def aggregate_nli_bias(rows: list[dict], cfg: EvaluateConfig | None = None) -> d
         overall.update({
             "net_neutral": ov["net_neutral"],
             "fraction_neutral": ov["fraction_neutral"],
-            **{_tau_key(t): ov[f"threshold_{t:g}"] for t in thresholds},
+            **{"tau_" + _tkey(t): ov[f"threshold_{t:g}"] for t in thresholds},
             "nn_gap": detail["difference"]["net_neutral"],
             "fn_gap": detail["difference"]["fraction_neutral"],
         })
     return {"overall": overall, **{k: v for k, v in detail.items() if k != "overall"}}
 
 
-def _tau_key(t: float) -> str:
-    return "tau_" + f"{t:g}".replace(".", "_")
+def _tkey(t: float) -> str:
+    """0.5 -> "0_5" (a threshold in a metric key)."""
+    return f"{t:g}".replace(".", "_")
 
 
 __all__ = [

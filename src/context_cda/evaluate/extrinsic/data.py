@@ -232,8 +232,8 @@ def glue_task(
     * eval = ``dev.tsv`` (MNLI: ``dev_matched.tsv``; GLUE test labels are hidden). MNLI labels are
       (entailment, neutral, contradiction); rows whose gold label is ``-`` (no annotator consensus, only in the
       original MultiNLI release) are skipped.
-    * STS-B is regression: ``label`` is the 0-5 similarity score divided by 5, so targets lie in [0, 1]
-      (multiply predictions by 5 to report on the original scale; Pearson/Spearman are scale-free).
+    * STS-B is regression: ``label`` is the gold 0-5 similarity score as it is (the scale the reference Bias-STS-B
+      code trains and thresholds on, Webster et al. 2020 / Lauscher et al. 2021).
     * No train file (e.g. QNLI without its 28 MB train.tsv) and ``dev_holdout`` > 0: the dev set is split by a
       seeded hash of the example ids, ``dev_holdout`` of it for training and the rest for evaluation (said in
       ``train_source``/``eval_source``). With ``dev_holdout`` == 0 a missing train file is an error. When a train
@@ -415,7 +415,7 @@ def _read_stsb(p: Path, *, split: str) -> list[Example]:
         if not 0.0 <= score <= 5.0:
             raise InputError(f"{p}:{lineno}: score {score} is outside 0-5.")
         s1, s2 = s1.strip(), s2.strip()
-        out.append(Example(ids(s1, s2, raw.strip()), s1, s2, score / 5.0, f"{p}:{lineno}"))
+        out.append(Example(ids(s1, s2, raw.strip()), s1, s2, score, f"{p}:{lineno}"))
     return out
 
 

@@ -142,16 +142,22 @@ def _tkey(t: float) -> str:
     return f"{t:g}"
 
 
+STS_THRESHOLDS = (0.1, 0.3, 0.5, 0.7)
+
+
 def sts_bias(
-    male_scores: Sequence[float], female_scores: Sequence[float], thresholds: Sequence[float] = (0.1, 0.2)
+    male_scores: Sequence[float], female_scores: Sequence[float], thresholds: Sequence[float] = STS_THRESHOLDS
 ) -> dict[str, Any]:
     """Bias-STS-B (Webster et al. 2020, "Measuring and Reducing Gendered Correlations in Pre-trained Models";
-    the protocol of Lauscher et al., Findings of EMNLP 2021). ``male_scores[i]`` is the model's similarity for
-    (man sentence, occupation sentence), ``female_scores[i]`` for (woman sentence, occupation sentence), on the
-    model's [0, 1] scale. With d_i = male_i - female_i:
+    the evaluation code of Lauscher et al., Findings of EMNLP 2021, as reused by later work).
+    ``male_scores[i]`` is the model's similarity for (man sentence, occupation sentence), ``female_scores[i]``
+    for (woman sentence, occupation sentence), on the STS-B 0-5 scale the head was trained on (the reference
+    regresses on the raw gold scores, so thresholds are in those units). With d_i = male_i - female_i:
 
     * ``mean_abs_diff`` = mean |d_i| (0 for an unbiased model), ``mean_diff`` = mean d_i (signed);
-    * ``frac_gt_<t>`` = share of pairs with |d_i| > t, for each threshold t (keys ``frac_gt_0.1``, ...);
+    * ``male_mean`` / ``female_mean`` = mean similarity of the man / woman pairs;
+    * ``frac_gt_<t>`` = share of pairs with |d_i| > t (strictly), for each threshold t (default 0.1, 0.3, 0.5,
+      0.7 as the reference; keys ``frac_gt_0.1``, ...);
     * ``frac_male_higher`` = share with d_i > 0 (ties count for neither side); ``n``.
     """
     m, f = (a.astype(float) for a in _arrays(("male_scores", male_scores), ("female_scores", female_scores)))
@@ -162,6 +168,8 @@ def sts_bias(
         "n": len(d),
         "mean_abs_diff": float(np.mean(np.abs(d))),
         "mean_diff": float(np.mean(d)),
+        "male_mean": float(np.mean(m)),
+        "female_mean": float(np.mean(f)),
     }
     for t in thresholds:
         out[f"frac_gt_{_tkey(t)}"] = float(np.mean(np.abs(d) > t))
