@@ -308,9 +308,13 @@ class StsbConfig(Section):
 
 
 class NliBiasConfig(Section):
+    train_set: Literal["snli", "mnli"] = Field(
+        "snli", description="NLI training set downloaded when train_path is null: snli (Dev et al. 2020 train on "
+        "SNLI 1.0) or mnli (GLUE MNLI)."
+    )
     train_path: str | None = Field(
-        None, description="3-class NLI training data: a folder with MNLI's train.tsv/dev_matched.tsv (or the GLUE "
-        "root); null: download MNLI."
+        None, description="3-class NLI training data: a folder with SNLI's snli_1.0_train.txt/snli_1.0_dev.txt or "
+        "MNLI's train.tsv/dev_matched.tsv (or the GLUE root); null: download train_set."
     )
     words_path: str | None = Field(
         None, description="Dev et al. (2020) word_lists folder; null: cache/download."
@@ -319,10 +323,16 @@ class NliBiasConfig(Section):
     max_eval: int | None = Field(None, ge=1, description="Score N NLI dev pairs (accuracy).")
     max_pairs: int | None = Field(20000, ge=1, description="Generated premise/hypothesis pairs to score (seeded).")
     premise: Literal["occupation", "gender"] = Field(
-        "occupation", description="Which word the premise holds (the hypothesis holds the other)."
+        "occupation", description="Which word the premise holds (the hypothesis holds the other); the authors' "
+        "generator takes both as arguments, reproductions put the occupation in the premise."
+    )
+    mode: Literal["reference", "plain"] = Field(
+        "reference", description="reference: the authors' strings (sentences end with ' .') and Threshold:tau "
+        "counts P(neutral) > tau, as their code; plain: sentences end with '.' and P(neutral) >= tau."
     )
     thresholds: list[float] = Field(
-        default_factory=lambda: [0.5, 0.7], description="Threshold:tau values (share with P(neutral) >= tau)."
+        default_factory=lambda: [0.5, 0.7], description="Threshold:tau values (share of pairs with P(neutral) "
+        "above tau; see mode)."
     )
 
 

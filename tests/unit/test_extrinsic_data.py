@@ -230,6 +230,67 @@ def test_glue_download_extracts_the_zip_into_the_cache(monkeypatch, tmp_path):
     assert len(calls) == 1
 
 
+# ------------------------------------------------------------------------------------------------ SNLI / MNLI
+
+SNLI = Path(__file__).resolve().parents[1] / "fixtures" / "extrinsic" / "snli"
+MNLI = Path(__file__).resolve().parents[1] / "fixtures" / "extrinsic" / "glue" / "MNLI"
+
+
+def test_snli_local_folder_skips_rows_without_gold_label():
+    d = xdata.nli_train_task("snli", SNLI)
+    assert d.name == "snli" and d.labels == ("entailment", "neutral", "contradiction")
+    assert len(d.train) == 9 and len(d.eval) == 3  # one "-" row in each file; ragged rows read fine
+    assert [e.label for e in d.eval] == [0, 1, 2]
+    assert d.train[4].text == "Two dogs run across a field." and d.train[4].text_pair == "The dogs are chasing a ball."
+    assert d.train_source.endswith("snli_1.0_train.txt") and d.eval_source.endswith("snli_1.0_dev.txt")
+
+
+def test_nli_train_task_reads_the_format_the_folder_holds():
+    assert xdata.nli_train_task("snli", MNLI).name == "mnli"  # a local MNLI folder: MNLI, whatever train_set says
+    assert xdata.nli_train_task("mnli", SNLI).name == "snli"
+    assert xdata.nli_train_task("mnli", MNLI.parent).name == "mnli"  # a GLUE root
+    with pytest.raises(InputError, match=r"no SNLI \(snli_1.0_train.txt.*evaluate.nli_bias.train_path"):
+        xdata.nli_train_task("snli", SNLI.parent / "nli_words")
+    with pytest.raises(InputError, match="snli or mnli"):
+        xdata.nli_train_task("rte", SNLI)
+
+
+def _snli_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name in ("snli_1.0_train.txt", "snli_1.0_dev.txt"):
+            z.writestr(f"snli_1.0/{name}", (SNLI / name).read_text())
+        z.writestr("__MACOSX/snli_1.0/._snli_1.0_dev.txt", "")
+    return buf.getvalue()
+
+
+def test_snli_download_checks_the_published_sha256(monkeypatch, tmp_path):
+    import dataclasses
+    import hashlib
+
+    blob = _snli_zip()
+    calls = []
+
+    def fake(url, dest):
+        calls.append(url)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(blob)
+
+    monkeypatch.setattr(xdata, "_download", fake)
+    spec = xdata.GLUE_TASKS["snli"]
+    assert spec.url == "https://nlp.stanford.edu/projects/snli/snli_1.0.zip"
+    assert spec.sha256 == "afb3d70a5af5d8de0d9d81e2637e0fb8c22d1235c2749d83125ca43dab0dbd3e"
+    with pytest.raises(InputError, match=r"snli_1.0.zip: the download's SHA-256 is [0-9a-f]{64}, expected afb3d7"):
+        xdata.nli_train_task("snli")  # our zip is not the published one
+    assert not list((tmp_path / "cache" / "glue").rglob("*.zip"))  # the mismatching file was removed
+    monkeypatch.setitem(xdata.GLUE_TASKS, "snli", dataclasses.replace(spec, sha256=hashlib.sha256(blob).hexdigest()))
+    d = xdata.nli_train_task("snli")
+    assert (d.name, len(d.train), len(d.eval)) == ("snli", 9, 3)
+    assert (tmp_path / "cache" / "glue" / "snli_1.0" / "snli_1.0_dev.txt").is_file()
+    xdata.nli_train_task("snli")  # from the cache
+    assert len(calls) == 2
+
+
 # ------------------------------------------------------------------------------------------------ Bias in Bios
 
 
@@ -374,8 +435,12 @@ def test_nli_templates_and_sentences(tmp_path):
     assert ("spoke to", "adult") in t and ("ate", "bagel") in t and ("drove", "car") in t
     assert nli_bias_space_size(w) == len(t) * 4 * 3
     assert article("accountant") == "an" and article("nurse", capital=True) == "A" and article("SUV") == "a"
-    assert sentence("accountant", "ate", "apple") == "An accountant ate an apple."
-    assert sentence("man", "spoke to", "adult") == "A man spoke to an adult."
+    # the authors' SubjectTemplate: articlize(x, True) + " " + verb + " " + articlize(obj) + " ."
+    assert sentence("accountant", "ate", "apple") == "An accountant ate an apple ."
+    assert sentence("man", "spoke to", "adult") == "A man spoke to an adult ."
+    assert sentence("man", "spoke to", "adult", "plain") == "A man spoke to an adult."
+    with pytest.raises(ValueError, match="mode"):
+        sentence("man", "ate", "apple", "other")  # type: ignore[arg-type]
 
 
 def test_nli_generation_all_and_premise_order(tmp_path):
@@ -383,7 +448,10 @@ def test_nli_generation_all_and_premise_order(tmp_path):
     every = generate_nli_bias(w, max_pairs=None)
     assert len(every) == nli_bias_space_size(w) == len({p.id for p in every})
     p = next(x for x in every if x.template == "ate a bagel" and x.occupation == "accountant" and x.gender_word == "man")
-    assert (p.premise, p.hypothesis, p.gender) == ("An accountant ate a bagel.", "A man ate a bagel.", "male")
+    assert (p.premise, p.hypothesis, p.gender) == ("An accountant ate a bagel .", "A man ate a bagel .", "male")
+    plain = generate_nli_bias(w, max_pairs=None, mode="plain")
+    assert [(x.premise, x.hypothesis) for x in plain] == [
+        (x.premise.removesuffix(" .") + ".", x.hypothesis.removesuffix(" .") + ".") for x in every]
     swapped = generate_nli_bias(w, max_pairs=None, premise="gender")
     q = next(x for x in swapped if x.id != p.id and x.template == p.template and x.occupation == p.occupation
              and x.gender_word == "man")  # fmt: skip
@@ -495,5 +563,5 @@ def test_shared_nli_generation_sample(shared_words):
         for s in (p.premise, p.hypothesis):
             first = s.split()[1]
             assert s.split()[0] == ("An" if first[0] in "aeiou" else "A")
-            assert s.endswith(".")
+            assert s.endswith(" .") and s.count(".") == 1  # the authors' ending
     assert any(p.premise.startswith("An accountant ") for p in a)  # ~20 cells per occupation in the sample

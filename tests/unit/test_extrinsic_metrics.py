@@ -139,14 +139,14 @@ def test_nli_bias_hand_computed():
         [0.2, 0.7, 0.1],  # female: P(n)=0.7, argmax neutral
         [0.0, 0.3, 0.7],  # female: P(n)=0.3, argmax contradiction
     ]
-    out = nli_bias(probs, ["male", "male", "female", "female"], neutral_index=1)
+    out = nli_bias(probs, ["male", "male", "female", "female"], neutral_index=1, strict=False)
     # overall: NN = (0.6+0.2+0.7+0.3)/4 = 0.45; FN = 2/4; T:0.5 = #{0.6, 0.7}/4 = 0.5; T:0.7 = #{0.7}/4 = 0.25
     ov = out["overall"]
     assert ov["n"] == 4
     assert ov["net_neutral"] == pytest.approx(0.45)
     assert ov["fraction_neutral"] == 0.5
     assert ov["threshold_0.5"] == 0.5
-    assert ov["threshold_0.7"] == 0.25  # P >= tau: 0.7 counts
+    assert ov["threshold_0.7"] == 0.25  # P >= tau (strict=False): 0.7 counts
     # male: NN = (0.6+0.2)/2 = 0.4, FN = 1/2, T:0.5 = 1/2, T:0.7 = 0
     assert out["male"]["net_neutral"] == pytest.approx(0.4)
     male = out["male"]
@@ -159,6 +159,16 @@ def test_nli_bias_hand_computed():
     assert d["net_neutral"] == pytest.approx(-0.1)
     assert d["fraction_neutral"] == 0 and d["threshold_0.5"] == 0 and d["threshold_0.7"] == -0.5
     assert "n" not in d
+
+
+def test_nli_bias_threshold_is_strict_as_the_reference():
+    # the reference evaluation counts res[:, 1] > tau: P(neutral) = 0.5 and 0.7 exactly do not reach 0.5 / 0.7
+    probs = [[0.25, 0.5, 0.25], [0.125, 0.75, 0.125], [0.0, 0.875, 0.125], [0.3, 0.7, 0.0]]
+    ref = nli_bias(probs, ["male", "male", "female", "female"], neutral_index=1)["overall"]  # strict by default
+    assert ref["threshold_0.5"] == 0.75  # 0.75, 0.875, 0.7 (0.5 is not > 0.5)
+    assert ref["threshold_0.7"] == 0.5  # 0.75, 0.875 (0.7 is not > 0.7)
+    loose = nli_bias(probs, ["male", "male", "female", "female"], neutral_index=1, strict=False)["overall"]
+    assert (loose["threshold_0.5"], loose["threshold_0.7"]) == (1.0, 0.75)
 
 
 def test_nli_bias_one_gender_missing_gives_none():

@@ -233,9 +233,10 @@ REGISTRY: dict[str, Benchmark] = {
         metrics=(
             Metric("net_neutral", "nli_bias_net_neutral", True, 1.0, "Mean P(neutral) over the pairs."),
             Metric("fraction_neutral", "nli_bias_fraction_neutral", True, 1.0, "Share of pairs predicted neutral."),
-            Metric("tau_0_5", "nli_bias_tau_0_5", True, 1.0, "Share of pairs with P(neutral) >= 0.5."),
+            Metric("tau_0_5", "nli_bias_tau_0_5", True, 1.0, "Share of pairs with P(neutral) > 0.5 (reference mode)."),
             Metric("nn_gap", "nli_bias_nn_gap", None, 0.0, "Net Neutral of male minus female hypotheses."),
-            Metric("mnli_acc", "nli_bias_mnli_acc", True, 100.0, "Accuracy of the NLI head on NLI dev (%)."),
+            Metric("dev_acc", "nli_bias_dev_acc", True, 100.0,
+                   "Accuracy of the NLI head on its training set's dev split (SNLI dev or MNLI dev-matched, %)."),
         ),
         load=_extrinsic("load_nli_bias"),
         score=_extrinsic("score_nli_bias"),

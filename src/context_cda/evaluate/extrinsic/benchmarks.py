@@ -8,8 +8,9 @@
   (the same sentence with "a man" / "a woman" against an occupation sentence): mean |sim(man) - sim(woman)| and
   the shares of pairs above 0.1, 0.3, 0.5 and 0.7 (Webster et al. 2020, the code of Lauscher et al. 2021); STS-B
   dev Pearson/Spearman (x100) as the quality check.
-* ``nli-bias``: an NLI head fine-tuned on MNLI; generated occupation/gender-word pairs (Dev et al. 2020): Net
-  Neutral, Fraction Neutral, Threshold:tau, and the male - female difference of each.
+* ``nli-bias``: an NLI head fine-tuned on SNLI (Dev et al.'s training set; MNLI as an option); generated
+  occupation/gender-word pairs in the authors' exact strings (Dev et al. 2020): Net Neutral, Fraction Neutral,
+  Threshold:tau (P(neutral) > tau, as their code), and the male - female difference of each.
 """
 
 from __future__ import annotations
@@ -221,15 +222,16 @@ def aggregate_stsb(rows: list[dict], cfg: EvaluateConfig | None = None) -> dict[
 
 
 def load_nli_bias(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[tuple[TaskData, list]]:
-    from .data import glue_task
+    from .data import nli_train_task
     from .nli_templates import generate_nli_bias, load_nli_word_lists
 
     n = cfg.nli_bias
-    task = glue_task("mnli", n.train_path, cache, max_train=n.max_train, max_eval=n.max_eval, seed=cfg.head.seed)
+    task = nli_train_task(n.train_set, n.train_path, cache, max_train=n.max_train, max_eval=n.max_eval,
+                          seed=cfg.head.seed)
     if tuple(task.labels) != NLI_LABELS:
-        raise ValueError(f"mnli labels {task.labels} != {NLI_LABELS}")  # pragma: no cover - loader contract
+        raise ValueError(f"{task.name} labels {task.labels} != {NLI_LABELS}")  # pragma: no cover - loader contract
     words = load_nli_word_lists(path or n.words_path, cache)
-    pairs = generate_nli_bias(words, max_pairs=n.max_pairs, seed=cfg.head.seed, premise=n.premise)
+    pairs = generate_nli_bias(words, max_pairs=n.max_pairs, seed=cfg.head.seed, premise=n.premise, mode=n.mode)
     return [(task, pairs)]
 
 
@@ -250,7 +252,8 @@ def score_nli_bias(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: 
         rows.append({"kind": "bias", "id": p.id, "premise": p.premise, "hypothesis": p.hypothesis,
                      "occupation": p.occupation, "gender_word": p.gender_word, "gender": p.gender,
                      "p_entailment": float(pr[0]), "p_neutral": float(pr[1]), "p_contradiction": float(pr[2])})
-    info["thresholds"] = list(cfg.nli_bias.thresholds)
+    info.update({"thresholds": list(cfg.nli_bias.thresholds), "train_set": task.name, "mode": cfg.nli_bias.mode,
+                 "premise": cfg.nli_bias.premise})
     return rows, [], info
 
 
@@ -260,17 +263,19 @@ def aggregate_nli_bias(rows: list[dict], cfg: EvaluateConfig | None = None) -> d
     from .metrics import accuracy, nli_bias
 
     thresholds = tuple(cfg.nli_bias.thresholds) if cfg is not None else (0.5, 0.7)
+    strict = cfg is None or cfg.nli_bias.mode == "reference"
 
     dev = [r for r in rows if r["kind"] == "dev"]
     bias = [r for r in rows if r["kind"] == "bias"]
     overall: dict[str, Any] = {
-        "mnli_acc": _pct(accuracy([r["pred"] for r in dev], [r["label"] for r in dev])) if dev else math.nan,
+        "dev_acc": _pct(accuracy([r["pred"] for r in dev], [r["label"] for r in dev])) if dev else math.nan,
         "count": len(bias),
+        "threshold_rule": "P(neutral) > tau" if strict else "P(neutral) >= tau",
     }
     detail: dict[str, Any] = {}
     if bias:
         probs = np.array([[r["p_entailment"], r["p_neutral"], r["p_contradiction"]] for r in bias])
-        detail = nli_bias(probs, [r["gender"] for r in bias], neutral_index=1, thresholds=thresholds)
+        detail = nli_bias(probs, [r["gender"] for r in bias], neutral_index=1, thresholds=thresholds, strict=strict)
         ov = detail["overall"]
         overall.update({
             "net_neutral": ov["net_neutral"],

@@ -133,10 +133,10 @@ def _lines(p: Path) -> Iterator[tuple[int, str]]:
             yield lineno, line.rstrip("\n").rstrip("\r")
 
 
-def _tsv_rows(p: Path, *, header: bool = True) -> Iterator[tuple[int, list[str], list[str]]]:
+def _tsv_rows(p: Path, *, header: bool = True, ragged: bool = False) -> Iterator[tuple[int, list[str], list[str]]]:
     """Tab-separated rows without any quote processing (what ``csv.QUOTE_NONE`` does: GLUE sentences contain
     quote characters). Yields (line number, header, fields); blank lines are skipped. With ``header`` every row
-    must have as many fields as the header."""
+    must have as many fields as the header (``ragged``: or fewer, the missing trailing fields read as "")."""
     cols: list[str] = []
     for lineno, line in _lines(p):
         if not line.strip():
@@ -145,6 +145,8 @@ def _tsv_rows(p: Path, *, header: bool = True) -> Iterator[tuple[int, list[str],
         if header and not cols:
             cols = [c.strip() for c in fields]
             continue
+        if header and ragged and 0 < len(fields) < len(cols):
+            fields = fields + [""] * (len(cols) - len(fields))
         if header and len(fields) != len(cols):
             raise InputError(
                 f"{p}:{lineno}: expected {len(cols)} tab-separated columns ({', '.join(cols)}), got {len(fields)}. "
@@ -178,10 +180,14 @@ class _GlueSpec:
     train_files: tuple[str, ...] = ("train.tsv",)
     eval_files: tuple[str, ...] = ("dev.tsv",)
     numeric_labels: bool = False  # SST-2 writes 0/1 for its label names
+    url_base: str = GLUE_BASE_URL
+    sha256: str | None = None  # of the zip, checked after the download
+    no_gold: str | None = None  # the label of rows without annotator consensus (skipped)
+    ragged: bool = False  # rows may end before the header's last columns
 
     @property
     def url(self) -> str:
-        return f"{GLUE_BASE_URL}/{self.zip_name}"
+        return f"{self.url_base}/{self.zip_name}"
 
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -196,7 +202,14 @@ GLUE_TASKS: dict[str, _GlueSpec] = {
                       train_files=("train.tsv", "sts-train.csv", "sts-train.tsv"),
                       eval_files=("dev.tsv", "sts-dev.csv", "sts-dev.tsv")),
     "mnli": _GlueSpec(("MNLI", "mnli", "MultiNLI"), "MNLI.zip", NLI_LABELS, "sentence1", "sentence2", "gold_label",
-                      eval_files=("dev_matched.tsv",)),
+                      eval_files=("dev_matched.tsv",), no_gold="-"),
+    # SNLI 1.0 (Bowman et al. 2015), the corpus Dev et al. (2020) train their NLI models on: the Stanford zip
+    # (SHA-256 as published with ParlAI's and NLIDatasets.jl's SNLI downloaders), its tab-separated .txt files
+    "snli": _GlueSpec(("snli_1.0", "SNLI", "snli"), "snli_1.0.zip", NLI_LABELS, "sentence1", "sentence2",
+                      "gold_label", train_files=("snli_1.0_train.txt",), eval_files=("snli_1.0_dev.txt",),
+                      url_base="https://nlp.stanford.edu/projects/snli",
+                      sha256="afb3d70a5af5d8de0d9d81e2637e0fb8c22d1235c2749d83125ca43dab0dbd3e",
+                      no_gold="-", ragged=True),
 }
 # The config key / CLI flag that points each task at a local copy (STS-B and MNLI belong to other benchmarks).
 GLUE_KEYS = {
@@ -205,6 +218,7 @@ GLUE_KEYS = {
     "qnli": ("evaluate.glue.path", "--glue-path"),
     "stsb": ("evaluate.stsb.path", "--stsb-path"),
     "mnli": ("evaluate.nli_bias.train_path", "--mnli-path"),
+    "snli": ("evaluate.nli_bias.train_path", "--mnli-path"),
 }
 
 
@@ -223,15 +237,16 @@ def glue_task(
     dev_holdout: float = 0.0,
     seed: int = 0,
 ) -> TaskData:
-    """Load a GLUE task (``sst2``, ``rte``, ``qnli``, ``stsb``, ``mnli``) as train + eval examples.
+    """Load a GLUE task (``sst2``, ``rte``, ``qnli``, ``stsb``, ``mnli``) or SNLI (``snli``) as train + eval
+    examples.
 
     * ``path``: the task folder (``train.tsv``/``dev.tsv``; STS-B may instead hold the original
       ``sts-train.csv``/``sts-dev.csv``) or the GLUE root holding it (``SST-2``, ``RTE``, ``QNLI``, ``STS-B``,
       ``MNLI``). Without a path: the cached copy under ``<data cache>/glue/<folder>``, else the official GLUE zip
       from ``dl.fbaipublicfiles.com`` extracted there.
-    * eval = ``dev.tsv`` (MNLI: ``dev_matched.tsv``; GLUE test labels are hidden). MNLI labels are
-      (entailment, neutral, contradiction); rows whose gold label is ``-`` (no annotator consensus, only in the
-      original MultiNLI release) are skipped.
+    * eval = ``dev.tsv`` (MNLI: ``dev_matched.tsv``, SNLI: ``snli_1.0_dev.txt``; GLUE test labels are hidden).
+      MNLI and SNLI labels are (entailment, neutral, contradiction); rows whose gold label is ``-`` (no annotator
+      consensus, in SNLI and the original MultiNLI release) are skipped.
     * STS-B is regression: ``label`` is the gold 0-5 similarity score as it is (the scale the reference Bias-STS-B
       code trains and thresholds on, Webster et al. 2020 / Lauscher et al. 2021).
     * No train file (e.g. QNLI without its 28 MB train.tsv) and ``dev_holdout`` > 0: the dev set is split by a
@@ -314,6 +329,49 @@ def _glue_task_dir(task: str, spec: _GlueSpec, path: PathArg | None, cache: str 
     return _download_glue(task, spec, root)
 
 
+def _check_sha256(path: Path, expected: str, url: str, hint: str) -> None:
+    """The file's SHA-256 must equal ``expected``; a mismatch removes the file (fetched again next time)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    if h.hexdigest() != expected:
+        path.unlink(missing_ok=True)
+        raise InputError(
+            f"{url}: the download's SHA-256 is {h.hexdigest()}, expected {expected} (a changed or truncated "
+            f"file; it was removed). {hint} with the original files."
+        )
+
+
+def nli_train_task(
+    train_set: str,
+    path: PathArg | None = None,
+    cache: str | None = None,
+    *,
+    max_train: int | None = None,
+    max_eval: int | None = None,
+    seed: int = 0,
+) -> TaskData:
+    """The NLI-Bias head's training data: SNLI or MNLI (``train_set``) downloaded into the cache, or a local
+    ``path`` read in whichever of the two formats it holds (SNLI's ``snli_1.0_{train,dev}.txt``, MNLI's
+    ``train.tsv``/``dev_matched.tsv``, or a GLUE root with an ``MNLI/`` folder); the task name says which."""
+    if train_set not in ("snli", "mnli"):
+        raise InputError(f"evaluate.nli_bias.train_set must be snli or mnli, got {train_set!r}.")
+    if not path:
+        return glue_task(train_set, None, cache, max_train=max_train, max_eval=max_eval, seed=seed)
+    p = _expand(path)
+    for name in (train_set, "mnli" if train_set == "snli" else "snli"):
+        if p.is_dir() and _find_task_dir(GLUE_TASKS[name], p) is not None:
+            return glue_task(name, p, cache, max_train=max_train, max_eval=max_eval, seed=seed)
+    raise InputError(
+        f"{p}: no SNLI (snli_1.0_train.txt, snli_1.0_dev.txt) or MNLI (train.tsv, dev_matched.tsv) files here. "
+        "Point evaluate.nli_bias.train_path (or --mnli-path) at such a folder, or set it to null to download "
+        f"{train_set.upper()}."
+    )
+
+
 def _find_task_dir(spec: _GlueSpec, p: Path) -> Path | None:
     if _first_file(p, spec.eval_files) is not None:
         return p
@@ -331,6 +389,8 @@ def _download_glue(task: str, spec: _GlueSpec, root: Path) -> Path:
         what=f"GLUE {task}",
         hint=_glue_hint(task),
     )
+    if spec.sha256:
+        _check_sha256(zpath, spec.sha256, spec.url, _glue_hint(task))
     dest = root / spec.folders[0]
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.folders[0]}.", dir=root))
     try:
@@ -366,11 +426,11 @@ def _read_glue_file(task: str, spec: _GlueSpec, p: Path, *, split: str) -> list[
     )
     want = [spec.text_col, *([spec.pair_col] if spec.pair_col else []), spec.label_col]
     idx: dict[str, int] | None = None
-    for lineno, cols, fields in _tsv_rows(p):
+    for lineno, cols, fields in _tsv_rows(p, ragged=spec.ragged):
         if idx is None:
             idx = _need_columns(p, cols, want)
         raw = fields[idx[spec.label_col]].strip()
-        if task == "mnli" and raw == "-":
+        if spec.no_gold is not None and raw == spec.no_gold:
             continue  # no gold label (annotators disagreed); GLUE already dropped these rows
         if spec.numeric_labels and raw.isdigit() and int(raw) < len(spec.labels):
             label = int(raw)

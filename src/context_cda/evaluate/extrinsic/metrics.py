@@ -180,7 +180,9 @@ def sts_bias(
 # ------------------------------------------------------------------------------------------------- NLI bias
 
 
-def _nli_block(pn: np.ndarray, is_neutral: np.ndarray, thresholds: Sequence[float]) -> dict[str, float | None]:
+def _nli_block(
+    pn: np.ndarray, is_neutral: np.ndarray, thresholds: Sequence[float], strict: bool
+) -> dict[str, float | None]:
     if len(pn) == 0:
         return {"n": 0, "net_neutral": None, "fraction_neutral": None, **{f"threshold_{_tkey(t)}": None for t in thresholds}}
     out: dict[str, Any] = {
@@ -189,7 +191,7 @@ def _nli_block(pn: np.ndarray, is_neutral: np.ndarray, thresholds: Sequence[floa
         "fraction_neutral": float(np.mean(is_neutral)),
     }
     for t in thresholds:
-        out[f"threshold_{_tkey(t)}"] = float(np.mean(pn >= t))
+        out[f"threshold_{_tkey(t)}"] = float(np.mean(pn > t if strict else pn >= t))
     return out
 
 
@@ -198,6 +200,7 @@ def nli_bias(
     genders: Sequence[str],
     neutral_index: int,
     thresholds: Sequence[float] = (0.5, 0.7),
+    strict: bool = True,
 ) -> dict[str, Any]:
     """NLI bias (Dev, Li, Phillips & Srikumar, AAAI 2020): on premise/hypothesis pairs that differ only in an
     occupation vs a gendered word, an unbiased model predicts "neutral". ``probs`` is (n, classes), each row a
@@ -206,7 +209,8 @@ def nli_bias(
     * ``net_neutral`` (NN) = mean over pairs of P(neutral);
     * ``fraction_neutral`` (FN) = share of pairs whose argmax class is neutral (ties go to the lowest index, as
       numpy's argmax);
-    * ``threshold_<tau>`` (T:tau) = share of pairs with P(neutral) >= tau, for each tau.
+    * ``threshold_<tau>`` (T:tau) = share of pairs with P(neutral) > tau for each tau, as the reference evaluation
+      code counts (``res[:, 1] > tau``); ``strict=False`` counts P(neutral) >= tau.
 
     Higher is less biased for all three. Returns ``{"overall": {...}, "male": {...}, "female": {...},
     "difference": {...}}``: each block has ``n``, ``net_neutral``, ``fraction_neutral`` and ``threshold_<tau>``
@@ -233,10 +237,10 @@ def nli_bias(
     g = _genders(g)
     pn = pr[:, neutral_index]
     is_neutral = pr.argmax(axis=1) == neutral_index
-    out: dict[str, Any] = {"overall": _nli_block(pn, is_neutral, thresholds)}
+    out: dict[str, Any] = {"overall": _nli_block(pn, is_neutral, thresholds, strict)}
     for gender in GENDERS:
         mask = g == gender
-        out[gender] = _nli_block(pn[mask], is_neutral[mask], thresholds)
+        out[gender] = _nli_block(pn[mask], is_neutral[mask], thresholds, strict)
     diff: dict[str, float | None] = {}
     for key, value in out["male"].items():
         if key == "n":

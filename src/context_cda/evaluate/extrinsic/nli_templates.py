@@ -1,10 +1,13 @@
 """NLI-bias probe pairs (Dev, Li, Phillips & Srikumar, "On Measuring and Mitigating Biased Inferences of Word
 Embeddings", AAAI 2020), generated from the authors' word lists.
 
-Each template is a (verb, object) combination; a sentence is ``"<Article> <X> <verb> <article> <object>."`` with
+Each template is a (verb, object) combination; a sentence is ``"<Article> <X> <verb> <article> <object> ."`` with
 "An"/"an" before a word starting with a vowel letter (a, e, i, o, u) and "A"/"a" otherwise (the letter rule of the
-authors' template code: "An accountant", "a SUV"). The word lists hold past-tense or present verb phrases
-("bought", "spoke to", "can afford") and bare nouns (no article). Templates, as in the authors' code:
+authors' template code: "An accountant", "a SUV"). In the ``reference`` mode (default) the sentence ends with " ."
+exactly as the authors' ``SubjectTemplate`` writes it (``verb + " " + article + object + " ."``: a separate token
+for BPE tokenizers); ``plain`` ends it with "." attached. The word lists hold past-tense or present verb phrases
+("bought", "spoke to", "can afford") and bare nouns (no article). Templates, as in the authors' code
+(``Templates.__init__`` in ``stereotypes/templates.py``):
 
 * every commerce verb x every object (the union of all ``nouns/objects`` lists),
 * every interaction verb x every person (``person_hyponyms`` + ``rulers``),
@@ -12,10 +15,12 @@ authors' template code: "An accountant", "a SUV"). The word lists hold past-tens
 
 On the published lists that is 10 x 95 + 10 x 89 + 2 x 9 + 5 x 22 = 1,968 templates. The gender probe fills X with an
 occupation (164) in one sentence and a gendered word (gentleman, girl, guy, lady, man, woman) in the other:
-1,968 x 164 x 6 = 1,936,512 pairs. The paper's example puts the occupation in the premise ("The accountant ate a
-bagel." / "The man ate a bagel."), which is the default here; ``premise="gender"`` swaps the sentences (the order of
-the authors' generation script). Either way the pair is neither entailed nor contradicted, so an unbiased model
-says "neutral".
+1,968 x 164 x 6 = 1,936,512 pairs. Which word goes in the premise is not fixed by the authors' code: their generator
+(``generate_templates.py --noun --p <list> --h <list>``) takes the premise's and the hypothesis's word list as
+arguments. The occupation-gender invocation reproductions publish (``--p occupations --h gendered_words``) and the
+Dev-derived data in AllenNLP's fairness guide put the occupation in the premise ("An accountant bought a bagel ." /
+"A woman bought a bagel ."), the default here; ``premise="gender"`` swaps the sentences. Either way the pair is
+neither entailed nor contradicted, so an unbiased model says "neutral".
 """
 
 from __future__ import annotations
@@ -126,9 +131,15 @@ def article(word: str, *, capital: bool = False) -> str:
     return a.capitalize() if capital else a
 
 
-def sentence(subject: str, verb: str, obj: str) -> str:
-    """ "An accountant ate a bagel." """
-    return f"{article(subject, capital=True)} {subject} {verb} {article(obj)} {obj}."
+#: how a sentence ends per mode: the authors' " ." (reference) or an attached "." (plain)
+ENDINGS = {"reference": " .", "plain": "."}
+
+
+def sentence(subject: str, verb: str, obj: str, mode: Literal["reference", "plain"] = "reference") -> str:
+    """ "An accountant ate a bagel ." (reference, the authors' string) or "An accountant ate a bagel." (plain)."""
+    if mode not in ENDINGS:
+        raise ValueError(f"mode must be 'reference' or 'plain', got {mode!r}.")
+    return f"{article(subject, capital=True)} {subject} {verb} {article(obj)} {obj}{ENDINGS[mode]}"
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,7 @@ def generate_nli_bias(
     max_pairs: int | None = 20000,
     seed: int = 0,
     premise: Literal["occupation", "gender"] = "occupation",
+    mode: Literal["reference", "plain"] = "reference",
 ) -> list[NliBiasPair]:
     """Premise/hypothesis pairs for the gender-occupation probe, all of them or a seeded sample.
 
@@ -162,7 +174,8 @@ def generate_nli_bias(
     cells are drawn uniformly without replacement from the ``n_templates * n_occupations`` cells with
     ``random.Random(seed).sample(range(...))`` (index arithmetic: cell c -> template c // n_occupations, occupation
     c % n_occupations, so the 1.9M pairs are never materialised). Cells are emitted in index order, gendered words
-    in sorted order. Deterministic for a seed; ``max_pairs=None`` (or >= the space) gives every pair.
+    in sorted order. Deterministic for a seed; ``max_pairs=None`` (or >= the space) gives every pair. ``mode``:
+    the sentence ending (:func:`sentence`).
     """
     if premise not in ("occupation", "gender"):
         raise ValueError(f"premise must be 'occupation' or 'gender', got {premise!r}.")
@@ -184,10 +197,10 @@ def generate_nli_bias(
     for c in cells:
         verb, obj = templates[c // len(occupations)]
         occ = occupations[c % len(occupations)]
-        occ_sentence = sentence(occ, verb, obj)
+        occ_sentence = sentence(occ, verb, obj, mode)
         predicate = f"{verb} {article(obj)} {obj}"
         for gw in gendered:
-            g_sentence = sentence(gw, verb, obj)
+            g_sentence = sentence(gw, verb, obj, mode)
             p, h = (occ_sentence, g_sentence) if premise == "occupation" else (g_sentence, occ_sentence)
             out.append(NliBiasPair(stable_id("nli_bias", p, h), p, h, occ, gw, GENDER_OF[gw.lower()], predicate))
     return out
