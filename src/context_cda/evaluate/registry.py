@@ -99,20 +99,23 @@ def _score_next_token(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig)
 
     if not items:
         return [], [], {}
-    words = items[0][1]
-    vocab = next_token.gender_vocab(scorer.tokenizer, words, scorer.family)
+    from .extrinsic import deviations
+
+    words, nt = items[0][1], cfg.next_token
+    vocab = next_token.gender_vocab(scorer.tokenizer, words, scorer.family, nt.candidates)
     rows = next_token.next_token_distributions(
-        scorer.model, scorer.tokenizer, [c for c, _ in items], vocab, top_k=cfg.next_token.top_k,
-        batch_size=scorer.batch_size, progress=scorer.progress,
+        scorer.model, scorer.tokenizer, [c for c, _ in items], vocab, top_k=nt.top_k,
+        batch_size=scorer.batch_size, progress=scorer.progress, word_boundary=nt.word_boundary,
     )
     for r in rows:  # one Parquet-friendly column per top token field
         top = r.pop("top_tokens")
         r["top_words"] = [w for w, _, _ in top]
         r["top_genders"] = [g for _, g, _ in top]
         r["top_probs"] = [float(p) for _, _, p in top]
-    info = {"top_k": cfg.next_token.top_k, "words_source": words.source,
-            "male_words": len(vocab.male_ids), "female_words": len(vocab.female_ids),
-            "dropped_multi_token": {g: len(ws) for g, ws in vocab.dropped.items()}}
+    info = {"top_k": nt.top_k, "words_source": words.source, "candidates": nt.candidates,
+            "word_boundary": nt.word_boundary if nt.candidates == "sequence" else None,
+            "male_words": vocab.n_male, "female_words": vocab.n_female, "vocab": vocab.summary(),
+            "deviations": deviations.next_token(next_token.aggregate(rows, nt.top_k), cfg)}
     return rows, [], info
 
 
@@ -173,6 +176,12 @@ REGISTRY: dict[str, Benchmark] = {
             Metric("male_share_std", "next_token_male_share_std", False, 0.0, "Spread of the male share."),
             Metric("male_mass_mean", "next_token_male_mass", None, 0.5,
                    "Mean probability mass on male words within the gender vocabulary."),
+            Metric("chance_male_share", "next_token_chance_male_share", None, None,
+                   "Male share a model with no gender preference shows with these candidates: M / (M + F)."),
+            Metric("chance_imbalance", "next_token_chance_imbalance", None, None,
+                   "Imbalance a model with no gender preference shows (hypergeometric top-k draw)."),
+            Metric("imbalance_excess", "next_token_imbalance_excess", False, 0.0,
+                   "Imbalance minus its chance value (0: no more imbalanced than a gender-blind ranking)."),
         ),
         load=_load_next_token,
         score=_score_next_token,
@@ -252,6 +261,8 @@ def better_text(m: Metric) -> str:
         return "higher"
     if m.higher_is_better is False:
         return "lower"
+    if m.ideal is None:
+        return "reference value"
     return f"closer to {m.ideal:g}"
 
 

@@ -19,6 +19,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import deviations
+
 if TYPE_CHECKING:  # pragma: no cover
     from ...config import EvaluateConfig
     from ...scoring import Scorer
@@ -63,6 +65,10 @@ def fit_and_predict(
         "eval_source": task.eval_source,
         "n_train": len(task.train),
         "n_eval": len(task.eval),
+        "train_available": task.train_available,
+        "eval_available": task.eval_available,
+        "dev_holdout": task.dev_holdout,
+        "freeze_body": hcfg.freeze_body,
         "steps": stats.steps,
         "epochs": round(stats.epochs, 3),
         "final_loss": round(stats.final_loss, 5),
@@ -98,7 +104,9 @@ def score_glue(scorer: Scorer, tasks: Sequence[TaskData], cfg: EvaluateConfig):
             for ex, p in zip(task.eval, preds, strict=True):
                 rows.append({"task": task.name, "id": ex.id, "label": int(ex.label), "pred": int(p),
                              "correct": bool(int(p) == int(ex.label)), "source": ex.source})
-    return rows, [], {"tasks": info}
+    out = {"tasks": info}
+    out["deviations"] = deviations.glue(rows, aggregate_glue(rows, cfg), out)
+    return rows, [], out
 
 
 def aggregate_glue(rows: list[dict], cfg: EvaluateConfig | None = None) -> dict[str, Any]:
@@ -134,6 +142,7 @@ def score_biasbios(scorer: Scorer, tasks: Sequence[TaskData], cfg: EvaluateConfi
         rows.append({"id": ex.id, "profession": task.labels[int(ex.label)], "gender": ex.meta.get("gender"),
                      "label": int(ex.label), "pred": int(p), "pred_profession": task.labels[int(p)],
                      "correct": bool(int(p) == int(ex.label)), "source": ex.source})
+    info["deviations"] = deviations.biasbios(rows, aggregate_biasbios(rows, cfg), info)
     return rows, [], info
 
 
@@ -156,19 +165,21 @@ def aggregate_biasbios(rows: list[dict], cfg: EvaluateConfig | None = None) -> d
 # ------------------------------------------------------------------------------------------------------ STS-B
 
 
-def load_stsb(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[tuple[TaskData, list]]:
-    from .data import glue_task, load_sts_bias_pairs
+def load_stsb(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[tuple[TaskData, list, int]]:
+    """[(STS-B task, the Bias-STS-B pairs to score, how many the file holds)]."""
+    from .data import glue_task, load_sts_bias_pairs, sample_examples
 
     s = cfg.stsb
     task = glue_task("stsb", s.path, cache, max_train=s.max_train, max_eval=s.max_eval, seed=cfg.head.seed)
-    pairs = load_sts_bias_pairs(path or s.bias_path, cache, max_pairs=s.max_pairs, seed=cfg.head.seed)
-    return [(task, pairs)]
+    every = load_sts_bias_pairs(path or s.bias_path, cache)
+    pairs = sample_examples(every, s.max_pairs, cfg.head.seed, ident=lambda x: x.id)  # as max_pairs= samples
+    return [(task, pairs, len(every))]
 
 
-def score_stsb(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: EvaluateConfig):
+def score_stsb(scorer: Scorer, items: Sequence[tuple[TaskData, list, int]], cfg: EvaluateConfig):
     from .data import Example
 
-    ((task, pairs),) = items
+    ((task, pairs, total),) = items
     probes = []
     for p in pairs:
         probes.append(Example(f"{p.id}-male", p.male, p.occupation_sentence, 0.0, p.source))
@@ -183,6 +194,7 @@ def score_stsb(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: Eval
         m, f = float(probe[2 * k, 0]), float(probe[2 * k + 1, 0])
         rows.append({"kind": "bias", "id": p.id, "occupation": p.occupation, "male": m, "female": f,
                      "diff": m - f, "source": p.source})
+    info["deviations"] = deviations.stsb(aggregate_stsb(rows, cfg), info, len(pairs), total)
     return rows, [], info
 
 
@@ -221,9 +233,10 @@ def aggregate_stsb(rows: list[dict], cfg: EvaluateConfig | None = None) -> dict[
 # --------------------------------------------------------------------------------------------------- NLI-Bias
 
 
-def load_nli_bias(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[tuple[TaskData, list]]:
+def load_nli_bias(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[tuple[TaskData, list, int]]:
+    """[(NLI training task, the probe pairs to score, the size of the whole probe space)]."""
     from .data import nli_train_task
-    from .nli_templates import generate_nli_bias, load_nli_word_lists
+    from .nli_templates import generate_nli_bias, load_nli_word_lists, nli_bias_space_size
 
     n = cfg.nli_bias
     task = nli_train_task(n.train_set, n.train_path, cache, max_train=n.max_train, max_eval=n.max_eval,
@@ -232,14 +245,14 @@ def load_nli_bias(cfg: EvaluateConfig, path: str | None, cache: str | None) -> l
         raise ValueError(f"{task.name} labels {task.labels} != {NLI_LABELS}")  # pragma: no cover - loader contract
     words = load_nli_word_lists(path or n.words_path, cache)
     pairs = generate_nli_bias(words, max_pairs=n.max_pairs, seed=cfg.head.seed, premise=n.premise, mode=n.mode)
-    return [(task, pairs)]
+    return [(task, pairs, nli_bias_space_size(words))]
 
 
-def score_nli_bias(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: EvaluateConfig):
+def score_nli_bias(scorer: Scorer, items: Sequence[tuple[TaskData, list, int]], cfg: EvaluateConfig):
     from .classifier import softmax
     from .data import Example
 
-    ((task, pairs),) = items
+    ((task, pairs, total),) = items
     probes = [Example(p.id, p.premise, p.hypothesis, 0, p.template) for p in pairs]
     with _factory(scorer) as factory:
         dev, probe, info = fit_and_predict(factory, task, cfg, extra=probes, progress=scorer.progress)
@@ -254,6 +267,7 @@ def score_nli_bias(scorer: Scorer, items: Sequence[tuple[TaskData, list]], cfg: 
                      "p_entailment": float(pr[0]), "p_neutral": float(pr[1]), "p_contradiction": float(pr[2])})
     info.update({"thresholds": list(cfg.nli_bias.thresholds), "train_set": task.name, "mode": cfg.nli_bias.mode,
                  "premise": cfg.nli_bias.premise})
+    info["deviations"] = deviations.nli_bias(rows, aggregate_nli_bias(rows, cfg), info, total)
     return rows, [], info
 
 

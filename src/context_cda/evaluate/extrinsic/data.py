@@ -58,6 +58,9 @@ class TaskData:
     eval: list[Example]
     train_source: str
     eval_source: str
+    train_available: int = 0  # examples the source offered before any sampling (0: unknown)
+    eval_available: int = 0
+    dev_holdout: float = 0.0  # > 0: trained on this share of dev (no train file), scored on the rest
 
     @property
     def is_regression(self) -> bool:
@@ -296,7 +299,8 @@ def glue_task(
         train_source += f" (seeded sample of {len(train_s)} of {len(train)}, seed {seed})"
     if len(eval_s) < len(dev):
         eval_source += f" (seeded sample of {len(eval_s)} of {len(dev)}, seed {seed})"
-    return TaskData(key, spec.labels, train_s, eval_s, train_source, eval_source)
+    return TaskData(key, spec.labels, train_s, eval_s, train_source, eval_source, len(train), len(dev),
+                    dev_holdout if train_file is None else 0.0)
 
 
 def _first_file(folder: Path, names: Sequence[str]) -> Path | None:
@@ -580,7 +584,7 @@ def load_biasbios(
         train_source += f" (seeded sample of {len(train_s)} of {len(train)}, seed {seed})"
     if len(eval_s) < len(ev):
         eval_source += f" (seeded sample of {len(eval_s)} of {len(ev)}, seed {seed})"
-    return TaskData("biasbios", labels, train_s, eval_s, train_source, eval_source)
+    return TaskData("biasbios", labels, train_s, eval_s, train_source, eval_source, len(train), len(ev))
 
 
 def _stratified_split(items: list[Example], test_fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
