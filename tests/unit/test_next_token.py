@@ -507,6 +507,28 @@ def test_gender_vocab_on_real_tokenizers(shared_data):
     assert vs.male_words == [w for w in words.male if len(sm(" " + w, add_special_tokens=False)["input_ids"]) == 1]
     assert (len(vs.male_ids), len(vs.female_ids)) == (86, 62)
     assert sm.convert_ids_to_tokens(vs.male_ids[vs.male_words.index("he")]) == "Ġhe"
+    # what a model with no gender preference shows at k = 20 with each candidate set (exact hypergeometric values)
+    sp = gender_vocab(sm, words, "causal")  # pairs
+    bp = gender_vocab(bert, words, "masked")
+    assert (sp.n_male, sp.n_female, bp.n_male, bp.n_female) == (47, 43, 72, 70)
+    assert "princess" in sp.female_words and "prince" in sp.male_words
+    assert "hostess" in sp.dropped["female"] and "host" in sp.unpaired["male"]  # "Ġhost" + "ess": pair left out
+    sq = gender_vocab(sm, words, "causal", "sequence")
+    assert (sq.n_male, sq.n_female) == (207, 202) and max(len(s) for s in sq.male_seqs) > 2
+    chance = {name: nt.chance_baseline(v.n_male, v.n_female, 20) for name, v in
+              [("single", vs), ("pairs", sp), ("sequence", sq), ("bert-single", vm), ("bert-pairs", bp)]}
+    assert chance["single"]["male_share"] == pytest.approx(86 / 148)  # 0.581: not 0.5
+    assert chance["single"]["imbalance"] == pytest.approx(0.1057, abs=5e-5)
+    assert chance["pairs"]["male_share"] == pytest.approx(47 / 90) and chance["pairs"]["imbalance"] == pytest.approx(
+        0.0796, abs=5e-5)
+    assert chance["sequence"]["male_share"] == pytest.approx(207 / 409)
+    assert chance["bert-single"]["male_share"] == pytest.approx(116 / 197)
+    assert chance["bert-pairs"]["male_share"] == pytest.approx(72 / 142)
+    from context_cda.evaluate.next_token_words import boundary_mask
+
+    mask = boundary_mask(sm, len(sm))
+    assert [bool(mask[sm.convert_tokens_to_ids(t)]) for t in ("Ġcat", ".", "'s", "Ċ", "<|endoftext|>")] == [True] * 5
+    assert [bool(mask[sm.convert_tokens_to_ids(t)]) for t in ("ss", "ess")] == [False, False]
 
 
 # ------------------------------------------------------------------------------------------------ word lists
