@@ -66,9 +66,23 @@ def test_every_benchmark_on_a_tiny_model(tmp_path, arch):
     # Bias in Bios: per-profession gaps for the four fixture professions
     bios = agg["biasbios"]
     assert set(bios["by_profession"]) == {"nurse", "surgeon", "teacher", "software_engineer"}
-    # next-token: counts out of top_k per context
+    # next-token: counts out of top_k per context; the chance baseline of the candidates beside the share
     nt = pd.read_parquet(out / "next-token" / "predictions.parquet")
     assert ((nt["male_count"] + nt["female_count"]) <= cfg.evaluate.next_token.top_k).all()
+    nta = read_json(out / "next-token" / "aggregate.json")
+    chance = nta["chance"]
+    assert chance["candidates"] == "pairs" and nta["overall"]["chance_male_share"] == pytest.approx(
+        chance["n_male"] / (chance["n_male"] + chance["n_female"]))
+    assert metrics["next_token_chance_imbalance"] == nta["overall"]["chance_imbalance"] > 0
+    # deviations: every head benchmark lists its own, with the flat metrics they mark
+    assert [d["code"] for d in agg["glue"]["deviations"] if "glue_qnli_acc" in d["metrics"]][0] == "dev_holdout"
+    for bname in ("glue", "biasbios", "stsb", "nli-bias"):
+        devs = read_json(out / bname / "aggregate.json")["deviations"]
+        assert "small_sample" in {d["code"] for d in devs}, bname  # the fixtures are tiny
+        assert all(set(d["metrics"]) <= set(specs) for d in devs)
+    assert "other_train_set" in {d["code"] for d in agg["nli-bias"]["deviations"]}  # the fixture is MNLI
+    assert agg["nli-bias"]["train_set"] == "mnli" and agg["nli-bias"]["overall"]["threshold_rule"] == "P(neutral) > tau"
+    assert all(p.endswith(" .") for p in probes["premise"])  # the authors' strings
 
 
 def test_per_epoch_evaluation_skips_the_head_benchmarks(tmp_path):
@@ -97,6 +111,18 @@ def test_report_shows_table2_and_the_histogram(tmp_path):
     summary = run_report(cfg, {"run_dir": run}, run / "report")
     md = (run / "report" / "report.md").read_text()
     assert "Table 2" in md and "STS diff" in md and "NT imbalance" in md
+    # the chance baselines beside the next-token numbers; every fixture-sized STS-B number carries its marks
+    assert "NT imbalance (chance)" in md and "NT male share (chance)" in md
+    lines = md.splitlines()
+    header = next(line for line in lines if line.startswith("| Model |") and "STS diff" in line)
+    vanilla = lines[lines.index(header) + 2]
+    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in vanilla.split("|")], strict=True))
+    for col in ("STS-B r", "STS diff", "STS >0.1", "STS >0.3", "STS >0.5", "STS >0.7"):
+        assert "<sup>" in cells[col] and "N" in cells[col].split("<sup>")[1], (col, cells[col])  # 24 pairs: small
+    assert "<sup>" not in cells["NT male share (chance)"]
+    assert "Marks: " in md and "N = a small set" in md
+    t2 = pd.read_csv(run / "report" / "table2.csv")
+    assert "stsb_diff:" in t2.loc[t2["model"] == "vanilla", "deviations"].iloc[0]
     assert (run / "report" / "tiny-gpt2-next-token.png").is_file()
     assert (run / "report" / "table2.csv").is_file()
     assert {r["model"] for r in summary["table2"]} == {"vanilla", "cda"}

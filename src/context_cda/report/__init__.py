@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..io import StageRecorder, read_json, write_json, write_text
+from . import extrinsic
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -35,16 +36,8 @@ METRICS: dict[str, tuple[str, float | None]] = {
     "stereoset_icat": ("ICAT", None),
     "crows_cs": ("CS", 50.0),
 }
-# Table 2 (the evaluate stage's aggregates): flat metric -> column title; a column shows when any row has it
-EXTRINSIC: dict[str, str] = {
-    "glue_sst2_acc": "SST-2", "glue_rte_acc": "RTE", "glue_qnli_acc": "QNLI",
-    "biasbios_acc": "Bios acc", "biasbios_tpr_gap_rms": "Bios TPR-gap RMS",
-    "stsb_pearson": "STS-B r", "stsb_diff": "STS diff", "stsb_gt_0_1": "STS >0.1", "stsb_gt_0_2": "STS >0.2",
-    "nli_bias_mnli_acc": "NLI acc", "nli_bias_net_neutral": "NN", "nli_bias_fraction_neutral": "FN",
-    "nli_bias_tau_0_5": "T:0.5", "nli_bias_nn_gap": "NN m-f",
-    "next_token_imbalance": "NT imbalance", "next_token_male_share": "NT male share",
-    "next_token_male_share_std": "NT share std",
-}
+# Table 2 (the evaluate stage's aggregates): its columns, chance baselines and deviation marks: report.extrinsic
+EXTRINSIC = extrinsic.EXTRINSIC
 ARM_LABELS = {"vanilla": "Vanilla", "cda": "CDA", "context-cda": "Context-CDA",
               "context-cda-nofilter": "Context-CDA (no filter)"}
 
@@ -251,15 +244,13 @@ def render_markdown(
     if t2 is not None and not t2.empty:
         cols = [c for c in t2.columns if c in EXTRINSIC]
         lines += ["## Table 2: extrinsic bias, downstream quality and next-token balance", "",
-                  "Accuracies (%) and STS-B r (x100): higher is better. Bios TPR-gap RMS, STS diff and the shares "
-                  "above 0.1/0.2, NT imbalance: lower is better (0 ideal). NN, FN, T:0.5 (NLI-Bias neutrality): "
-                  "higher is better; NN m-f and the NT male share are best at 0 and 0.5.", ""]
+                  extrinsic.NOTE, ""]
         for target, tdf in t2.groupby("target", sort=True):
             lines += [f"### {target}", "", "| Model | " + " | ".join(EXTRINSIC[c] for c in cols) + " |",
                       "|---|" + "---:|" * len(cols)]
             for _, r in tdf.iterrows():
-                lines.append(f"| {arm_label(r['model'])} | " + " | ".join(_fmt_metric(r[c]) for c in cols) + " |")
-            lines.append("")
+                lines.append(f"| {arm_label(r['model'])} | " + " | ".join(extrinsic.cell(t2, r, c) for c in cols) + " |")
+            lines += ["", *extrinsic.notes(t2, str(target), label=arm_label)]
     if promotions:
         lines += ["## Registry decisions", "", "| Target | Arm | Version | Decision | Reasons |", "|---|---|---:|---|---|"]
         for p in promotions:
@@ -298,14 +289,15 @@ def render_html(
         parts.append("</table>")
     if t2 is not None and not t2.empty:
         cols = [c for c in t2.columns if c in EXTRINSIC]
-        parts.append("<h2>Table 2: extrinsic bias, downstream quality and next-token balance</h2>")
+        parts.append("<h2>Table 2: extrinsic bias, downstream quality and next-token balance</h2>"
+                     f"<p>{e(extrinsic.NOTE)}</p>")
         for target, tdf in t2.groupby("target", sort=True):
             parts.append(f"<h3>{e(str(target))}</h3><table><tr><th>Model</th>"
                          + "".join(f"<th>{e(EXTRINSIC[c])}</th>" for c in cols) + "</tr>")
             for _, r in tdf.iterrows():
                 parts.append(f"<tr><td>{e(arm_label(r['model']))}</td>"
-                             + "".join(f"<td class='n'>{_fmt_metric(r[c])}</td>" for c in cols) + "</tr>")
-            parts.append("</table>")
+                             + "".join(f"<td class='n'>{extrinsic.cell(t2, r, c, 'html')}</td>" for c in cols) + "</tr>")
+            parts += ["</table>", *extrinsic.notes(t2, str(target), "html", arm_label)]
     if promotions:
         parts.append("<h2>Registry decisions</h2><table><tr><th>Target</th><th>Arm</th><th>Version</th>"
                      "<th>Decision</th><th>Reasons</th></tr>")
@@ -333,7 +325,8 @@ def run_report(config: Config, inputs: Mapping[str, Path | str] | None, out_dir:
     df = collect_metrics(run_dir)
     final = evaluate_metrics(run_dir)
     t1 = table1(df, final)
-    t2 = table2(final)
+    t2 = extrinsic.with_marks(table2(final), extrinsic.read_deviations(
+        {(d.parent.name, d.name): d for d in sorted((run_dir / "evaluate").glob("*/*")) if d.is_dir()}))
     out.mkdir(parents=True, exist_ok=True)
     plots = plot_curves(df, out) + plot_next_token(next_token_aggregates(run_dir), out)
     promotions = _promotions(run_dir)
