@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ...errors import InputError
-from ...io import stable_id
+from ...io import file_sha256, stable_id
 from ..data import data_cache_dir, json_objects
 from ..data import download as _download  # a module global, so tests can replace it to stay offline
 from ..data import fetch as _fetch
@@ -335,17 +335,12 @@ def _glue_task_dir(task: str, spec: _GlueSpec, path: PathArg | None, cache: str 
 
 def _check_sha256(path: Path, expected: str, url: str, hint: str) -> None:
     """The file's SHA-256 must equal ``expected``; a mismatch removes the file (fetched again next time)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    if h.hexdigest() != expected:
+    got = file_sha256(path)
+    if got != expected:
         path.unlink(missing_ok=True)
         raise InputError(
-            f"{url}: the download's SHA-256 is {h.hexdigest()}, expected {expected} (a changed or truncated "
-            f"file; it was removed). {hint} with the original files."
+            f"{url}: the download's SHA-256 is {got}, expected {expected} (a changed or truncated file; it was "
+            f"removed). {hint} with the original files."
         )
 
 
