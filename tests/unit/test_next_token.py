@@ -342,7 +342,7 @@ def _word_p(word: str, boundary: bool = True) -> float:
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_whole_word_probabilities_hand_computed(batch_size):
     model, tok = _word_fake()
-    words = GenderWords(W_MALE, W_FEMALE, "t", pairs=tuple(zip(W_MALE, W_FEMALE)))
+    words = GenderWords(W_MALE, W_FEMALE, "t", pairs=tuple(zip(W_MALE, W_FEMALE, strict=True)))
     vm = gender_vocab(tok, words, "causal", "sequence")
     assert vm.female_seqs[:2] == [tuple(tok.convert_tokens_to_ids(["prince", "##ss"])),
                                   tuple(tok.convert_tokens_to_ids(["host", "##ess"]))]
@@ -380,7 +380,8 @@ TINY_MALE = ("he", "man", "boy", "father", "son", "brother", "king", "husband", 
              "steward", "landlord", "godfather")
 TINY_FEMALE = ("she", "woman", "girl", "mother", "daughter", "sister", "queen", "wife", "aunt", "her", "hers",
                "actress", "stewardess", "landlady", "godmother")  # the last three: several tokens in tiny vocabs
-TINY_WORDS = GenderWords(male=TINY_MALE, female=TINY_FEMALE, source="tiny", pairs=tuple(zip(TINY_MALE, TINY_FEMALE)))
+TINY_WORDS = GenderWords(male=TINY_MALE, female=TINY_FEMALE, source="tiny",
+                         pairs=tuple(zip(TINY_MALE, TINY_FEMALE, strict=True)))
 TINY_CONTEXTS = [
     ctx("1", "The chess player was BLANK."),
     ctx("2", "BLANK was the favorite color of the random male."),
