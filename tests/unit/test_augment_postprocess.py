@@ -1,4 +1,5 @@
-"""Post-processing and checks of generated rephrasings, prompts, sampling params, cache and shards."""
+"""Post-processing of generated rephrasings, the one-reason ``check`` view of the review, prompts, sampling
+params, cache and shards. The review's checks themselves are in test_review*.py."""
 
 from __future__ import annotations
 
@@ -69,8 +70,16 @@ SWAPS = parse_swaps(["He->She", "his->her", "father->mother"])
     ],
 )
 def test_check(out, reason):
+    """``check`` is the review's first reason; every expected reason is among the review's reasons."""
+    from context_cda.augment import ReviewSettings, review
+
     got = check(out, SRC, SWAPS, default_lexicon(), CheckSettings(0.8, 4.0), "m2f")
-    assert got.startswith(reason) if reason else got == ""
+    verdict = review(None, SRC, out, lexicon=default_lexicon(), swaps=SWAPS, settings=ReviewSettings())
+    assert got == (verdict.reasons[0] if verdict.reasons else "")
+    if reason:
+        assert any(r.startswith(reason) for r in verdict.reasons), verdict.reasons
+    else:
+        assert verdict.accepted and got == "", verdict.reasons
 
 
 def test_check_mixed_direction_allows_both_genders():
@@ -102,6 +111,13 @@ def test_prompts_versioned_and_sentence_last():
     assert [m["role"] for m in msgs[1:]] == ["user", "assistant", "user", "assistant", "user"]
     assert msgs[-1]["content"].endswith("Sentence: She went home.")
     assert len(build_messages("x", few_shot=False)) == 2
+    v2 = build_messages("She went home.", "v2", few_shot=True)
+    assert [m["role"] for m in v2[1:]] == ["user", "assistant"] * 2 + ["user"] and v2[-1]["content"].endswith(
+        "Sentence: She went home.")
+    # a retry's note sits right above the sentence, which stays the last line
+    fb = build_messages("She went home.", "v2", few_shot=False, feedback="Keep exactly: 1998.")
+    assert fb[-1]["content"].endswith("Keep exactly: 1998.\nSentence: She went home.")
+    assert fb[-1]["content"].replace("Keep exactly: 1998.\n", "") == v2[-1]["content"]
     with pytest.raises(ConfigError, match="unknown prompt version"):
         build_messages("x", "v999")
 

@@ -27,6 +27,7 @@ class ScriptedGenerator:
         self.calls = 0
         self.prompts = 0
         self.crash_after = crash_after
+        self.seen = []  # (last user turn, sampling params) per prompt
 
     def generate(self, prompts, params):
         self.calls += 1
@@ -35,6 +36,7 @@ class ScriptedGenerator:
         out = []
         for conv in prompts:
             self.prompts += 1
+            self.seen.append((conv[-1]["content"], params))
             s = conv[-1]["content"].rsplit("Sentence:", 1)[-1].strip()
             if "[DEAD]" in s:
                 out.append(GenerationResult(error="HTTP 500 (after 3 attempts)"))
@@ -67,7 +69,7 @@ def test_outputs_rejections_and_retries(tmp_path):
     assert s["accepted"] == 9 and len(aug) == 9 and aug["id"].is_unique and aug["cda_id"].is_unique
     assert set(rej["cda_id"]) == {"cda0003", "cda0007", "cda0009", "noswap0", "noswap1"}
     reasons = dict(zip(rej["cda_id"], rej["reason"], strict=True))
-    assert reasons["cda0003"] == "refusal" and reasons["cda0007"] == "identical"
+    assert reasons["cda0003"].startswith("refusal") and reasons["cda0007"] == "identical"
     assert reasons["cda0009"].startswith("generation-error: HTTP 500")
     assert reasons["noswap0"].startswith("not-applied")
     flaky = aug.set_index("cda_id").loc["cda0005"]
@@ -79,6 +81,32 @@ def test_outputs_rejections_and_retries(tmp_path):
     assert list(aug["cda_id"]) == sorted(aug["cda_id"])
     assert (tmp_path / "out" / "manifest.json").is_file()
     assert s["rows_in"] == 14 and s["accepted"] + s["rejected"] == 14
+    # the manifest counts the reasons per attempt: two refusals (cda0003, the flaky cda0005) and one identical
+    # copy in attempt 1; in attempt 2 the flaky one is accepted
+    per = s["reasons_per_attempt"]
+    assert per["1"]["refusal"] == 2 and per["1"]["identical"] == 1 and per["2"]["refusal"] == 1
+    assert per["3"]["refusal"] == 1 and per["3"]["identical"] == 1 and s["reject_reasons"]["refusal"] == 1
+    assert s["accepted_per_attempt"] == {"1": 8, "2": 1}
+
+
+def test_retries_aim_the_prompt_and_the_sampling(tmp_path):
+    """A retry says what was wrong, above the sentence, and changes the sampling for the kind of failure."""
+    src = write_cda_table(tmp_path / "cda.parquet", 8, {1: "[SAME]", 2: "[FLAKY]"})
+    gen = ScriptedGenerator()
+    run_augment(_cfg(tmp_path, max_retries=1), {"counterfactuals": src}, tmp_path / "out", generator=gen)
+    by_marker = {m: [(u, q) for u, q in gen.seen if m in u] for m in ("[SAME]", "[FLAKY]")}
+    (first, p1), (retry, p2) = by_marker["[SAME]"]
+    assert "repeated the sentence unchanged" in retry and "repeated" not in first
+    assert retry.rsplit("\n", 1)[-1] == first.rsplit("\n", 1)[-1]  # the sentence stays the last line
+    assert p2.temperature > p1.temperature and p2.seed == p1.seed + 1  # a copy: hotter
+    (_, q1), (flaky_retry, q2) = by_marker["[FLAKY]"]
+    assert "harmless writing exercise" in flaky_retry and q2.temperature == q1.temperature
+    # without feedback the retry is the same prompt with the next seed
+    gen2 = ScriptedGenerator()
+    run_augment(_cfg(tmp_path, max_retries=1, retry_feedback=False), {"counterfactuals": src}, tmp_path / "o2",
+                generator=gen2)
+    (a, r1), (b, r2) = [(u, q) for u, q in gen2.seen if "[SAME]" in u]
+    assert a == b and r2.temperature == r1.temperature and r2.seed == r1.seed + 1
 
 
 def test_rerun_is_free_and_shared_cache_needs_no_model(tmp_path):

@@ -14,12 +14,15 @@ ROWS = [
     ("a2", "c2", "The queen said she would return.", "The queen said she would return.", 1, "identical"),
     ("a3", "c3", "His brother worked at the hospital.", "I'm sorry, but I cannot help with this.", 2, "refusal"),
     ("a4", "c4", "His brother worked at the hospital.", "Her brother worked at the busy city hospital.", 1,
-     "gender-changed"),
-    ("a5", "c5", "The actor thanked his fans.", "Thanks.", 1, "length-ratio-out-of-bounds"),
+     "gender-contradiction"),
+    ("a5", "c5", "The actor thanked his fans.", "Thanks.", 1, "too-short"),
     ("a6", "c1", "She thanked her mother.", "Later, she thanked her mother for everything.", 1, "duplicate-cda-id"),
     ("a7", "c7", "She thanked her mother.", "Later that day, she thanked her mother again.", 9,
      "attempts-out-of-range"),
     ("a8", "c8", "My aunt and her husband left.", "Last year my aunt and her husband left Paris.", 1, ""),
+    ("a9", "c9", "In 1998 she moved to Berlin.", "In 1998, after a long winter, she moved to Paris.", 1,
+     "entity-missing"),
+    ("a10", "c10", "She said she would resign.", "Elle a dit qu'elle démissionnerait bientôt.", 1, "language"),
 ]
 
 
@@ -51,5 +54,22 @@ def test_gx_suite_quarantines_with_reasons(table, tmp_path):
     for rid, exp in zip(table["id"], table["expected"], strict=True):
         if exp:
             assert exp in q.loc[rid, "reason"], (rid, q.loc[rid, "reason"])
-    assert summary["rows_quarantined"] == 6
+    assert summary["rows_quarantined"] == 8
     assert len(suite.expectations(Config())) == len(suite.checks(Config())) + 1
+
+
+def test_suite_is_the_augment_review(table):
+    """One source of truth: a row passes the suite's review columns exactly when the augment review accepts it,
+    with the swaps the stage wrote beside the row."""
+    from context_cda.augment import review
+    from context_cda.augment.stage import load_gender_lexicon
+
+    df = table.drop(columns="expected").assign(swapped_terms=[["he->she"]] * len(table),
+                                               original=["He thanked his mother."] + [None] * (len(table) - 1))
+    p = suite.prepare(df, Config())
+    lex = load_gender_lexicon(Config())
+    for (_, row), (_, prow) in zip(df.iterrows(), p.iterrows(), strict=True):
+        v = review(row["original"], row["counterfactual"], row["augmented"], lexicon=lex, swaps=["he->she"])
+        flagged = {c.removeprefix(suite.REVIEW_PREFIX) for c in p.columns
+                   if c.startswith(suite.REVIEW_PREFIX) and prow[c]}
+        assert flagged == set(v.kinds), (row["id"], flagged, v.reasons)

@@ -5,8 +5,11 @@ The generators themselves (``make_generator``, ``SamplingParams``, backends) liv
 Public API (imported lazily, so ``import context_cda.augment`` needs no torch)::
 
     run_augment(config, inputs={"counterfactuals": path}, out_dir) -> dict        # the stage
-    build_messages(sentence, version="v1", few_shot=True) -> list[dict]            # the prompt
-    clean(text) -> str; check(output, source, swaps, lexicon, settings, direction) -> reason ('' = ok)
+    build_messages(sentence, version="v1", few_shot=True, feedback=None)          # the prompt
+    review(original, counterfactual, output, *, lexicon=None, judge=None, settings=None)
+        -> Review(accepted, text, reasons)                                          # the only acceptance rule
+    review_many(originals, counterfactuals, outputs, ...) -> list[Review]         # batched (one judge call)
+    clean(text) -> str; check(output, source, swaps, ...) -> first reason ('' = ok), a view of review()
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ _EXPORTS = {
     "PromptSpec": ".prompts",
     "build_messages": ".prompts",
     "get_prompt": ".prompts",
+    "review": ".checks",
+    "review_many": ".checks",
+    "Review": ".checks",
+    "ReviewSettings": ".checks",
+    "REASON_KINDS": ".checks",
     "clean": ".postprocess",
     "check": ".postprocess",
     "CheckSettings": ".postprocess",

@@ -1,16 +1,9 @@
-"""Clean a generated rephrasing and decide whether to accept it.
+"""Clean a generated rephrasing, and the word and lexicon helpers the review (:mod:`.checks`) builds on.
 
 :func:`clean` strips what chat models wrap around an answer (preambles such as "Here is the rephrased
-sentence:", quotes, markdown, trailing notes, leaked end-of-turn tokens). :func:`check` returns ``""`` for an
-acceptable output or a short reason (``empty``, ``identical``, ``refusal``, ``too-short``, ``too-long``,
-``gender-contradiction: ...``, ``gender-missing: ...``).
-
-Gender rules (with the gender lexicon, see :mod:`context_cda.cda.lexicon`):
-
-* contradiction: the output contains a lexicon word of an *original* gender (the gender the CDA swap moved
-  away from) that the counterfactual input did not contain. For ``mixed`` rows (swaps in both directions) only
-  the swapped-from words and the counterparts of the swapped-to words count.
-* missing: none of the flipped words, and no other word of the flipped-to gender, survives in the output.
+sentence:", quotes, markdown, trailing notes, leaked end-of-turn tokens). Whether the cleaned text is acceptable
+is decided by :func:`context_cda.augment.review` only; :func:`check` is its one-reason view, kept for callers of
+the old interface.
 """
 
 from __future__ import annotations
@@ -27,7 +20,8 @@ _WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
 _PREAMBLE = re.compile(
     r"^\s*(?:(?:sure|certainly|of course|okay|ok|absolutely)[!,.]?\s*)?"
     r"(?:(?:here(?:'s| is| are)|this is|below is)\b[^:\n]{0,80}[:\n]"
-    r"|(?:rephrased|rewritten|revised|new|output|answer|result|contextual|sentence)[^:\n]{0,30}:)\s*",
+    r"|(?:rephrased|rephrasing|paraphrased?|rewritten|revised|new|output|answer|result|contextual|sentence|text)"
+    r"[^:\n]{0,30}:)\s*",
     re.IGNORECASE,
 )
 _LEADING_ACK = re.compile(r"^\s*(?:sure|certainly|of course|okay|absolutely)[!.,]\s*", re.IGNORECASE)
@@ -39,11 +33,6 @@ _TRAILING_NOTE = re.compile(
 _MARKDOWN = re.compile(r"(\*\*|__|`+|^#+\s*|^\s*[-*•]\s+|^\s*\d+[.)]\s+)", re.MULTILINE)
 _BOUNDARY = re.compile(r"(?<=[.!?\"”])\s+(?=[(\[A-Z])")
 _QUOTES = "\"'“”‘’«»"
-_REFUSAL = re.compile(
-    r"\b(?:i(?:'m| am) sorry|i (?:can(?:no|')t|cannot|won't|will not|am unable|'m unable|am not able)"
-    r"|as an ai\b|i apologi[sz]e|unable to (?:help|assist|comply)|i must decline)",
-    re.IGNORECASE,
-)
 
 
 def words(text: str) -> list[str]:
@@ -146,63 +135,19 @@ def parse_swaps(swapped_terms: Iterable[str] | None) -> list[tuple[str, str]]:
     return out
 
 
-def _gender_of(word: str, lex: LexiconLike) -> str | None:
-    if word in lex.male_words:
-        return "male"
-    if word in lex.female_words:
-        return "female"
-    return None
-
-
-def gender_problem(output: str, source: str, swaps: Sequence[tuple[str, str]], lex: LexiconLike,
-                   direction: str | None = None) -> str:
-    """'' or a reason naming the offending words (see the module docstring)."""
-    if not swaps:
-        return ""
-    out_words, src_words = set(words(output)), set(words(source))
-    gsets = {"male": lex.male_words, "female": lex.female_words}
-    from_genders = {g for a, _ in swaps if (g := _gender_of(a, lex))}
-    to_genders = {g for _, b in swaps if (g := _gender_of(b, lex))}
-    if direction != "mixed" and len(from_genders) == 1 and not (from_genders & to_genders):
-        forbidden = set(gsets[next(iter(from_genders))])
-    else:
-        forbidden = {a for a, _ in swaps} | {c for _, b in swaps if (c := lex.counterpart(b))}
-        forbidden -= {b for _, b in swaps}
-    forbidden |= {a for a, _ in swaps if a not in {b for _, b in swaps}}
-    bad = sorted((out_words & forbidden) - src_words)
-    if bad:
-        return "gender-contradiction: " + ", ".join(bad)
-    flipped = {b for _, b in swaps}
-    target_words: set[str] = set(flipped)
-    for g in to_genders:
-        target_words |= gsets[g]
-    if not (out_words & target_words):
-        return "gender-missing: " + ", ".join(sorted(flipped))
-    return ""
-
-
 @dataclass(frozen=True)
 class CheckSettings:
     min_length_ratio: float = 0.8
     max_length_ratio: float = 4.0
 
 
-def _norm(text: str) -> str:
-    return " ".join(words(text))
-
-
 def check(output: str, source: str, swaps: Sequence[tuple[str, str]] = (), lexicon: LexiconLike | None = None,
           settings: CheckSettings = CheckSettings(), direction: str | None = None) -> str:
-    """'' when ``output`` (already cleaned) is an acceptable rephrasing of ``source``; else the reason."""
-    if not output or not output.strip() or not words(output):
-        return "empty"
-    if _REFUSAL.search(output):
-        return "refusal"
-    if _norm(output) == _norm(source):
-        return "identical"
-    ratio = len(output) / max(1, len(source))
-    if ratio < settings.min_length_ratio:
-        return f"too-short: {ratio:.2f}x input"
-    if ratio > settings.max_length_ratio:
-        return f"too-long: {ratio:.2f}x input"
-    return gender_problem(output, source, swaps, lexicon or default_lexicon(), direction)
+    """'' when :func:`~context_cda.augment.review` accepts ``output`` as a rephrasing of ``source``, else its first
+    reason (every check at its default; ``direction`` is not needed: the swaps' genders say it)."""
+    from .checks import ReviewSettings, review
+
+    del direction
+    rs = ReviewSettings(min_length_ratio=settings.min_length_ratio, max_length_ratio=settings.max_length_ratio)
+    verdict = review(None, source, output, lexicon=lexicon, settings=rs, swaps=list(swaps))
+    return verdict.reasons[0] if verdict.reasons else ""

@@ -1,14 +1,18 @@
-"""Versioned prompts for context augmentation.
+"""Versioned prompts for context augmentation, and the feedback a retry adds.
 
 A prompt version is frozen once released: changing its text changes every cache key and the ``prompt_version``
 column, so edit by adding a new version. The conversation is system prompt, optional worked examples (as
 user/assistant turns), then the instruction with the sentence on its last line. Backends apply the model's chat
 template (``hf``/``vllm``) or the server's (``openai``).
+
+A retry (:mod:`context_cda.augment.retry`) tells the generator what was wrong with its previous answer: one
+sentence per failed check (:data:`FEEDBACK`) goes into the last user turn, just above the sentence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..errors import ConfigError
 from ..generation.base import Conversation
@@ -51,8 +55,57 @@ _EXAMPLES_V1 = (
     ),
 )
 
+_SYSTEM_V2 = (
+    "You rewrite one sentence at a time. You keep every name, number, date and fact of the sentence, and every "
+    "person's gender (the same pronouns and gendered words). You add one short, natural detail: a setting, a "
+    "time or a reason. You answer with the rewritten sentence only, in the language of the sentence."
+)
+
+_INSTRUCTION_V2 = (
+    "Rewrite the sentence with one short added detail. Keep all of its names, numbers and facts and the same "
+    "pronouns. Answer with one sentence only.\n\nSentence: {sentence}"
+)
+
+_EXAMPLES_V2 = (
+    (
+        "In 1998 she moved to Berlin with her brother.",
+        "In 1998 she moved to Berlin with her brother, who had found work at a bakery there.",
+    ),
+    (
+        "His uncle sold the farm in Ohio.",
+        "After the drought ruined the harvest, his uncle sold the farm in Ohio.",
+    ),
+)
+
 PROMPTS: dict[str, PromptSpec] = {
     "v1": PromptSpec("v1", _SYSTEM_V1, _INSTRUCTION_V1, _EXAMPLES_V1),
+    "v2": PromptSpec("v2", _SYSTEM_V2, _INSTRUCTION_V2, _EXAMPLES_V2),
+}
+
+#: what a retry tells the generator, per failed check (``{language}``, ``{detail}`` filled in)
+FEEDBACK: dict[str, str] = {
+    "empty": "Your previous answer was empty. Answer with the rewritten sentence.",
+    "refusal": "This is a harmless writing exercise. Answer with the rewritten sentence.",
+    "identical": "Your previous answer repeated the sentence unchanged. Add a short detail.",
+    "script": "Your previous answer was not written in {language}. Write in {language} only.",
+    "language": "Your previous answer was not written in {language}. Write in {language} only.",
+    "number-missing": "Your previous answer changed or dropped a number or date. Keep exactly: {detail}.",
+    "entity-missing": "Your previous answer changed or dropped a name. Keep exactly: {detail}.",
+    "content-missing": "Your previous answer changed what the sentence is about. Keep: {detail}.",
+    "negation-added": "Your previous answer added a negation. Do not add not, never or no.",
+    "negation-removed": "Your previous answer dropped a negation. Keep the negation of the sentence.",
+    "gender-contradiction": "Your previous answer changed a person's gender. Use the same pronouns and gendered "
+    "words as the sentence.",
+    "gender-missing": "Your previous answer dropped the gendered words. Keep: {detail}.",
+    "list": "Your previous answer gave several versions. Give one sentence only.",
+    "prompt-echo": "Your previous answer copied the instructions or an example. Write your own detail for this "
+    "sentence.",
+    "meta": "Your previous answer talked about the sentence. Answer with the rewritten sentence only.",
+    "special-token": "Answer with plain text only.",
+    "truncated": "Your previous answer was cut off. Write one complete, shorter sentence.",
+    "too-short": "Your previous answer was too short. Keep the whole sentence and add a short detail.",
+    "too-long": "Your previous answer was too long. Add only one short detail.",
+    "meaning": "Your previous answer changed the meaning. Keep what the sentence says.",
 }
 
 
@@ -65,13 +118,39 @@ def get_prompt(version: str) -> PromptSpec:
         ) from None
 
 
-def build_messages(sentence: str, version: str = "v1", few_shot: bool = True) -> Conversation:
-    """The chat conversation asking for one contextual rephrasing of ``sentence``."""
+def build_messages(sentence: str, version: str = "v1", few_shot: bool = True,
+                   feedback: str | None = None) -> Conversation:
+    """The chat conversation asking for one contextual rephrasing of ``sentence``.
+
+    ``feedback`` (a retry's note on the previous answer) goes into the last user turn, right above the
+    sentence's line, so the sentence stays the turn's last line.
+    """
     spec = get_prompt(version)
     msgs: Conversation = [{"role": "system", "content": spec.system}]
     if few_shot:
         for src, out in spec.examples:
             msgs.append({"role": "user", "content": spec.instruction.format(sentence=src)})
             msgs.append({"role": "assistant", "content": out})
-    msgs.append({"role": "user", "content": spec.instruction.format(sentence=sentence.strip())})
+    last = spec.instruction.format(sentence=sentence.strip())
+    if feedback:
+        head, sep, tail = last.rpartition("\n")
+        last = f"{head}\n{feedback.strip()}{sep}{tail}" if sep else f"{feedback.strip()}\n{last}"
+    msgs.append({"role": "user", "content": last})
     return msgs
+
+
+@lru_cache(maxsize=1)
+def prompt_texts() -> tuple[str, ...]:
+    """Every instruction text the augment prompts show the model (system prompts, instructions, retry feedback):
+    what an output must not echo."""
+    out: list[str] = []
+    for spec in PROMPTS.values():
+        out += [spec.system, spec.instruction]
+    out += list(FEEDBACK.values())
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def prompt_examples() -> tuple[tuple[str, str], ...]:
+    """Every worked example (sentence, answer) of every prompt version."""
+    return tuple(ex for spec in PROMPTS.values() for ex in spec.examples)

@@ -1,32 +1,46 @@
-"""``run_augment``: rephrase every CDA counterfactual with a generator, check it, retry, store exactly once.
+"""``run_augment``: rephrase every CDA counterfactual with a generator, review it, retry, store exactly once.
 
-Flow per shard of ``augment.shard_size`` pending items: for attempt 1..(1 + max_retries) build the prompt,
-look the request up in the cache, generate the misses (``batch_size`` prompts per ``generate`` call), clean
-and check every completion (the first acceptable one wins), and retry the still-rejected items with the next
-seed. The shard's final rows (accepted, rejected with reason, or ``error`` when the backend gave up) are then
-appended atomically. Rows with ``error`` are retried by the next run; accepted/rejected rows are final for the
-current settings. ``augmented.parquet`` and ``rejected.parquet`` are rebuilt from the shards at the end.
+The stage runs five named steps: :func:`load` (read and check the CDA table, one item per counterfactual),
+:func:`plan` (settings, sampling, review, cache and shard store), :func:`run` (generate and review the pending
+items shard by shard), :func:`assemble` (``augmented.parquet`` and ``rejected.parquet`` from the shards) and
+:func:`record` (summary and manifest).
+
+Per shard of ``augment.shard_size`` pending items: for attempt 1..(1 + max_retries) build each item's prompt,
+look the request up in the cache, generate the misses (``batch_size`` prompts per ``generate`` call), review
+every completion with :func:`~context_cda.augment.review` (the first accepted one wins), and retry the
+still-rejected items with a prompt that says what was wrong and adapted sampling (:mod:`.retry`). The shard's
+final rows (accepted, rejected with every reason, or ``error`` when the backend gave up) are then appended
+atomically. Rows with ``error`` are retried by the next run; accepted/rejected rows are final for the current
+settings. The manifest counts the reasons per attempt.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import layout as L
 from .. import schemas as S
 from ..errors import InputError
 from ..generation.base import Generator, SamplingParams
 from ..io import StageRecorder, json_hash, read_table, require_columns, stable_id, write_rejected, write_table
-from .postprocess import CheckSettings, check, clean, default_lexicon, parse_swaps
+from .checks import ReviewSettings, review_many
+from .checks.meaning import judge_model_ref, make_meaning_judge
+from .postprocess import default_lexicon, parse_swaps
 from .prompts import build_messages, get_prompt
+from .retry import feedback, next_params
 from .store import GenerationCache, ShardStore, cache_key
 
 ACCEPTED, REJECTED, ERROR = "accepted", "rejected", "error"
 OUTPUT_COLUMNS = [S.ID, S.CDA_ID, S.COUNTERFACTUAL, S.AUGMENTED, S.ATTEMPTS, S.GEN_MODEL, S.PROMPT_VERSION,
-                  S.RAW_OUTPUT]
+                  S.RAW_OUTPUT, S.ORIGINAL, S.SWAPPED_TERMS]
+REJECTED_COLUMNS = [S.ID, S.CDA_ID, S.COUNTERFACTUAL, S.RAW_OUTPUT, S.ATTEMPTS, "status", S.REASON]
+ATTEMPT_REASONS = "attempt_reasons"  # shard column: JSON list, one list of reasons per rejected attempt
 
 
 @dataclass
@@ -35,7 +49,8 @@ class _Item:
     cda_id: str
     text: str
     swaps: list[tuple[str, str]]
-    direction: str | None
+    swapped_terms: list[str]
+    original: str | None
     status: str = ""
     augmented: str = ""
     raw: str = ""
@@ -43,6 +58,39 @@ class _Item:
     attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    history: list[list[str]] = field(default_factory=list)  # reasons of each rejected attempt
+    params: SamplingParams | None = None  # the next attempt's sampling
+    feedback: str = ""  # the next attempt's note on the previous answer
+
+
+@dataclass
+class Loaded:
+    """:func:`load`'s result: the items to augment and the rows rejected before generation."""
+
+    source: Path
+    rows_in: int
+    items: list[_Item]
+    skipped: list[dict[str, Any]]
+
+
+@dataclass
+class Plan:
+    """:func:`plan`'s result: everything the generation loop needs."""
+
+    config: Any
+    params: SamplingParams
+    max_attempts: int
+    backend: str
+    gen_model: str
+    review: ReviewSettings
+    lexicon: Any
+    store: ShardStore
+    cache: GenerationCache
+    get_generator: Callable[[], Generator]
+    get_judge: Callable[[], Any]
+    close: Callable[[], None]
+    stats: dict[str, Any] = field(default_factory=lambda: {"generated_tokens": 0, "prompt_tokens": 0,
+                                                           "generate_s": 0.0})
 
 
 def load_gender_lexicon(config: Any) -> Any:
@@ -57,6 +105,9 @@ def load_gender_lexicon(config: Any) -> Any:
 def settings_for(config: Any) -> dict[str, Any]:
     """Everything that changes an item's result; its hash is part of every item key."""
     a = config.augment
+    review = ReviewSettings.from_config(a).to_dict()
+    if a.review.meaning != "off":
+        review["meaning_model"] = judge_model_ref(config)
     return {
         "backend": a.backend,
         "model": a.model,
@@ -65,7 +116,8 @@ def settings_for(config: Any) -> dict[str, Any]:
         "few_shot": a.few_shot,
         "sampling": a.sampling.model_dump(mode="json"),
         "max_retries": a.max_retries,
-        "checks": [a.min_length_ratio, a.max_length_ratio],
+        "retry_feedback": a.retry_feedback,
+        "review": review,
         "lexicon": config.lexicon.model_dump(mode="json"),
     }
 
@@ -85,216 +137,326 @@ def _progress_bar(total: int, enabled: bool) -> Any:
     return tqdm(total=total, unit="item", desc="augment", dynamic_ncols=True, smoothing=0.1)
 
 
-def run_augment(
-    config: Any,
-    inputs: Mapping[str, Path | str],
-    out_dir: Path | str,
-    *,
-    generator: Generator | None = None,
-    progress: bool = False,
-) -> dict[str, Any]:
-    """Augment ``inputs['counterfactuals']`` into ``out_dir/augmented.parquet`` (see the module docstring).
+def _terms(value: Any) -> list[str]:
+    if value is None or isinstance(value, float):
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
 
-    ``generator`` overrides the configured backend (tests, or a caller that already holds a model).
-    """
-    import pandas as pd
 
+# ------------------------------------------------------------------------------------------------ the steps
+
+
+def load(config: Any, inputs: Mapping[str, Path | str]) -> Loaded:
+    """Read the CDA table; unapplied rows are rejected here; one item (keyed by every setting) per row."""
     a = config.augment
-    out_dir = Path(out_dir)
     src = _input_path(inputs)
-    rec = StageRecorder("augment", out_dir, {"augment": a.model_dump(mode="json"),
-                                             "lexicon": config.lexicon.model_dump(mode="json")},
-                        inputs={"counterfactuals": src}, versions=("transformers", "torch", "httpx", "vllm"))
     df = read_table(src)
     require_columns(df, [S.ID, S.COUNTERFACTUAL, S.SWAPPED_TERMS], src)
-    skipped_rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
     if "applied" in df.columns:
         mask = df["applied"].fillna(False).astype(bool)
         for r in df.loc[~mask].itertuples(index=False):
-            skipped_rows.append({S.ID: None, S.CDA_ID: r.id, S.COUNTERFACTUAL: getattr(r, S.COUNTERFACTUAL),
-                                 "status": REJECTED, S.REASON: "not-applied: the CDA row has no swap"})
+            skipped.append({S.ID: None, S.CDA_ID: r.id, S.COUNTERFACTUAL: getattr(r, S.COUNTERFACTUAL),
+                            "status": REJECTED, S.REASON: "not-applied: the CDA row has no swap"})
         df = df.loc[mask]
     if a.limit is not None:
         df = df.head(a.limit)
     if df[S.ID].duplicated().any():
         dup = df.loc[df[S.ID].duplicated(), S.ID].iloc[0]
         raise InputError(f"{src}: duplicate id {dup!r}; ids must be unique.")
+    shash = json_hash(settings_for(config))
+    items = []
+    for r in df.to_dict("records"):
+        terms = _terms(r[S.SWAPPED_TERMS])
+        original = r.get(S.ORIGINAL)
+        items.append(_Item(key=stable_id("augment", r[S.ID], r[S.COUNTERFACTUAL], shash), cda_id=str(r[S.ID]),
+                           text=str(r[S.COUNTERFACTUAL]), swaps=parse_swaps(terms), swapped_terms=terms,
+                           original=original if isinstance(original, str) else None))
+    return Loaded(src, int(len(df) + len(skipped)), items, skipped)
 
-    settings = settings_for(config)
-    shash = json_hash(settings)
-    items = [
-        _Item(
-            key=stable_id("augment", r[S.ID], r[S.COUNTERFACTUAL], shash),
-            cda_id=str(r[S.ID]),
-            text=str(r[S.COUNTERFACTUAL]),
-            swaps=parse_swaps(r[S.SWAPPED_TERMS]),
-            direction=r.get(S.DIRECTION) if hasattr(r, "get") else None,
-        )
-        for r in df.to_dict("records")
-    ]
-    lexicon = load_gender_lexicon(config)
-    csettings = CheckSettings(a.min_length_ratio, a.max_length_ratio)
+
+def plan(config: Any, out_dir: Path, rec: StageRecorder, generator: Generator | None = None,
+         judge: Any = None) -> Plan:
+    """Sampling, attempts, review settings and lazily built generator and meaning judge."""
+    a = config.augment
     params = SamplingParams.from_config(a.sampling)
-    max_attempts = 1 if params.greedy else 1 + a.max_retries  # greedy retries would repeat the same output
-    gen_model = generator.model_id if generator is not None else a.model
-    backend = generator.backend if generator is not None else a.backend
-    store = ShardStore(out_dir / "shards")
-    cache = GenerationCache(a.cache_dir or out_dir / "cache")
-    gen_holder: dict[str, Generator] = {}
+    # a greedy retry repeats the same output unless its prompt changes
+    max_attempts = 1 if params.greedy and not a.retry_feedback else 1 + a.max_retries
+    held: dict[str, Any] = {}
 
     def get_generator() -> Generator:
         if generator is not None:
             return generator
-        if "g" not in gen_holder:
+        if "g" not in held:
             from ..generation import make_generator
 
             with rec.timed("load_model"):
-                gen_holder["g"] = make_generator(
+                held["g"] = make_generator(
                     a.backend, a.model, device=config.run.device, model_cache=config.run.model_cache,
                     batch_size=a.batch_size, openai=a.openai, engine_args=a.engine_args,
                 )
-        return gen_holder["g"]
+        return held["g"]
 
-    stats = {"generated_tokens": 0, "prompt_tokens": 0, "generate_s": 0.0}
-    t0 = time.perf_counter()
-    with store.locked():
-        prior = store.read()
-        done: set[str] = set()
-        if len(prior):
-            final = prior[prior["status"].isin([ACCEPTED, REJECTED])]
-            done = set(final["item_key"])
-        pending = [it for it in items if it.key not in done]
-        resumed = len(items) - len(pending)
-        bar = _progress_bar(len(pending), progress)
-        n_rejected = 0
-        try:
-            for c in range(0, len(pending), a.shard_size):
-                chunk = pending[c: c + a.shard_size]
-                _process_chunk(chunk, a, params, max_attempts, backend, gen_model, cache, get_generator,
-                               lexicon, csettings, stats, bar, n_rejected)
-                rows = [_row(it, gen_model, a.prompt_version) for it in chunk]
-                store.append(rows)
-                n_rejected += sum(it.status != ACCEPTED for it in chunk)
-        finally:
-            if bar is not None:
-                bar.close()
-            for g in gen_holder.values():
-                g.close()
-        elapsed = time.perf_counter() - t0
+    def get_judge() -> Any:
+        if judge is not None or a.review.meaning == "off":
+            return judge
+        if "j" not in held:
+            with rec.timed("load_judge"):
+                held["j"] = make_meaning_judge(config)
+        return held["j"]
 
-        with rec.timed("merge"):
-            merged, duplicates = _final_rows(store.read(), [it.key for it in items])
-        order = {it.key: i for i, it in enumerate(items)}
-        merged = merged.assign(_o=merged["item_key"].map(order)).sort_values("_o")
-        acc = merged[merged["status"] == ACCEPTED]
-        aug = acc[OUTPUT_COLUMNS].reset_index(drop=True)
-        aug[S.ATTEMPTS] = aug[S.ATTEMPTS].astype("int64")
-        rej_cols = [S.ID, S.CDA_ID, S.COUNTERFACTUAL, S.RAW_OUTPUT, S.ATTEMPTS, "status", S.REASON]
-        rej = merged[merged["status"] != ACCEPTED][rej_cols]
-        if skipped_rows:
-            rej = pd.concat([rej, pd.DataFrame(skipped_rows)], ignore_index=True)
-        write_table(aug, out_dir / S.AUGMENT_FILE)
-        write_rejected(rej.reset_index(drop=True), out_dir)
+    def close() -> None:
+        if "g" in held:
+            held["g"].close()
 
-    reasons = rej[S.REASON].fillna("").str.split(":").str[0].value_counts().to_dict() if len(rej) else {}
-    gen_s = stats["generate_s"]
+    return Plan(config, params, max_attempts, generator.backend if generator is not None else a.backend,
+                generator.model_id if generator is not None else a.model, ReviewSettings.from_config(a),
+                load_gender_lexicon(config), ShardStore(out_dir / "shards"),
+                GenerationCache(a.cache_dir or out_dir / "cache"), get_generator, get_judge, close)
+
+
+def run(p: Plan, items: list[_Item], progress: bool = False) -> tuple[int, int]:
+    """Generate and review every item without a final row, one appended shard at a time.
+
+    Returns (items resumed from earlier runs, items processed now). Call inside ``p.store.locked()``.
+    """
+    a = p.config.augment
+    prior = p.store.read()
+    done: set[str] = set()
+    if len(prior):
+        done = set(prior.loc[prior["status"].isin([ACCEPTED, REJECTED]), "item_key"])
+    pending = [it for it in items if it.key not in done]
+    bar = _progress_bar(len(pending), progress)
+    counts = {"rejected": 0}
+    try:
+        for c in range(0, len(pending), a.shard_size):
+            chunk = pending[c: c + a.shard_size]
+            _process_chunk(p, chunk, bar, counts)
+            p.store.append([_row(it, p.gen_model, a.prompt_version) for it in chunk])
+    finally:
+        if bar is not None:
+            bar.close()
+        p.close()
+    return len(items) - len(pending), len(pending)
+
+
+def assemble(p: Plan, loaded: Loaded, out_dir: Path) -> tuple[Any, Any, Any, int]:
+    """Write ``augmented.parquet`` and ``rejected.parquet`` from the shards (input order, one row per item)."""
+    import pandas as pd
+
+    keys = [it.key for it in loaded.items]
+    merged, duplicates = _final_rows(p.store.read(), keys)
+    order = {k: i for i, k in enumerate(keys)}
+    merged = merged.assign(_o=merged["item_key"].map(order)).sort_values("_o")
+    for col in (S.ORIGINAL, S.SWAPPED_TERMS):  # shards written before these columns existed
+        if col not in merged.columns:
+            merged[col] = None
+    aug = merged[merged["status"] == ACCEPTED][OUTPUT_COLUMNS].reset_index(drop=True)
+    aug[S.ATTEMPTS] = aug[S.ATTEMPTS].astype("int64")
+    rej = merged[merged["status"] != ACCEPTED][REJECTED_COLUMNS]
+    if loaded.skipped:
+        rej = pd.concat([rej, pd.DataFrame(loaded.skipped)], ignore_index=True)
+    rej = rej.reset_index(drop=True)
+    write_table(aug, out_dir / L.AUGMENTED_FILE)
+    write_rejected(rej, out_dir)
+    return aug, rej, merged, duplicates
+
+
+def reason_counts(reasons: Any) -> dict[str, int]:
+    """How many rows name each reason kind (a row with several reasons counts once for each)."""
+    c: Counter[str] = Counter()
+    for r in reasons:
+        if isinstance(r, str) and r:
+            c.update({part.split(":", 1)[0].strip() for part in r.split("; ")})
+    return dict(c.most_common())
+
+
+def attempt_counts(merged: Any) -> dict[str, dict[str, int]]:
+    """Reasons per attempt: ``{"1": {"language": 3, ...}, "2": {...}}`` over every item's rejected attempts."""
+    per: dict[str, Counter[str]] = {}
+    if ATTEMPT_REASONS not in getattr(merged, "columns", ()):
+        return {}
+    for raw in merged[ATTEMPT_REASONS].dropna():
+        for n, reasons in enumerate(json.loads(raw), start=1):
+            per.setdefault(str(n), Counter()).update({r.split(":", 1)[0].strip() for r in reasons})
+    return {k: dict(v.most_common()) for k, v in per.items()}
+
+
+def record(rec: StageRecorder, p: Plan, loaded: Loaded, out_dir: Path, assembled: tuple[Any, Any, Any, int],
+           resumed: int, processed: int, elapsed: float) -> dict[str, Any]:
+    """The stage summary (also written to the manifest)."""
+    aug, rej, merged, duplicates = assembled
+    gen_s = p.stats["generate_s"]
     summary = {
-        "rows_in": int(len(df) + len(skipped_rows)),
-        "items": len(items),
+        "rows_in": loaded.rows_in,
+        "items": len(loaded.items),
         "accepted": int(len(aug)),
         "rejected": int(len(rej)),
         "errors": int((merged["status"] == ERROR).sum()) if len(merged) else 0,
-        "reject_reasons": {str(k): int(v) for k, v in reasons.items()},
+        "reject_reasons": reason_counts(rej[S.REASON]) if len(rej) else {},
+        "reasons_per_attempt": attempt_counts(merged),
+        "accepted_per_attempt": {str(k): int(v) for k, v in aug[S.ATTEMPTS].value_counts().sort_index().items()},
         "resumed_items": resumed,
-        "processed_items": len(pending),
+        "processed_items": processed,
         "duplicates_dropped": duplicates,
-        "cache_hits": cache.hits,
-        "cache_misses": cache.misses,
-        "generated_tokens": stats["generated_tokens"],
-        "prompt_tokens": stats["prompt_tokens"],
-        "items_per_s": round(len(pending) / elapsed, 3) if elapsed > 0 and pending else 0.0,
-        "tokens_per_s": round(stats["generated_tokens"] / gen_s, 2) if gen_s > 0 else 0.0,
-        "gen_model": gen_model,
-        "backend": backend,
-        "prompt_version": a.prompt_version,
+        "cache_hits": p.cache.hits,
+        "cache_misses": p.cache.misses,
+        "generated_tokens": p.stats["generated_tokens"],
+        "prompt_tokens": p.stats["prompt_tokens"],
+        "items_per_s": round(processed / elapsed, 3) if elapsed > 0 and processed else 0.0,
+        "tokens_per_s": round(p.stats["generated_tokens"] / gen_s, 2) if gen_s > 0 else 0.0,
+        "gen_model": p.gen_model,
+        "backend": p.backend,
+        "prompt_version": p.config.augment.prompt_version,
+        "review": {"meaning": p.config.augment.review.meaning},
     }
     rec.finish(
         counts={"in": summary["rows_in"], "out": summary["accepted"], "rejected": summary["rejected"]},
-        outputs={"augmented": out_dir / S.AUGMENT_FILE, "rejected": out_dir / "rejected.parquet"},
+        outputs={"augmented": out_dir / L.AUGMENTED_FILE, "rejected": out_dir / "rejected.parquet"},
         summary=summary,
     )
     return summary
+
+
+def run_augment(
+    config: Any,
+    inputs: Mapping[str, Path | str],
+    out_dir: Path | str,
+    *,
+    generator: Generator | None = None,
+    judge: Any = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Augment ``inputs['counterfactuals']`` into ``out_dir/augmented.parquet`` (see the module docstring).
+
+    ``generator`` overrides the configured backend and ``judge`` the configured meaning judge (tests, or a
+    caller that already holds a model).
+    """
+    out_dir = Path(out_dir)
+    rec = StageRecorder("augment", out_dir, {"augment": config.augment.model_dump(mode="json"),
+                                             "lexicon": config.lexicon.model_dump(mode="json")},
+                        inputs={"counterfactuals": _input_path(inputs)},
+                        versions=("transformers", "torch", "httpx", "vllm", "py3langid"))
+    loaded = load(config, inputs)
+    p = plan(config, out_dir, rec, generator, judge)
+    t0 = time.perf_counter()
+    with p.store.locked():
+        resumed, processed = run(p, loaded.items, progress)
+        elapsed = time.perf_counter() - t0
+        with rec.timed("merge"):
+            assembled = assemble(p, loaded, out_dir)
+    return record(rec, p, loaded, out_dir, assembled, resumed, processed, elapsed)
+
+
+# ------------------------------------------------------------------------------------------------ one shard
+
+
+def _process_chunk(p: Plan, chunk: list[_Item], bar: Any, counts: dict[str, int]) -> None:
+    """Run all attempts for one shard's items; the progress bar moves as items reach their final state."""
+    todo = list(chunk)
+    for it in todo:
+        it.params, it.feedback = p.params.with_seed(_seed(p, 0)), ""
+    for attempt in range(p.max_attempts):
+        if not todo:
+            break
+        last = attempt + 1 == p.max_attempts
+        still: list[_Item] = []
+        for batch, results in _generate(p, todo, attempt):
+            _review_batch(p, batch, results, attempt)
+            finished = 0
+            for it in batch:
+                if it.status == ACCEPTED or last:
+                    finished += 1
+                    counts["rejected"] += it.status != ACCEPTED
+                    continue
+                _aim(p, it, attempt + 1)
+                still.append(it)
+            if bar is not None:
+                bar.update(finished)
+                _postfix(bar, p.stats, counts["rejected"])
+        todo = still
+
+
+def _seed(p: Plan, attempt: int) -> int | None:
+    return None if p.params.seed is None else p.params.seed + attempt
+
+
+def _aim(p: Plan, it: _Item, attempt: int) -> None:
+    """The next attempt's prompt note and sampling (a generation error is retried as it was, with a new seed)."""
+    prev = it.params or p.params
+    if it.status == ERROR or not p.config.augment.retry_feedback:
+        it.params = prev.with_seed(_seed(p, attempt))
+        return
+    it.feedback = feedback(it.history[-1], it.text)
+    it.params = next_params(it.history[-1], prev, _seed(p, attempt))
+
+
+def _generate(p: Plan, todo: list[_Item], attempt: int):
+    """Yield (items, results) batches: cached results first, then the misses, ``batch_size`` prompts per call,
+    grouped by the items' sampling parameters (a retry may change them per item)."""
+    a = p.config.augment
+    convs = [build_messages(it.text, a.prompt_version, a.few_shot, it.feedback or None) for it in todo]
+    params = [it.params or p.params for it in todo]
+    keys = [cache_key(p.backend, p.gen_model, m, q) + (f"-a{attempt}" if q.seed is None else "")
+            for m, q in zip(convs, params, strict=True)]
+    results = [p.cache.get(k) for k in keys]
+    hit = [i for i, r in enumerate(results) if r is not None]
+    if hit:
+        yield [todo[i] for i in hit], [results[i] for i in hit]
+    groups: dict[SamplingParams, list[int]] = {}
+    for i, r in enumerate(results):
+        if r is None:
+            groups.setdefault(params[i], []).append(i)
+    for q, idx in groups.items():
+        for b in range(0, len(idx), a.batch_size):
+            miss = idx[b: b + a.batch_size]
+            t = time.perf_counter()
+            out = p.get_generator().generate([convs[i] for i in miss], q)
+            p.stats["generate_s"] += time.perf_counter() - t
+            for i, r in zip(miss, out, strict=True):
+                p.cache.put(keys[i], r)
+                p.stats["generated_tokens"] += r.completion_tokens
+                p.stats["prompt_tokens"] += r.prompt_tokens
+            yield [todo[i] for i in miss], out
+
+
+def _review_batch(p: Plan, batch: list[_Item], results: list[Any], attempt: int) -> None:
+    """Record one attempt's outcome on each item: the first accepted completion wins; a rejected item keeps the
+    first completion and every one of its reasons."""
+    cands: list[tuple[_Item, str, str | None]] = []
+    for it, r in zip(batch, results, strict=True):
+        it.attempts = attempt + 1
+        it.prompt_tokens += r.prompt_tokens
+        it.completion_tokens += r.completion_tokens
+        if r.error:
+            it.status, it.reason, it.raw = ERROR, f"generation-error: {r.error}", ""
+            continue
+        ends = list(r.finish_reasons or [])
+        cands += [(it, t, ends[k] if k < len(ends) else None) for k, t in enumerate(list(r.texts) or [""])]
+    if not cands:
+        return
+    verdicts = review_many([it.original for it, _, _ in cands], [it.text for it, _, _ in cands],
+                           [t for _, t, _ in cands], lexicon=p.lexicon, judge=p.get_judge(), settings=p.review,
+                           swaps=[it.swaps for it, _, _ in cands], finish_reasons=[f for _, _, f in cands])
+    by_item: dict[int, list[tuple[str, Any]]] = {}
+    for (it, raw, _), v in zip(cands, verdicts, strict=True):
+        by_item.setdefault(id(it), []).append((raw, v))
+    for it in batch:
+        got = by_item.get(id(it))
+        if not got:
+            continue
+        raw, v = next(((raw, v) for raw, v in got if v.accepted), got[0])
+        if v.accepted:
+            it.status, it.augmented, it.raw, it.reason = ACCEPTED, v.text, raw, ""
+        else:
+            it.status, it.raw, it.reason = REJECTED, raw, v.reason
+            it.history.append(list(v.reasons))
 
 
 def _postfix(bar: Any, stats: dict[str, Any], n_rejected: int) -> None:
     gen_s = stats["generate_s"]
     bar.set_postfix(tok_s=f"{stats['generated_tokens'] / gen_s:.1f}" if gen_s else "-", rejected=n_rejected,
                     refresh=False)
-
-
-def _process_chunk(chunk, a, params, max_attempts, backend, gen_model, cache, get_generator, lexicon,
-                   csettings, stats, bar, n_rejected) -> None:
-    """Run all attempts for one shard's items; the progress bar moves as items reach their final state."""
-    todo = list(chunk)
-    for attempt in range(max_attempts):
-        if not todo:
-            break
-        last = attempt + 1 == max_attempts
-        p = params.with_seed(None if params.seed is None else params.seed + attempt)
-        convs = [build_messages(it.text, a.prompt_version, a.few_shot) for it in todo]
-        keys = [cache_key(backend, gen_model, m, p) + (f"-a{attempt}" if p.seed is None else "") for m in convs]
-        results = [cache.get(k) for k in keys]
-        pending = [i for i, r in enumerate(results) if r is None]
-        # cached results first, then the misses in generate() batches
-        batches = [[i for i, r in enumerate(results) if r is not None]]
-        batches += [pending[b: b + a.batch_size] for b in range(0, len(pending), a.batch_size)]
-        still = []
-        for idx in batches:
-            if not idx:
-                continue
-            miss = [i for i in idx if results[i] is None]
-            if miss:
-                t = time.perf_counter()
-                out = get_generator().generate([convs[i] for i in miss], p)
-                stats["generate_s"] += time.perf_counter() - t
-                for i, r in zip(miss, out, strict=True):
-                    results[i] = r
-                    cache.put(keys[i], r)
-                    stats["generated_tokens"] += r.completion_tokens
-                    stats["prompt_tokens"] += r.prompt_tokens
-            finished = 0
-            for i in idx:
-                it, r = todo[i], results[i]
-                _judge(it, r, attempt, lexicon, csettings)
-                if it.status == ACCEPTED or last:
-                    finished += 1
-                    n_rejected += it.status != ACCEPTED
-                else:
-                    still.append(it)
-            if bar is not None:
-                bar.update(finished)
-                _postfix(bar, stats, n_rejected)
-        todo = still
-
-
-def _judge(it: _Item, r: Any, attempt: int, lexicon: Any, csettings: CheckSettings) -> None:
-    """Record one attempt's outcome on the item: the first acceptable completion wins."""
-    it.attempts = attempt + 1
-    it.prompt_tokens += r.prompt_tokens
-    it.completion_tokens += r.completion_tokens
-    if r.error:
-        it.status, it.reason, it.raw = ERROR, f"generation-error: {r.error}", ""
-        return
-    first_reason, first_raw = "", ""
-    for text in r.texts:
-        cleaned = clean(text)
-        reason = check(cleaned, it.text, it.swaps, lexicon, csettings, it.direction)
-        if not reason:
-            it.status, it.augmented, it.raw, it.reason = ACCEPTED, cleaned, text, ""
-            return
-        if not first_reason:
-            first_reason, first_raw = reason, text
-    it.status, it.reason, it.raw = REJECTED, first_reason or "empty", first_raw
 
 
 def _row(it: _Item, gen_model: str, prompt_version: str) -> dict[str, Any]:
@@ -308,8 +470,11 @@ def _row(it: _Item, gen_model: str, prompt_version: str) -> dict[str, Any]:
         S.GEN_MODEL: gen_model,
         S.PROMPT_VERSION: prompt_version,
         S.RAW_OUTPUT: it.raw,
+        S.ORIGINAL: it.original,
+        S.SWAPPED_TERMS: it.swapped_terms,
         "status": it.status,
         S.REASON: it.reason,
+        ATTEMPT_REASONS: json.dumps(it.history),
         "prompt_tokens": it.prompt_tokens,
         "completion_tokens": it.completion_tokens,
         "finished_at": time.time(),
@@ -321,7 +486,7 @@ def _final_rows(shards: Any, keys: list[str]) -> tuple[Any, int]:
     import pandas as pd
 
     if not len(shards):
-        return pd.DataFrame(columns=[*OUTPUT_COLUMNS, "item_key", "status", S.REASON]), 0
+        return pd.DataFrame(columns=[*OUTPUT_COLUMNS, "item_key", "status", S.REASON, ATTEMPT_REASONS]), 0
     cur = shards[shards["item_key"].isin(set(keys))]
     final = cur[cur["status"].isin([ACCEPTED, REJECTED])]
     duplicates = int(final["item_key"].duplicated().sum())

@@ -1,4 +1,5 @@
-"""`ccda augment`: rephrase each CDA counterfactual with natural context (resumable, cached)."""
+"""`ccda augment`: rephrase each CDA counterfactual with natural context (resumable, cached);
+`ccda augment review --input FILE`: review the outputs of any generator and write a verdict table."""
 
 from __future__ import annotations
 
@@ -7,28 +8,23 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, console, print_summary, resolve_config
-
-
-def default_augment_input(run_dir: Path) -> Path:
-    """The validated CDA table when the validate stage ran, else the CDA stage's output."""
-    from .. import schemas as S
-
-    valid = run_dir / "validate" / "cda" / S.VALID_FILE
-    return valid if valid.is_file() else run_dir / "cda" / S.CDA_FILE
+from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, console, print_summary, resolve_config, step_io
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("augment")
+    group = typer.Typer(add_completion=False, no_args_is_help=False)
+    app.add_typer(group, name="augment")
+
+    @group.callback(invoke_without_command=True)
     def augment(
+        ctx: typer.Context,
         profile: ProfileOpt = None,
         sets: SetOpt = None,
         run_dir: RunDirOpt = None,
         params: ParamsOpt = None,
         input_path: Annotated[
             Path | None,
-            typer.Option("--input", help="CDA table (default: validate/cda/valid.parquet if present, else "
-                         "cda/counterfactuals.parquet)."),
+            typer.Option("--input", help="CDA table (default: the one validation kept, in the run folder)."),
         ] = None,
         out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: <run_dir>/augment).")] = None,
         backend: Annotated[str | None, typer.Option("--backend", help="hf | vllm | openai.")] = None,
@@ -38,7 +34,12 @@ def register(app: typer.Typer) -> None:
         batch_size: Annotated[int | None, typer.Option("--batch-size", help="Prompts per generate call.")] = None,
         no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
     ) -> None:
-        """Contextual counterfactuals: a generator LM rephrases each CDA counterfactual (kill and rerun to resume)."""
+        """Contextual counterfactuals: a generator LM rephrases each CDA counterfactual (kill and rerun to resume).
+
+        `ccda augment review --input FILE` reviews outputs of any generator instead.
+        """
+        if ctx.invoked_subcommand is not None:
+            return
         from ..augment import run_augment
 
         flags = {"backend": backend, "model": model, "limit": limit, "batch_size": batch_size}
@@ -46,9 +47,38 @@ def register(app: typer.Typer) -> None:
         if base_url:
             sets.append(f"augment.openai.base_url={base_url}")
         cfg = resolve_config(profile, sets, run_dir, params, augment=flags)
-        rd = cfg.run_dir()
-        src = input_path or default_augment_input(rd)
-        out_dir = out or rd / "augment"
-        summary = run_augment(cfg, {"counterfactuals": src}, out_dir, progress=not no_progress)
+        inputs, out_dir = step_io(cfg, "augment", {"counterfactuals": input_path}, out)
+        summary = run_augment(cfg, inputs, out_dir, progress=not no_progress)
         print_summary("augment", summary)
-        console().print(f"wrote {out_dir / 'augmented.parquet'} and {out_dir / 'rejected.parquet'}")
+        console().print(f"wrote {out_dir} (augmented and rejected tables)")
+
+    @group.command("review")
+    def review(
+        input_path: Annotated[
+            Path, typer.Option("--input", help="Outputs to review: .parquet, .jsonl or .csv with columns "
+                               "counterfactual and output (or augmented); original, swapped_terms optional."),
+        ],
+        out: Annotated[Path | None, typer.Option(
+            "--out", help="Verdict table, .parquet or .jsonl (default: <input>.review.parquet beside the input).")
+        ] = None,
+        profile: ProfileOpt = None,
+        sets: SetOpt = None,
+        params: ParamsOpt = None,
+        judge: Annotated[str | None, typer.Option(
+            "--judge", help="Meaning judge: off | nli | embedding | llm (default: augment.review.meaning).")] = None,
+        output_column: Annotated[str | None, typer.Option(
+            "--output-column", help="Column holding the generated text (default: output, else augmented).")] = None,
+        counterfactual_column: Annotated[str | None, typer.Option(
+            "--counterfactual-column", help="Column holding the rephrased sentence (default: counterfactual).")
+        ] = None,
+    ) -> None:
+        """Review generated rephrasings from a file (any generator): one verdict row per output, every reason."""
+        from ..augment.verdicts import review_file
+
+        sets = list(sets or [])
+        if judge:
+            sets.append(f"augment.review.meaning={judge}")
+        cfg = resolve_config(profile, sets, None, params)
+        summary = review_file(cfg, input_path, out, output_column=output_column,
+                              counterfactual_column=counterfactual_column)
+        print_summary("augment review", summary)

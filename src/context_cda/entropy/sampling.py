@@ -3,14 +3,21 @@
 This is the only place the entropy stage touches :mod:`context_cda.augment`. The prompt asks for a faithful
 rephrasing (not the augmentation prompt, which asks to *add* context: that would make every sample differ in
 meaning and inflate the entropy). It is versioned like the augment prompts: edit by adding a version.
+
+Every sample goes through the same review as the augment stage's outputs (:func:`context_cda.augment.review`),
+with the sampler's settings (:meth:`~context_cda.augment.ReviewSettings.for_samples`): the cleaned text is kept,
+and a *broken* sample (empty, a refusal, another script or language, a list, an echo of this prompt, meta text,
+special tokens) is dropped. Samples that change the meaning stay: that spread is what semantic entropy measures.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..augment import ReviewSettings
     from ..generation.base import Conversation, Generator
 
 REPHRASE_PROMPT_VERSION = "r1"
@@ -28,17 +35,55 @@ def rephrase_messages(text: str) -> Conversation:
     ]
 
 
-def clean_sample(text: str) -> str:
-    """Strip whitespace, wrapping quotes and a leading 'Rephrased:'-style label from one sample."""
-    t = text.strip()
-    low = t.lower()
-    for lead in ("rephrased text:", "rephrased:", "text:", "rephrasing:"):
-        if low.startswith(lead):
-            t = t[len(lead) :].strip()
-            break
-    if len(t) >= 2 and t[0] == t[-1] and t[0] in "\"'":
-        t = t[1:-1].strip()
-    return " ".join(t.split())
+def sample_review_settings(base: ReviewSettings | None = None) -> ReviewSettings:
+    """The sampler's review: the broken-output checks of ``base`` (default: the review's defaults), with this
+    prompt as the text a sample must not echo."""
+    from ..augment import ReviewSettings
+
+    return ReviewSettings.for_samples(base, prompt_texts=(REPHRASE_SYSTEM, REPHRASE_USER))
+
+
+@dataclass
+class Samples:
+    """The reviewed samples per text, the generator's error per text, and the dropped samples' reasons."""
+
+    samples: list[list[str]]
+    errors: list[str | None]
+    dropped: list[list[str]]
+
+
+def sample_and_review(
+    generator: Generator,
+    texts: Sequence[str],
+    m: int,
+    *,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_tokens: int = 96,
+    seed: int | None = 0,
+    review_settings: ReviewSettings | None = None,
+    lexicon: Any = None,
+) -> Samples:
+    """``m`` sampled rephrasings per text, each reviewed (see the module docstring)."""
+    from ..augment import review_many
+    from ..generation.base import SamplingParams
+
+    params = SamplingParams(
+        n=m, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, stop=("\n\n",)
+    )
+    settings = review_settings or sample_review_settings()
+    results = generator.generate([rephrase_messages(t) for t in texts], params)
+    owner = [i for i, r in enumerate(results) for _ in r.texts]
+    flat = [s for r in results for s in r.texts]
+    verdicts = review_many([None] * len(flat), [texts[i] for i in owner], flat, lexicon=lexicon,
+                           settings=settings)
+    out = Samples([[] for _ in texts], [r.error for r in results], [[] for _ in texts])
+    for i, v in zip(owner, verdicts, strict=True):
+        if v.accepted:
+            out.samples[i].append(v.text)
+        elif v.text:  # an empty sample was never a sample
+            out.dropped[i].append(v.reason)
+    return out
 
 
 def sample_rephrasings(
@@ -50,18 +95,11 @@ def sample_rephrasings(
     top_p: float = 1.0,
     max_tokens: int = 96,
     seed: int | None = 0,
+    review_settings: ReviewSettings | None = None,
+    lexicon: Any = None,
 ) -> tuple[list[list[str]], list[str | None]]:
-    """``m`` sampled rephrasings per text (cleaned; empty ones removed), and a per-text error (or None)."""
-    from ..generation.base import SamplingParams
-
-    params = SamplingParams(
-        n=m, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, stop=("\n\n",)
-    )
-    results = generator.generate([rephrase_messages(t) for t in texts], params)
-    samples: list[list[str]] = []
-    errors: list[str | None] = []
-    for r in results:
-        kept = [c for c in (clean_sample(s) for s in r.texts) if c]
-        samples.append(kept)
-        errors.append(r.error)
-    return samples, errors
+    """``m`` sampled rephrasings per text (reviewed and cleaned; broken ones removed), and a per-text error
+    (or None)."""
+    got = sample_and_review(generator, texts, m, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                            seed=seed, review_settings=review_settings, lexicon=lexicon)
+    return got.samples, got.errors

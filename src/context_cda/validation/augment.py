@@ -1,11 +1,13 @@
-"""Expectations at the augment boundary (``<run>/augment/augmented.parquet``).
+"""Expectations at the augment boundary (the augment stage's ``augmented.parquet``).
 
 * ``id`` and ``cda_id`` are unique (exactly one accepted rephrasing per counterfactual);
-* ``augmented`` is non-null and within ``validate.min_chars``..``max_chars``; it differs from the counterfactual
-  and is not a refusal;
-* its length is within ``augment.min_length_ratio``..``max_length_ratio`` of the counterfactual's;
-* genders are kept: when the counterfactual's lexicon words are all of one gender, the rephrasing contains a
-  word of that gender and no other-gender lexicon word that the counterfactual did not have;
+* ``augmented`` is non-null and within ``validate.min_chars``..``max_chars``;
+* every row passes :func:`context_cda.augment.review` with the configured ``augment.review`` settings: the very
+  rule that accepted it in the augment stage (one source of truth), with the swapped terms and the original the
+  stage wrote beside each row. One expectation per review reason kind, named as the review names it
+  (``identical``, ``refusal``, ``language``, ``gender-contradiction``, ``too-short``, ...), so a quarantined row
+  says exactly what failed. The meaning judge runs in the augment stage only (it needs a model); here the rule
+  checks are re-run;
 * ``attempts`` lies in 1..1+``augment.max_retries``.
 
 Two views of the same rules: ``prepare`` + ``checks`` (GX expectations with reasons, run by
@@ -15,6 +17,7 @@ the bare GX expectations or per-row reasons without GX.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import schemas as S
@@ -25,46 +28,41 @@ if TYPE_CHECKING:  # pragma: no cover
 
 BOUNDARY = "augment"
 COLUMNS = [S.ID, S.CDA_ID, S.COUNTERFACTUAL, S.AUGMENTED, S.ATTEMPTS, S.GEN_MODEL, S.PROMPT_VERSION, S.RAW_OUTPUT]
+REVIEW_PREFIX = "_review_"
 
 
-def gender_issue(augmented: str, counterfactual: str, lexicon: Any) -> str:
-    """'' or why ``augmented`` changes the genders of a single-gender ``counterfactual``."""
-    from ..augment.postprocess import words
+def review_table(df: pd.DataFrame, config: Any) -> list[Any]:
+    """The augment review of every row of an augmented table (rules only; no meaning judge)."""
+    from ..augment import ReviewSettings, review_many
+    from ..augment.stage import load_gender_lexicon
 
-    male, female = lexicon.male_words, lexicon.female_words
-    src, out = set(words(counterfactual)), set(words(augmented))
-    src_m, src_f = src & male, src & female
-    if bool(src_m) == bool(src_f):  # no gendered word, or both genders: nothing to check at the table level
-        return ""
-    keep, other = (male, female) if src_m else (female, male)
-    added = sorted((out & other) - src)
-    if added:
-        return "gender-contradiction: " + ", ".join(added)
-    if not out & keep:
-        return "gender-missing"
-    return ""
+    settings = replace(ReviewSettings.from_config(config.augment), meaning="off")
+    n = len(df)
+    originals = df[S.ORIGINAL].tolist() if S.ORIGINAL in df.columns else [None] * n
+    swaps = df[S.SWAPPED_TERMS].tolist() if S.SWAPPED_TERMS in df.columns else [None] * n
+    swaps = [None if s is None or isinstance(s, float) else list(s) for s in swaps]
+    originals = [o if isinstance(o, str) else None for o in originals]
+    return review_many(originals, df[S.COUNTERFACTUAL].fillna("").astype(str).tolist(),
+                       df[S.AUGMENTED].fillna("").astype(str).tolist(), lexicon=load_gender_lexicon(config),
+                       settings=settings, swaps=swaps)
 
 
 def prepare(df: pd.DataFrame, config: Any) -> pd.DataFrame:
-    from ..augment.postprocess import _REFUSAL, words
-    from ..augment.stage import load_gender_lexicon
+    from ..augment import REASON_KINDS
 
-    lex = load_gender_lexicon(config)
     df = df.copy()
-    aug = df[S.AUGMENTED].fillna("").astype(str)
-    cf = df[S.COUNTERFACTUAL].fillna("").astype(str)
     df["_duplicate_id"] = df[S.ID].duplicated()
     df["_duplicate_cda_id"] = df[S.CDA_ID].duplicated()
-    df["_differs"] = [words(a) != words(c) for a, c in zip(aug, cf, strict=True)]
-    df["_refusal"] = aug.map(lambda t: bool(_REFUSAL.search(t)))
-    df["_length_ratio"] = aug.str.len() / cf.str.len().clip(lower=1)
-    df["_gender_issue"] = [gender_issue(a, c, lex) for a, c in zip(aug, cf, strict=True)]
-    df["_gender_ok"] = df["_gender_issue"] == ""
+    kinds = [set(v.kinds) for v in review_table(df, config)]
+    for kind in REASON_KINDS:
+        df[REVIEW_PREFIX + kind] = [kind in k for k in kinds]
     return df
 
 
 def checks(config: Any) -> list[Check]:
     import great_expectations.expectations as gxe
+
+    from ..augment import REASON_KINDS
 
     v, a = config.validate_, config.augment
     return [
@@ -73,11 +71,8 @@ def checks(config: Any) -> list[Check]:
         Check(gxe.ExpectColumnValuesToNotBeNull(column=S.AUGMENTED), "empty-augmented"),
         Check(gxe.ExpectColumnValueLengthsToBeBetween(column=S.AUGMENTED, min_value=v.min_chars,
                                                       max_value=v.max_chars), "augmented-length-out-of-bounds"),
-        Check(gxe.ExpectColumnValuesToBeInSet(column="_differs", value_set=[True]), "identical"),
-        Check(gxe.ExpectColumnValuesToBeInSet(column="_refusal", value_set=[False]), "refusal"),
-        Check(gxe.ExpectColumnValuesToBeBetween(column="_length_ratio", min_value=a.min_length_ratio,
-                                                max_value=a.max_length_ratio), "length-ratio-out-of-bounds"),
-        Check(gxe.ExpectColumnValuesToBeInSet(column="_gender_ok", value_set=[True]), "gender-changed"),
+        *[Check(gxe.ExpectColumnValuesToBeInSet(column=REVIEW_PREFIX + kind, value_set=[False]), kind)
+          for kind in REASON_KINDS if kind != "meaning"],
         Check(gxe.ExpectColumnValuesToBeBetween(column=S.ATTEMPTS, min_value=1, max_value=1 + a.max_retries),
               "attempts-out-of-range"),
         Check(gxe.ExpectColumnValuesToNotBeNull(column=S.PROMPT_VERSION), "no-prompt-version"),
@@ -97,6 +92,8 @@ def row_checks(df: pd.DataFrame, config: Any) -> pd.Series:
     """Per-row failure reasons ('' when OK, '; '-joined), computed without GX."""
     import pandas as pd
 
+    from ..augment import REASON_KINDS
+
     p = prepare(df, config)
     v, a = config.validate_, config.augment
     aug_len = p[S.AUGMENTED].fillna("").astype(str).str.len()
@@ -106,11 +103,7 @@ def row_checks(df: pd.DataFrame, config: Any) -> pd.Series:
         (p[S.AUGMENTED].isna(), "empty-augmented"),
         (p[S.AUGMENTED].notna() & ((aug_len < v.min_chars) | (aug_len > v.max_chars)),
          "augmented-length-out-of-bounds"),
-        (~p["_differs"], "identical"),
-        (p["_refusal"], "refusal"),
-        ((p["_length_ratio"] < a.min_length_ratio) | (p["_length_ratio"] > a.max_length_ratio),
-         "length-ratio-out-of-bounds"),
-        (~p["_gender_ok"], "gender-changed"),
+        *[(p[REVIEW_PREFIX + kind], kind) for kind in REASON_KINDS if kind != "meaning"],
         ((p[S.ATTEMPTS] < 1) | (p[S.ATTEMPTS] > 1 + a.max_retries), "attempts-out-of-range"),
         (p[S.PROMPT_VERSION].isna(), "no-prompt-version"),
     ]
