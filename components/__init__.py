@@ -26,30 +26,24 @@ if not os.environ.get("_KFP_RUNTIME"):
     from components.report import report
     from components.validate import validate
 
-    #: stage name (context_cda.stages.STAGES) -> component
+    #: step of the stage table (context_cda.stages.TABLE) -> its component
     STAGE_COMPONENTS = {
         "ingest": ingest,
         "cda": cda,
-        "validate": validate,
+        "validate-cda": validate,
         "augment": augment,
+        "validate-augment": validate,
         "entropy": entropy,
+        "validate-entropy": validate,
         "filter": filter,
         "finetune": finetune,
+        "evaluate-vanilla": evaluate_target,
         "evaluate": evaluate,
         "register": register,
         "report": report,
     }
 
-    #: stage -> its further components (same stage, other inputs): evaluate_target scores the vanilla target
-    EXTRA_COMPONENTS = {"evaluate": (evaluate_target,)}
-
-    #: stages that run on GPU nodes in the cluster pipeline (augment only when it runs vLLM in-process);
-    #: a stage's extra components (EXTRA_COMPONENTS) run like the stage
-    GPU_STAGES = frozenset({"augment", "entropy", "finetune", "evaluate"})
-
 __all__ = [
-    "EXTRA_COMPONENTS",
-    "GPU_STAGES",
     "STAGE_COMPONENTS",
     "arm_matrix",
     "augment",

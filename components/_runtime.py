@@ -54,11 +54,11 @@ def _deep_update(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
 
 
 def run_view(links: Mapping[str, str | os.PathLike[str]]) -> Path:
-    """A temporary folder laid out like a run directory, whose entries link to the input artifacts.
+    """A temporary folder laid out like a run folder, whose entries link to artifact folders.
 
-    ``{"cda": <artifact path>, "filter/gpt2": <artifact path>}`` -> ``<tmp>/cda``, ``<tmp>/filter/gpt2``. Stages
-    and helpers that take a ``run_dir`` (train.corpus.arm_inputs, register, report) then work unchanged; set
-    ``config.run.run_dir`` to it when the stage looks at sibling outputs (finetune's shared token budget).
+    ``{"finetune/gpt2/cda/seed-13": <artifact path>}`` -> ``<tmp>/finetune/gpt2/cda/seed-13`` (a symlink). The
+    relative paths come from :mod:`context_cda.layout`, so a stage reading a fan-in folder (register: every arm
+    of a target; report: every target) finds each artifact where the layout puts it.
     """
     root = Path(tempfile.mkdtemp(prefix="ccda-run-")) / "run"  # private parent: run_dir/../mlflow.db stays inside
     root.mkdir()
@@ -69,8 +69,56 @@ def run_view(links: Mapping[str, str | os.PathLike[str]]) -> Path:
     return root
 
 
+def artifact_keys(artifact) -> dict[str, Any]:
+    """The fan-out keys a component stored on its output artifact (see :func:`run_table_step`); KFP keeps
+    numbers in metadata as floats, so the seed is made an int again."""
+    meta = dict(artifact.metadata or {})
+    keys = {k: meta[k] for k in ("target", "arm", "seed") if k in meta}
+    if "seed" in keys:
+        keys["seed"] = int(float(keys["seed"]))
+    return keys
+
+
+def table_inputs(step: str, artifacts: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Path]:
+    """The stage's ``inputs`` from its input artifacts, by the stage table (:mod:`context_cda.stages`).
+
+    A single artifact is the producer's step folder (the input is it, or the table's file inside it); a list
+    of artifacts (a fan-in, e.g. every fine-tuned arm of a target) is laid out in a run-folder view by each
+    artifact's stored step and keys, and the input is the view's fan-in folder. Optional inputs may be None.
+    """
+    from context_cda import layout as L
+    from context_cda import stages as T
+
+    inputs: dict[str, Path] = {}
+    for inp in T.get(step).inputs:
+        art = artifacts.get(inp.name)
+        if art is None:
+            if inp.optional:
+                continue
+            raise ValueError(f"step {step}: input artifact {inp.name!r} missing")
+        if isinstance(art, list | tuple):
+            links = {L.folder(a.metadata["step"], {k: str(v) for k, v in artifact_keys(a).items()}): a.path
+                     for a in art}
+            have = {k: str(keys[k]) for k in inp.keys}
+            inputs[inp.name] = run_view(links) / L.folder(inp.step, have, fanin=True)
+        else:
+            inputs[inp.name] = Path(art.path) / inp.file if inp.file else Path(art.path)
+    return inputs
+
+
+def run_table_step(step: str, config, artifacts: Mapping[str, Any], output, **keys: Any) -> str:
+    """Run one step of the stage table: inputs from ``artifacts``, outputs into ``output`` (an artifact whose
+    metadata records the step and its keys for the components downstream); returns the summary as JSON."""
+    from context_cda import stages as T
+
+    row = T.get(step)
+    output.metadata.update({"step": step, **keys})
+    return run_stage(row.step, config, table_inputs(step, artifacts, keys), output.path,
+                     **T.step_options(row, keys))
+
+
 def run_stage(stage: str, config, inputs: Mapping[str, Any], out_dir: str, **options: Any) -> str:
-    """Call the library stage and return its summary as JSON (the component's string output)."""
+    """Call the library function of step ``stage`` and return its summary as JSON (the component's output)."""
     from context_cda.stages import get_stage
 
     out = Path(out_dir)

@@ -19,7 +19,7 @@ class Corpus(dsl.Dataset):
 
 
 class ScoredCorpus(dsl.Dataset):
-    """``entropy/<target>/``: ``scores.parquet`` (semantic entropy per item) and ``audit.parquet``."""
+    """``entropy/<target>/``: the semantic entropy per item and the per-sample audit table."""
 
 
 class FilteredCorpora(dsl.Dataset):

@@ -15,11 +15,8 @@ from components.images import GPU_IMAGE
 def augment(
     config_yaml: str, counterfactuals: Input[Corpus], augmented: Output[Corpus], overrides: list[str] = []  # noqa: B006
 ) -> str:
-    """Rewrite each counterfactual in context (context_cda.augment.run_augment); resumes from its shards."""
-    from pathlib import Path
+    """Rewrite each validated counterfactual in context (context_cda.augment.run_augment); resumes from shards."""
+    from components._runtime import load_config, run_table_step
 
-    from components._runtime import load_config, run_stage
-    from context_cda import schemas as S
-
-    inputs = {"counterfactuals": Path(counterfactuals.path) / S.VALID_FILE}
-    return run_stage("augment", load_config(config_yaml, overrides), inputs, augmented.path)
+    return run_table_step("augment", load_config(config_yaml, overrides), {"counterfactuals": counterfactuals},
+                          augmented)

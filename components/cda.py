@@ -1,4 +1,4 @@
-"""cda: sentences -> two-sided word-swap counterfactuals (``counterfactuals.parquet``)."""
+"""cda: sentences -> two-sided word-swap counterfactuals."""
 
 from kfp import dsl
 from kfp.dsl import Input, Output
@@ -12,10 +12,6 @@ def cda(
     config_yaml: str, sentences: Input[Corpus], counterfactuals: Output[Corpus], overrides: list[str] = []  # noqa: B006
 ) -> str:
     """Counterfactual data augmentation by gender-word swapping (context_cda.cda.run_cda)."""
-    from pathlib import Path
+    from components._runtime import load_config, run_table_step
 
-    from components._runtime import load_config, run_stage
-    from context_cda import schemas as S
-
-    inputs = {"sentences": Path(sentences.path) / S.INGEST_FILE}
-    return run_stage("cda", load_config(config_yaml, overrides), inputs, counterfactuals.path)
+    return run_table_step("cda", load_config(config_yaml, overrides), {"sentences": sentences}, counterfactuals)

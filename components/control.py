@@ -1,68 +1,77 @@
-"""Control-flow helpers of the pipeline (no stage behind them): the arm matrix, a per-target fan-in and the exit
-handler's status record."""
+"""Control-flow helpers of the pipeline (no stage behind them): the (arm, seed) matrix, a per-target fan-in and the
+exit handler's status record."""
 
 from kfp import dsl
 from kfp.dsl import Input, Output, PipelineTaskFinalStatus
 
-from components.artifacts import Evaluation, RunStatus, RunSummary
+from components.artifacts import (
+    Evaluation,
+    FilteredCorpora,
+    Registration,
+    RunStatus,
+    RunSummary,
+    ScoredCorpus,
+)
 from components.images import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE)
-def arm_matrix(target: str, arms: list[str]) -> list[dict]:
-    """``[{"target": target, "arm": arm}, ...]``: the inner ParallelFor's items (one per arm of this target).
+def arm_matrix(target: str, arms: list[str], seeds: list[int]) -> list[dict]:
+    """``[{"target": target, "arm": arm, "seed": seed}, ...]``: the inner ParallelFor's items (every arm of this
+    target, once per training seed).
 
     Carrying the target inside each item keeps it exact in nested loops (kfp.local substitutes outer loop items).
     """
-    return [{"target": target, "arm": arm} for arm in arms]
+    return [{"target": target, "arm": arm, "seed": seed} for arm in arms for seed in seeds]
 
 
 @dsl.component(base_image=CPU_IMAGE)
 def collect_arms(
     target: str,
     checkpoints: Input[list[dsl.Model]],
-    registrations: Input[list[dsl.Artifact]],
-    evaluations: Input[list[dsl.Dataset]],
-    vanilla_evaluation: Input[Evaluation],
+    filtered: Input[FilteredCorpora],
+    scores: Input[ScoredCorpus],
     summary: Output[RunSummary],
+    evaluations: Input[list[dsl.Dataset]] = None,
+    vanilla_evaluation: Input[Evaluation] = None,
+    registration: Input[Registration] = None,
 ) -> str:
-    """Fan-in over the arms of one target: a small run-dir slice for the report (no model weights).
-
-    ``summary/finetune/<target>/<arm>/`` gets each arm's metrics.csv and manifest.json;
-    ``summary/register/<target>/<arm>/`` its registration record (promotion.json, manifest.json);
-    ``summary/evaluate/<target>/<arm|vanilla>/`` the evaluations' aggregate.json and ``<benchmark>/aggregate.json``
-    (no per-item predictions).
-    """
+    """Fan-in over the arms and seeds of one target: a small slice of the run folder for the report (no model
+    weights, no checkpoints, no per-item predictions), laid out by :mod:`context_cda.layout` from the step and
+    keys each artifact carries: finetune steps' metrics.csv, manifests, corpus statistics and training rows; the
+    evaluations' aggregate.json files; the registration records; the filtered corpora; the entropy scores."""
     import json
     import shutil
     from pathlib import Path
 
-    def copy_aggregates(src: str, dest: Path) -> None:
-        for agg in [Path(src) / "aggregate.json", *sorted(Path(src).glob("*/aggregate.json"))]:
-            if agg.is_file():
-                rel = agg.relative_to(src)
-                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(agg, dest / rel)
+    from components._runtime import artifact_keys
+    from context_cda import layout as L
 
     root = Path(summary.path)
-    arms = []
-    for ckpt in checkpoints:
-        arm = ckpt.metadata["arm"]
-        dest = root / "finetune" / target / arm
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in ("metrics.csv", "manifest.json", "corpus_stats.json"):
-            if (Path(ckpt.path) / name).is_file():
-                shutil.copy2(Path(ckpt.path) / name, dest / name)
-        arms.append(arm)
-    for reg in registrations:
-        shutil.copytree(reg.path, root / "register" / target / reg.metadata["arm"], dirs_exist_ok=True)
-    evaluated = []
-    for ev in [*evaluations, vanilla_evaluation]:
-        model = ev.metadata["arm"]  # an arm or "vanilla"
-        copy_aggregates(ev.path, root / "evaluate" / target / model)
-        evaluated.append(model)
-    summary.metadata.update({"target": target, "arms": arms, "evaluated": evaluated})
-    return json.dumps({"target": target, "arms": arms, "evaluated": evaluated})
+
+    def dest(art) -> Path:
+        keys = {k: str(v) for k, v in artifact_keys(art).items()}
+        return root / L.folder(art.metadata["step"], keys)
+
+    def copy(art, patterns: tuple[str, ...]) -> None:
+        for pattern in patterns:
+            for f in Path(art.path).glob(pattern):
+                if f.is_file():
+                    (dest(art) / f.relative_to(art.path)).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(f, dest(art) / f.relative_to(art.path))
+
+    small = ("*.json", "*.csv", "*.png", L.TRAIN_ROWS_FILE)
+    for art in checkpoints:
+        copy(art, small)
+    for art in [*(evaluations or []), *([vanilla_evaluation] if vanilla_evaluation is not None else [])]:
+        copy(art, (L.AGGREGATE_FILE, f"*/{L.AGGREGATE_FILE}"))
+    if registration is not None:
+        copy(registration, ("*.json", "*/*.json"))
+    copy(filtered, ("*.json", "*/*"))
+    copy(scores, ("*.parquet", "*.json"))
+    items = [artifact_keys(a) for a in checkpoints]
+    summary.metadata.update({"target": target, "steps": items})
+    return json.dumps({"target": target, "steps": items})
 
 
 @dsl.component(base_image=CPU_IMAGE)

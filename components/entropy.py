@@ -1,4 +1,4 @@
-"""entropy: semantic entropy of every contextual counterfactual under one target model."""
+"""entropy: semantic entropy of every validated contextual counterfactual under one target model."""
 
 from kfp import dsl
 from kfp.dsl import Input, Output
@@ -16,11 +16,7 @@ def entropy(
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
     """Sample, cluster by entailment, score under ``target`` (context_cda.entropy.run_entropy)."""
-    from pathlib import Path
+    from components._runtime import load_config, run_table_step
 
-    from components._runtime import load_config, run_stage
-    from context_cda import schemas as S
-
-    scores.metadata["target"] = target
-    inputs = {"augmented": Path(augmented.path) / S.VALID_FILE}
-    return run_stage("entropy", load_config(config_yaml, overrides), inputs, scores.path, target=target)
+    return run_table_step("entropy", load_config(config_yaml, overrides), {"augmented": augmented}, scores,
+                          target=target)

@@ -1,7 +1,7 @@
 """evaluate: the configured benchmarks (StereoSet, CrowS-Pairs, extrinsic, next-token) on one model.
 
-:func:`evaluate` scores one fine-tuned arm (``evaluate/<target>/<arm>/``); :func:`evaluate_target` scores the
-vanilla target model itself (``evaluate/<target>/vanilla/``), the baseline every arm is compared against.
+:func:`evaluate` scores one fine-tuned (arm, seed); :func:`evaluate_target` scores the vanilla target model itself,
+the baseline every arm is compared against.
 """
 
 from kfp import dsl
@@ -16,20 +16,17 @@ def evaluate(
     config_yaml: str,
     target: str,
     arm: str,
-    checkpoint: Input[Checkpoint],
+    seed: int,
+    model: Input[Checkpoint],
     evaluation: Output[Evaluation],
     metrics: Output[Metrics],
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
-    """Score ``checkpoint/final`` on config.evaluate.benchmarks (context_cda.evaluate.run_evaluate)."""
-    from pathlib import Path
+    """Score the fine-tuned ``model`` (its ``final/``) on config.evaluate.benchmarks (run_evaluate)."""
+    from components._runtime import load_config, log_metrics, run_table_step
 
-    from components._runtime import load_config, log_metrics, run_stage
-
-    evaluation.metadata.update({"target": target, "arm": arm})
-    model = str(Path(checkpoint.path) / "final")
-    summary = run_stage("evaluate", load_config(config_yaml, overrides), {}, evaluation.path,
-                        model=model, name=f"{target}/{arm}")
+    summary = run_table_step("evaluate", load_config(config_yaml, overrides), {"model": model}, evaluation,
+                             target=target, arm=arm, seed=seed)
     log_metrics(metrics, summary)
     return summary
 
@@ -43,14 +40,9 @@ def evaluate_target(
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
     """Score the vanilla target model ``config.run.targets[target]`` (context_cda.evaluate.run_evaluate)."""
-    from components._runtime import load_config, log_metrics, run_stage
-    from context_cda.errors import ConfigError
+    from components._runtime import load_config, log_metrics, run_table_step
 
-    config = load_config(config_yaml, overrides)
-    if target not in config.run.targets:
-        raise ConfigError(f"target {target!r} is not in config.run.targets ({', '.join(config.run.targets)}).")
-    evaluation.metadata.update({"target": target, "arm": "vanilla"})
-    summary = run_stage("evaluate", config, {}, evaluation.path, model=config.run.targets[target],
-                        name=f"{target}/vanilla")
+    summary = run_table_step("evaluate-vanilla", load_config(config_yaml, overrides), {}, evaluation,
+                             target=target)
     log_metrics(metrics, summary)
     return summary

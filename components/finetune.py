@@ -1,4 +1,4 @@
-"""finetune: debias one target model on one arm's corpus; per-epoch checkpoints, benchmarks and metrics.csv."""
+"""finetune: debias one target model on one arm's validated corpus with one seed; per-epoch metrics."""
 
 from kfp import dsl
 from kfp.dsl import Input, Metrics, Output
@@ -12,6 +12,7 @@ def finetune(
     config_yaml: str,
     target: str,
     arm: str,
+    seed: int,
     cda: Input[Corpus],
     augmented: Input[Corpus],
     filtered: Input[FilteredCorpora],
@@ -19,15 +20,13 @@ def finetune(
     metrics: Output[Metrics],
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
-    """Fine-tune ``target`` on ``arm`` (context_cda.train.run_finetune); the arm picks its corpus."""
-    from components._runtime import load_config, log_metrics, run_stage, run_view
-    from context_cda.train.corpus import arm_inputs
+    """Fine-tune ``target`` on ``arm`` (context_cda.train.run_finetune): ``cda`` and ``augmented`` are the
+    validated tables, ``filtered`` the target's filtered corpora; the arm picks its corpus, every arm's counts
+    give the shared token budget."""
+    from components._runtime import load_config, log_metrics, run_table_step
 
-    config = load_config(config_yaml, overrides)
-    view = run_view({"cda": cda.path, "augment": augmented.path, f"filter/{target}": filtered.path})
-    config.run.run_dir = str(view)  # the arms' shared token budget reads every arm's corpus from the run dir
-    checkpoint.metadata.update({"target": target, "arm": arm})
-    summary = run_stage("finetune", config, arm_inputs(config, target, arm, view), checkpoint.path,
-                        target=target, arm=arm)
+    summary = run_table_step("finetune", load_config(config_yaml, overrides),
+                             {"cda": cda, "augmented": augmented, "filtered": filtered}, checkpoint,
+                             target=target, arm=arm, seed=seed)
     log_metrics(metrics, summary)
     return summary

@@ -10,6 +10,6 @@ from components.images import CPU_IMAGE
 @dsl.component(base_image=CPU_IMAGE)
 def ingest(config_yaml: str, sentences: Output[Corpus], overrides: list[str] = []) -> str:  # noqa: B006
     """Read, normalise and select gendered sentences (context_cda.corpus.run_ingest)."""
-    from components._runtime import load_config, run_stage
+    from components._runtime import load_config, run_table_step
 
-    return run_stage("ingest", load_config(config_yaml, overrides), {}, sentences.path)
+    return run_table_step("ingest", load_config(config_yaml, overrides), {}, sentences)

@@ -1,9 +1,9 @@
-"""report: tables and plots over every target and arm of the run."""
+"""report: tables and plots over every target, arm and seed of the run."""
 
 from kfp import dsl
 from kfp.dsl import Input, Output
 
-from components.artifacts import Report
+from components.artifacts import Corpus, Report
 from components.images import CPU_IMAGE
 
 
@@ -11,23 +11,28 @@ from components.images import CPU_IMAGE
 def report(
     config_yaml: str,
     summaries: Input[list[dsl.Dataset]],
+    augmented: Input[Corpus],
     report: Output[Report],
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
     """Render report.md/report.html (context_cda.report.run_report) over the targets' run summaries.
 
     ``summaries`` are the per-target folders of :func:`components.control.collect_arms`, each laid out like a
-    run directory (``finetune/<target>/<arm>/metrics.csv``, ``register/<target>/<arm>/``,
-    ``evaluate/<target>/<arm|vanilla>/aggregate.json``).
+    slice of the run folder; with the augment step's folder they make one run-folder view, and the report reads
+    its stage-table inputs from that view.
     """
     from pathlib import Path
 
     from components._runtime import load_config, run_stage, run_view
+    from context_cda.layout import RunLayout
+    from context_cda.stages import step_inputs
 
-    links = {}
+    config = load_config(config_yaml, overrides)
+    links = {"augment": augmented.path}
     for s in summaries:
-        target = s.metadata["target"]
-        for stage in ("finetune", "register", "evaluate"):
-            if (Path(s.path) / stage / target).is_dir():
-                links[f"{stage}/{target}"] = f"{s.path}/{stage}/{target}"
-    return run_stage("report", load_config(config_yaml, overrides), {"run_dir": run_view(links)}, report.path)
+        for top in Path(s.path).iterdir():
+            for sub in top.iterdir():
+                links[f"{top.name}/{sub.name}"] = str(sub)
+    view = run_view(links)
+    report.metadata.update({"step": "report"})
+    return run_stage("report", config, step_inputs(config, "report", RunLayout(view)), report.path)

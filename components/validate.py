@@ -16,17 +16,13 @@ def validate(
     target: str = "",
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
-    """Check the table of ``boundary`` and split it into valid.parquet / quarantine.parquet.
+    """Check the table of ``boundary`` and split it into the valid and the quarantined rows.
 
     ``target`` names the target model at the entropy boundary (empty elsewhere).
     """
-    from pathlib import Path
+    from components._runtime import load_config, run_table_step
+    from context_cda.layout import BOUNDARY_STEPS
 
-    from components._runtime import load_config, run_stage
-    from context_cda import schemas as S
-
-    table = {"cda": S.CDA_FILE, "augment": S.AUGMENT_FILE, "entropy": S.ENTROPY_FILE}[boundary]
-    inputs = {boundary: Path(data.path) / table}
-    options = {"target": target} if target else {}
-    return run_stage("validate", load_config(config_yaml, overrides), inputs, validated.path, boundary=boundary,
-                     **options)
+    keys = {"target": target} if target else {}
+    return run_table_step(BOUNDARY_STEPS[boundary], load_config(config_yaml, overrides), {boundary: data},
+                          validated, **keys)

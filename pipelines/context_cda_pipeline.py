@@ -36,13 +36,15 @@ import components as C
 from components.images import tagged
 from kfp import compiler, dsl, kubernetes
 
+from context_cda import stages as T
+
 if TYPE_CHECKING:  # pragma: no cover
     from context_cda.config import Config
 
 VARIANTS = ("gpu", "cpu")
 
 #: steps whose results are side effects (MLflow registry, status records): never served from the KFP cache
-UNCACHED = frozenset({"register", "record_status"})
+UNCACHED = frozenset({r.step for r in T.TABLE if r.side_effects} | {"record_status"})
 
 
 @dataclass(frozen=True)
@@ -177,8 +179,38 @@ def _service_step(task: dsl.PipelineTask, s: ClusterSettings) -> dsl.PipelineTas
 # ---------------------------------------------------------------------------------------------- the pipeline
 
 
-#: the DAG's stages in order; ``last_stage`` cuts the pipeline after one of them
-DAG_STAGES = ("ingest", "cda", "augment", "entropy", "filter", "finetune", "evaluate", "register", "report")
+#: the DAG's steps in order (the stage table's); ``last_stage`` cuts the pipeline after one of them (or after the
+#: last step of a command, e.g. ``validate``), validation steps going with the step whose output they check
+DAG_STAGES = T.ORDER
+#: steps that run on GPU nodes ("generator": only when the generator runs in-process, augment_mode: in-process)
+GPU_STEPS = {r.step: r.gpu for r in T.TABLE if r.gpu != "no"}
+
+
+def _last_index(last_stage: str) -> int:
+    hits = [i for i, r in enumerate(T.TABLE) if last_stage in (r.step, r.command)]
+    if not hits:
+        raise ValueError(f"unknown last_stage {last_stage!r}; use one of {', '.join(DAG_STAGES)}.")
+    last = max(hits)
+    checks = [i for i, r in enumerate(T.TABLE) if r.command == "validate" and r.inputs[0].step == T.ORDER[last]]
+    return max([last, *checks])
+
+
+class _Wiring:
+    """Which task output feeds which component input, by the stage table: ``feed(step, name)`` is the
+    artifact of the task that produced the input (a ``dsl.Collected`` list for a fan-in)."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, dsl.PipelineTask] = {}
+
+    def add(self, step: str, task: dsl.PipelineTask) -> dsl.PipelineTask:
+        self.tasks[step] = task
+        return task
+
+    def feed(self, step: str, name: str):
+        inp = next(i for i in T.get(step).inputs if i.name == name)
+        producer = T.get(inp.step)
+        out = self.tasks[inp.step].outputs[producer.artifact]
+        return out if set(producer.fanout) <= set(inp.keys) else dsl.Collected(out)
 
 
 def build_pipeline(
@@ -189,104 +221,130 @@ def build_pipeline(
 ):
     """The ``@dsl.pipeline`` function of ``variant`` with ``config`` (default: resolved defaults) as its defaults.
 
-    ``last_stage`` stops the DAG after that stage (e.g. ``filter`` for a data-only pipeline); validation steps
-    belong to the stage whose output they check.
+    ``last_stage`` stops the DAG after that step (e.g. ``filter`` for a data-only pipeline); validation steps
+    belong to the step whose output they check. Steps switched off in ``config`` (the table's ``when``: the
+    evaluate steps, register) are left out.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown pipeline variant {variant!r}; use one of {', '.join(VARIANTS)}.")
-    if last_stage not in DAG_STAGES:
-        raise ValueError(f"unknown last_stage {last_stage!r}; use one of {', '.join(DAG_STAGES)}.")
-    upto = DAG_STAGES.index(last_stage)
-
-    def wanted(stage: str) -> bool:
-        return DAG_STAGES.index(stage) <= upto
-
+    upto = _last_index(last_stage)
     if config is None:
         from context_cda.config import load_config
 
         config = load_config()
     s = settings or ClusterSettings.from_config(config)
-    gpu = variant == "gpu" and s.accelerator_count > 0
-    cluster = variant == "gpu"
-    gen_overrides = s.generator_overrides() if cluster else []
 
-    def step(task: dsl.PipelineTask, name: str, kind: str = "cpu") -> dsl.PipelineTask:
-        task.set_caching_options(enable_caching=s.enable_caching and name not in UNCACHED)
-        if not cluster:
-            return task
-        if kind == "gpu" and gpu:
-            return _gpu_step(task, s)
-        if kind == "service":
-            return _service_step(task, s)
-        return _cpu_step(task, s, name)
+    def wanted(step: str) -> bool:
+        return T.ORDER.index(step) <= upto and T.get(step).enabled(config)
 
-    augment_kind = "service" if s.augment_mode == "service" else "gpu"
+    step = _task_settings(variant, s)
+    gen_overrides = s.generator_overrides() if variant == "gpu" else []
     config_yaml_default = config_yaml(config)
 
     @dsl.pipeline(
         name=f"context-cda-{variant}",
         description="Context-CDA: CDA, LLM augmentation, semantic-entropy filtering, debias fine-tuning, "
-        "evaluation and registration, per target model and arm.",
+        "evaluation and registration, per target model, arm and seed.",
     )
     def context_cda_pipeline(
         config_yaml: str = config_yaml_default,
         targets: list[str] = list(config.run.targets),  # noqa: B006
         arms: list[str] = list(config.train.arms),  # noqa: B006
+        seeds: list[int] = list(config.train.seeds),  # noqa: B006
     ):
         status = step(C.record_status(config_yaml=config_yaml), "record_status")
         with dsl.ExitHandler(status, name="context-cda-run"):
-            ing = step(C.ingest(config_yaml=config_yaml), "ingest")
-            if not wanted("cda"):
-                return
-            swapped = step(C.cda(config_yaml=config_yaml, sentences=ing.outputs["sentences"]), "cda")
-            v_cda = step(C.validate(config_yaml=config_yaml, boundary="cda",
-                                    data=swapped.outputs["counterfactuals"]), "validate")
-            if not wanted("augment"):
-                return
-            aug = step(C.augment(config_yaml=config_yaml, counterfactuals=v_cda.outputs["validated"],
-                                 overrides=gen_overrides), "augment", augment_kind)
-            v_aug = step(C.validate(config_yaml=config_yaml, boundary="augment",
-                                    data=aug.outputs["augmented"]), "validate")
-            if not wanted("entropy"):
-                return
-            with dsl.ParallelFor(targets, name="targets") as target:
-                ent = step(C.entropy(config_yaml=config_yaml, target=target, augmented=v_aug.outputs["validated"],
-                                     overrides=gen_overrides), "entropy", "gpu")
-                v_ent = step(C.validate(config_yaml=config_yaml, boundary="entropy", target=target,
-                                        data=ent.outputs["scores"]), "validate")
-                if not wanted("filter"):
-                    return
-                flt = step(C.filter(config_yaml=config_yaml, target=target, scores=ent.outputs["scores"]),
-                           "filter").after(v_ent)
-                if not wanted("finetune"):
-                    return
-                pairs = step(C.arm_matrix(target=target, arms=arms), "arm_matrix")
-                if wanted("evaluate"):  # the vanilla target, the baseline of every arm (beside their fine-tuning)
-                    van = step(C.evaluate_target(config_yaml=config_yaml, target=target), "evaluate",
-                               "gpu").after(flt)
-                with dsl.ParallelFor(pairs.output, name="arms") as item:
-                    ft = step(C.finetune(config_yaml=config_yaml, target=item.target, arm=item.arm,
-                                         cda=swapped.outputs["counterfactuals"], augmented=aug.outputs["augmented"],
-                                         filtered=flt.outputs["filtered"]), "finetune", "gpu")
-                    if not wanted("evaluate"):
-                        return
-                    ev = step(C.evaluate(config_yaml=config_yaml, target=item.target, arm=item.arm,
-                                         checkpoint=ft.outputs["checkpoint"]), "evaluate", "gpu")
-                    if not wanted("register"):
-                        return
-                    reg = step(C.register(config_yaml=config_yaml, target=item.target, arm=item.arm,
-                                          checkpoint=ft.outputs["checkpoint"], filtered=flt.outputs["filtered"],
-                                          evaluation=ev.outputs["evaluation"],
-                                          vanilla_evaluation=van.outputs["evaluation"]), "register")
-                summary = step(C.collect_arms(target=target, checkpoints=dsl.Collected(ft.outputs["checkpoint"]),
-                                              registrations=dsl.Collected(reg.outputs["registration"]),
-                                              evaluations=dsl.Collected(ev.outputs["evaluation"]),
-                                              vanilla_evaluation=van.outputs["evaluation"]), "collect_arms")
-            if not wanted("report"):
-                return
-            step(C.report(config_yaml=config_yaml, summaries=dsl.Collected(summary.outputs["summary"])), "report")
+            w = _Wiring()
+            if _corpus_steps(w, step, wanted, config_yaml, gen_overrides) and wanted("entropy"):
+                _target_steps(w, step, wanted, config_yaml, gen_overrides, targets, arms, seeds)
 
     return context_cda_pipeline
+
+
+def _task_settings(variant: str, s: ClusterSettings):
+    """``step(task, name)``: caching, and on the cluster the resources and mounts of the table's kind of step."""
+    gpu = variant == "gpu" and s.accelerator_count > 0
+
+    def step(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
+        task.set_caching_options(enable_caching=s.enable_caching and name not in UNCACHED)
+        if variant != "gpu":
+            return task
+        kind = GPU_STEPS.get(name, "no")
+        if kind == "generator":
+            kind = "service" if s.augment_mode == "service" else "yes"
+        if kind == "yes" and gpu:
+            return _gpu_step(task, s)
+        if kind == "service":
+            return _service_step(task, s)
+        return _cpu_step(task, s, name)
+
+    return step
+
+
+def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides) -> bool:
+    """ingest -> cda -> validate(cda) -> augment -> validate(augment); False when the DAG stops earlier."""
+    w.add("ingest", step(C.ingest(config_yaml=config_yaml), "ingest"))
+    if not wanted("cda"):
+        return False
+    w.add("cda", step(C.cda(config_yaml=config_yaml, sentences=w.feed("cda", "sentences")), "cda"))
+    w.add("validate-cda", step(C.validate(config_yaml=config_yaml, boundary="cda",
+                                          data=w.feed("validate-cda", "cda")), "validate-cda"))
+    if not wanted("augment"):
+        return False
+    w.add("augment", step(C.augment(config_yaml=config_yaml, counterfactuals=w.feed("augment", "counterfactuals"),
+                                    overrides=gen_overrides), "augment"))
+    w.add("validate-augment", step(C.validate(config_yaml=config_yaml, boundary="augment",
+                                              data=w.feed("validate-augment", "augment")), "validate-augment"))
+    return True
+
+
+def _target_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, targets, arms, seeds) -> None:
+    """Per target: entropy -> validate(entropy) -> filter -> (arm, seed) loop -> register -> collect; report."""
+    with dsl.ParallelFor(targets, name="targets") as target:
+        w.add("entropy", step(C.entropy(config_yaml=config_yaml, target=target, augmented=w.feed("entropy", "augmented"),
+                                        overrides=gen_overrides), "entropy"))
+        w.add("validate-entropy", step(C.validate(config_yaml=config_yaml, boundary="entropy", target=target,
+                                                  data=w.feed("validate-entropy", "entropy")), "validate-entropy"))
+        if not wanted("filter"):
+            return
+        w.add("filter", step(C.filter(config_yaml=config_yaml, target=target, scores=w.feed("filter", "scores")),
+                             "filter"))
+        if not wanted("finetune"):
+            return
+        if wanted("evaluate-vanilla"):  # the vanilla target, the baseline of every arm (beside their fine-tuning)
+            w.add("evaluate-vanilla", step(C.evaluate_target(config_yaml=config_yaml, target=target),
+                                           "evaluate-vanilla").after(w.tasks["filter"]))
+        pairs = step(C.arm_matrix(target=target, arms=arms, seeds=seeds), "arm_matrix")
+        with dsl.ParallelFor(pairs.output, name="arms") as item:
+            keys = {"target": item.target, "arm": item.arm, "seed": item.seed}
+            w.add("finetune", step(C.finetune(config_yaml=config_yaml, **keys, cda=w.feed("finetune", "cda"),
+                                              augmented=w.feed("finetune", "augmented"),
+                                              filtered=w.feed("finetune", "filtered")), "finetune"))
+            if wanted("evaluate"):
+                w.add("evaluate", step(C.evaluate(config_yaml=config_yaml, **keys,
+                                                  model=w.feed("evaluate", "model")), "evaluate"))
+        _register_and_collect(w, step, wanted, config_yaml, target)
+    if wanted("report"):
+        step(C.report(config_yaml=config_yaml, summaries=dsl.Collected(w.tasks["collect_arms"].outputs["summary"]),
+                      augmented=w.tasks["augment"].outputs["augmented"]), "report")
+
+
+def _register_and_collect(w: _Wiring, step, wanted, config_yaml, target) -> None:
+    evaluated = "evaluate" in w.tasks
+    vanilla = w.tasks["evaluate-vanilla"].outputs["evaluation"] if "evaluate-vanilla" in w.tasks else None
+    extra = {"evaluations": w.feed("register", "evaluations"), "vanilla_evaluation": vanilla} if evaluated else {}
+    if wanted("register"):
+        w.add("register", step(C.register(config_yaml=config_yaml, target=target,
+                                          checkpoints=w.feed("register", "finetune"),
+                                          filtered=w.feed("register", "filtered"), **extra), "register"))
+    if wanted("report"):
+        evals = {"evaluations": dsl.Collected(w.tasks["evaluate"].outputs["evaluation"]),
+                 "vanilla_evaluation": vanilla} if evaluated else {}
+        reg = {"registration": w.tasks["register"].outputs["registration"]} if "register" in w.tasks else {}
+        w.add("collect_arms", step(C.collect_arms(
+            target=target, checkpoints=dsl.Collected(w.tasks["finetune"].outputs["checkpoint"]),
+            filtered=w.tasks["filter"].outputs["filtered"], scores=w.tasks["entropy"].outputs["scores"],
+            **evals, **reg), "collect_arms"))
 
 
 def compile_pipeline(

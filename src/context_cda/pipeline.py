@@ -1,15 +1,17 @@
-"""The embedded local runner: every stage in order, skipping what is up to date, resuming what was cut short.
+"""The embedded local runner: every step of the stage table in order, skipping what is up to date.
 
-``ccda run --profile P`` plans the steps of a run (one per stage, per target model and per arm), then runs each
-one through the same stage function the CLI, DVC and Kubeflow call. A step is skipped when its marker file
-(``<out_dir>/.ccda-step.json``) records the same step key (stage, options and the config sections the stage
-reads) and the same input hashes, and its outputs still exist. A killed run leaves no marker for the step it was
-in; on the next ``ccda run`` that step runs again, and the long stages resume from their own checkpoints
-(augment and entropy shards, training epochs) instead of starting over.
+``ccda run --profile P`` plans the steps of a run from :data:`context_cda.stages.TABLE` (one per row and per
+target, arm and seed of its fan-out, with inputs and folders from :mod:`context_cda.layout`), then runs each one
+through the same stage function the CLI, DVC and Kubeflow call. A step is skipped when its marker file
+(``<out_dir>/.ccda-step.json``) records the same step key (the config keys the row reads, its options) and the
+same input fingerprints, and its outputs still exist. A killed run leaves no marker for the step it was in; on
+the next ``ccda run`` that step runs again, and the long stages resume from their own checkpoints (augment and
+entropy shards, training epochs) instead of starting over.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -17,47 +19,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import schemas as S
+from . import stages as T
 from .config import Config
 from .errors import ConfigError
 from .io import json_hash, path_hash, write_json
+from .layout import RunLayout
 from .stages import get_stage
 
 MARKER = ".ccda-step.json"
 
-#: stage order; --until/--only take these names
-STAGE_ORDER = ["ingest", "cda", "validate", "augment", "entropy", "filter", "finetune", "evaluate", "register",
-               "report"]
-
-#: config sections a stage reads (changing any other section does not rerun it)
-SECTIONS: dict[str, tuple[str, ...]] = {
-    "ingest": ("ingest", "lexicon"),
-    "cda": ("cda", "lexicon"),
-    "validate": ("validate", "lexicon", "cda", "augment"),
-    "augment": ("augment", "lexicon"),
-    "entropy": ("entropy", "augment"),
-    "filter": ("filter",),
-    "finetune": ("train", "evaluate", "cda"),
-    "evaluate": ("evaluate",),
-    "register": ("tracking",),
-    "report": ("report", "tracking"),
-}
-
 
 @dataclass
 class Step:
-    stage: str
-    name: str  # display name, e.g. "finetune[smollm2-135m/cda]"
+    row: T.Stage
+    keys: dict[str, Any]
     out_dir: Path
     inputs: dict[str, Path]
     options: dict[str, Any] = field(default_factory=dict)
-    extra_key: dict[str, Any] = field(default_factory=dict)  # e.g. the target's model reference
-    always: bool = False  # steps whose result depends on state outside the run dir (the registry)
+
+    @property
+    def stage(self) -> str:
+        return self.row.step
+
+    @property
+    def name(self) -> str:  # e.g. "finetune[gpt2/cda/seed-13]"
+        parts = [f"seed-{v}" if k == "seed" else str(v) for k, v in self.keys.items()]
+        return f"{self.row.step}[{'/'.join(parts)}]" if parts else self.row.step
 
     def key(self, config: Config) -> str:
-        sections = {s: config.section(s).model_dump(mode="json") for s in SECTIONS[self.stage]}
-        return json_hash({"stage": self.stage, "options": self.options, "sections": sections,
-                          "seed": config.run.seed, **self.extra_key})
+        sections = {s: T.config_value(config, s) for s in T.sections_of(self.row, self.keys)}
+        return json_hash({"step": self.row.step, "options": self.options, "sections": sections})
 
 
 @dataclass
@@ -72,95 +63,48 @@ class StepResult:
 
 
 def plan(config: Config, targets: Iterable[str] | None = None) -> list[Step]:
-    """All steps of a run, in order."""
-    rd = config.run_dir()
+    """All steps of a run, in table order."""
     names = list(targets) if targets else list(config.run.targets)
     unknown = [t for t in names if t not in config.run.targets]
     if unknown:
         raise ConfigError(
             f"--targets: unknown target(s) {', '.join(unknown)}; configured: {', '.join(config.run.targets)}."
         )
-    cda_valid = rd / "validate" / "cda" / S.VALID_FILE
-    aug_valid = rd / "validate" / "augment" / S.VALID_FILE
-    corpus_input = {"corpus": Path(config.ingest.path)} if config.ingest.path else {}
-    steps = [
-        Step("ingest", "ingest", rd / "ingest", corpus_input),
-        Step("cda", "cda", rd / "cda", {"sentences": rd / "ingest" / S.INGEST_FILE}),
-        Step("validate", "validate[cda]", rd / "validate" / "cda", {"cda": rd / "cda" / S.CDA_FILE},
-             {"boundary": "cda"}),
-        Step("augment", "augment", rd / "augment", {"counterfactuals": cda_valid}),
-        Step("validate", "validate[augment]", rd / "validate" / "augment",
-             {"augment": rd / "augment" / S.AUGMENT_FILE}, {"boundary": "augment"}),
-    ]
-    for t in names:
-        ref = {"model": config.run.targets[t]}
-        steps += [
-            Step("entropy", f"entropy[{t}]", rd / "entropy" / t, {"augmented": aug_valid}, {"target": t}, ref),
-            Step("validate", f"validate[entropy/{t}]", rd / "validate" / "entropy" / t,
-                 {"entropy": rd / "entropy" / t / S.ENTROPY_FILE}, {"boundary": "entropy", "target": t}),
-            Step("filter", f"filter[{t}]", rd / "filter" / t,
-                 {"scores": rd / "validate" / "entropy" / t / S.VALID_FILE}, {"target": t}, ref),
-        ]
-    for t in names:
-        ref = {"model": config.run.targets[t]}
-        # every arm trains on the same token budget: the smallest of the validated corpora
-        corpora = {arm: _arm_inputs(config, t, arm, cda_valid, aug_valid) for arm in config.train.arms}
-        for arm in config.train.arms:
-            steps.append(Step("finetune", f"finetune[{t}/{arm}]", rd / "finetune" / t / arm, corpora[arm],
-                              {"target": t, "arm": arm, "arm_corpora": corpora}, ref))
-        if config.evaluate.after_training:
-            # the vanilla target too: the extrinsic benchmarks compare every arm against it
-            steps.append(Step("evaluate", f"evaluate[{t}/vanilla]", rd / "evaluate" / t / "vanilla", {},
-                              {"model": config.run.targets[t], "name": f"{t}/vanilla"}, ref))
-            for arm in config.train.arms:
-                final = rd / "finetune" / t / arm / "final"
-                steps.append(Step("evaluate", f"evaluate[{t}/{arm}]", rd / "evaluate" / t / arm,
-                                  {"model": final}, {"model": str(final), "name": f"{t}/{arm}"}, ref))
-        if config.tracking.enabled:
-            for arm in config.train.arms:
-                steps.append(Step("register", f"register[{t}/{arm}]", rd / "register" / t / arm,
-                                  _register_inputs(config, t, arm), {"target": t, "arm": arm}, ref))
-    # the report reads every arm's per-epoch metrics (and the registry decisions, logged beside them)
-    metrics = {f"{t}/{arm}": rd / "finetune" / t / arm / "metrics.csv" for t in names for arm in config.train.arms}
-    if config.evaluate.after_training:
-        metrics.update({f"evaluate:{t}/{m}": rd / "evaluate" / t / m / "aggregate.json"
-                        for t in names for m in ("vanilla", *config.train.arms)})
-    steps.append(Step("report", "report", rd / "report", metrics, {}, {"targets": names, "arms": config.train.arms}))
+    layout = RunLayout.of(config)
+    steps = []
+    for row in T.TABLE:
+        if not row.enabled(config):
+            continue
+        values = [T.fanout_values(config, k, names) for k in row.fanout]
+        for combo in itertools.product(*values):
+            keys = dict(zip(row.fanout, combo, strict=True))
+            inputs = T.step_inputs(config, row.step, layout, **keys)
+            inputs.update({k: Path(v) for k in row.config_files if (v := T.config_value(config, k))})
+            steps.append(Step(row, keys, layout.step_dir(row.step, **keys), inputs, T.step_options(row, keys)))
     return steps
-
-
-def _arm_inputs(config: Config, target: str, arm: str, cda_valid: Path, aug_valid: Path) -> dict[str, Path]:
-    from .train.corpus import arm_inputs
-
-    inputs = arm_inputs(config, target, arm)
-    if "cda" in inputs:  # train on what passed validation
-        return {"cda": cda_valid}
-    if arm == "context-cda-nofilter":
-        return {"corpus": aug_valid}
-    return dict(inputs)
-
-
-def _register_inputs(config: Config, target: str, arm: str) -> dict[str, Path]:
-    """The model and its per-epoch metrics decide whether a registration is up to date; run_register finds the
-    optional extras (corpus statistics, SE histogram, evaluate aggregates) itself."""
-    ft = config.run_dir() / "finetune" / target / arm
-    return {"model": ft / "final", "metrics": ft / "metrics.csv"}
 
 
 def select(steps: list[Step], only: Iterable[str] | None = None, until: str | None = None) -> list[Step]:
+    """``only``: steps named (a step or a command: ``validate`` means every boundary); ``until``: every step up
+    to the last one named, plus the validation of that step's output."""
     only = list(only or [])
+    known = set(T.ORDER) | set(T.COMMANDS)
     for s in [*only, *([until] if until else [])]:
-        if s not in STAGE_ORDER:
-            raise ConfigError(f"unknown stage {s!r}; stages: {', '.join(STAGE_ORDER)}.")
+        if s not in known:
+            raise ConfigError(f"unknown stage {s!r}; stages: {', '.join(T.ORDER)} (or a command: "
+                              f"{', '.join(T.COMMANDS)}).")
     if only:
-        return [s for s in steps if s.stage in only]
+        return [s for s in steps if s.row.step in only or s.row.command in only]
     if until:
-        last = STAGE_ORDER.index(until)
-        return [s for s in steps if STAGE_ORDER.index(s.stage) <= last]
+        last = max(i for i, r in enumerate(T.TABLE) if until in (r.step, r.command))
+        checked = {T.TABLE[last].step}
+        wanted = {r.step for r in T.TABLE[: last + 1]}
+        wanted |= {r.step for r in T.TABLE if r.command == "validate" and r.inputs[0].step in checked}
+        return [s for s in steps if s.row.step in wanted]
     return steps
 
 
-# ------------------------------------------------------------------------------------------------------ running
+# ------------------------------------------------------------------------------------------------------ freshness
 
 
 def _input_hashes(step: Step) -> dict[str, str] | None:
@@ -168,13 +112,11 @@ def _input_hashes(step: Step) -> dict[str, str] | None:
     for name, p in step.inputs.items():
         if not Path(p).exists():
             return None
-        out[name] = path_hash(p)
+        out[name] = path_hash(p, ignore=(MARKER,))
     return out
 
 
 def is_fresh(step: Step, config: Config) -> bool:
-    if step.always:
-        return False
     marker = step.out_dir / MARKER
     if not marker.is_file():
         return False
@@ -208,12 +150,18 @@ def _outputs_exist(out_dir: Path) -> bool:
     return True
 
 
+# ------------------------------------------------------------------------------------------------------ running
+
+
 def run_step(step: Step, config: Config, **extra: Any) -> dict[str, Any]:
-    fn = get_stage(step.stage)
+    fn = get_stage(step.row.step)
     summary = fn(config, dict(step.inputs), step.out_dir, **step.options, **extra)
-    write_json(step.out_dir / MARKER, {"stage": step.stage, "name": step.name, "key": step.key(config),
+    write_json(step.out_dir / MARKER, {"stage": step.row.step, "name": step.name, "key": step.key(config),
                                        "inputs": _input_hashes(step) or {}})
     return summary
+
+
+Event = Callable[[str, Step, "StepResult | None"], None]
 
 
 def run_pipeline(
@@ -222,45 +170,44 @@ def run_pipeline(
     only: Iterable[str] | None = None,
     until: str | None = None,
     force: bool = False,
-    on_event: Callable[[str, Step, StepResult | None], None] | None = None,
+    on_event: Event | None = None,
 ) -> list[StepResult]:
     """Run the planned steps in order; returns one result per step. Stops at the first failure (re-raised)."""
+    RunLayout.of(config).check()
     steps = select(plan(config, targets), only, until)
     results: list[StepResult] = []
     vanilla: dict[str, dict[str, float]] = {}
+    notify = on_event or (lambda *_: None)
     for step in steps:
         if not force and is_fresh(step, config):
-            res = StepResult(step, "skipped", 0.0, _summary_of(step))
-            results.append(res)
-            if on_event:
-                on_event("skipped", step, res)
+            results.append(StepResult(step, "skipped", 0.0, _summary_of(step)))
+            notify("skipped", step, results[-1])
             continue
-        if on_event:
-            on_event("start", step, None)
-        t0 = time.perf_counter()
-        extra: dict[str, Any] = {}
-        if step.stage == "finetune" and step.options["target"] in vanilla:
-            extra["vanilla_metrics"] = vanilla[step.options["target"]]
-        try:
-            summary = run_step(step, config, **extra)
-        except BaseException:
-            res = StepResult(step, "failed", time.perf_counter() - t0, {})
-            results.append(res)
-            if on_event:
-                on_event("failed", step, res)
-            _finish_tracking(config, "FAILED")
-            raise
-        if step.stage == "finetune":
-            v = _epoch0_metrics(step.out_dir)
-            if v:
-                vanilla.setdefault(step.options["target"], v)
-        res = StepResult(step, "ran", time.perf_counter() - t0, summary)
-        results.append(res)
-        if on_event:
-            on_event("done", step, res)
+        notify("start", step, None)
+        results.append(_run_one(step, config, vanilla, notify))
+        notify("done", step, results[-1])
     if not only and until is None:
         _finish_tracking(config, "FINISHED")
     return results
+
+
+def _run_one(step: Step, config: Config, vanilla: dict[str, dict[str, float]], notify: Event) -> StepResult:
+    """Run one step; the finetune steps of a target share the vanilla (epoch-0) metrics of the first one."""
+    t0 = time.perf_counter()
+    target = step.keys.get("target")
+    extra = {"vanilla_metrics": vanilla[target]} if step.row.step == "finetune" and target in vanilla else {}
+    try:
+        summary = run_step(step, config, **extra)
+    except BaseException:
+        res = StepResult(step, "failed", time.perf_counter() - t0, {})
+        notify("failed", step, res)
+        _finish_tracking(config, "FAILED")
+        raise
+    if step.row.step == "finetune":
+        v = _epoch0_metrics(step.out_dir)
+        if v:
+            vanilla.setdefault(target, v)
+    return StepResult(step, "ran", time.perf_counter() - t0, summary)
 
 
 def _finish_tracking(config: Config, status: str) -> None:
@@ -288,7 +235,9 @@ def _epoch0_metrics(out_dir: Path) -> dict[str, float] | None:
     """The vanilla model's metrics (epoch 0) from a finished arm, to reuse for the other arms."""
     import csv
 
-    path = out_dir / "metrics.csv"
+    from .layout import METRICS_FILE
+
+    path = out_dir / METRICS_FILE
     if not path.is_file():
         return None
     with open(path, newline="") as f:
@@ -296,7 +245,7 @@ def _epoch0_metrics(out_dir: Path) -> dict[str, float] | None:
             if row.get("epoch") == "0":
                 out = {}
                 for k, v in row.items():
-                    if k in ("epoch", "arm", "target") or v in ("", None):
+                    if k in ("epoch", "arm", "target", "seed") or v in ("", None):
                         continue
                     try:
                         out[k] = float(v)

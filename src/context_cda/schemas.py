@@ -1,4 +1,4 @@
-"""Column names and file names shared by stages. A stage reads only the columns named here."""
+"""Column names shared by stages. A stage reads only the columns named here (file names: :mod:`.layout`)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,14 @@ from __future__ import annotations
 ID = "id"  # stable hash of the row's source
 REASON = "reason"  # rejected.parquet only
 
-# ---- ingest: <run>/ingest/sentences.parquet
-INGEST_FILE = "sentences.parquet"
+# ---- ingest: the sentences table
 TEXT = "text"
 SOURCE = "source"  # file the sentence came from
 LINE = "line"  # 1-based line (txt/jsonl) or row (csv/parquet) in that file
 N_WORDS = "n_words"
 GENDER_TERMS = "gender_terms"  # lexicon words found in the sentence
 
-# ---- cda: <run>/cda/counterfactuals.parquet
-CDA_FILE = "counterfactuals.parquet"
+# ---- cda: the counterfactuals table
 SOURCE_ID = "source_id"  # id of the ingested sentence
 ORIGINAL = "original"
 COUNTERFACTUAL = "counterfactual"
@@ -25,13 +23,8 @@ DIRECTION = "direction"  # m2f | f2m | mixed | none
 IS_COUNTERFACTUAL = "is_counterfactual"  # two-sided output keeps originals (False) beside counterfactuals (True)
 # ``text`` holds what downstream training reads: the counterfactual, or the original in two-sided rows
 
-# ---- validate: <run>/validate/<stage>/{valid.parquet, quarantine.parquet, results.json}
-VALID_FILE = "valid.parquet"
-QUARANTINE_FILE = "quarantine.parquet"
-RESULTS_FILE = "results.json"
 
-# ---- augment: <run>/augment/augmented.parquet
-AUGMENT_FILE = "augmented.parquet"
+# ---- augment: the augmented table
 AUGMENTED = "augmented"  # the contextual counterfactual
 CDA_ID = "cda_id"  # id of the counterfactual row it rephrases
 RAW_OUTPUT = "raw_output"
@@ -39,10 +32,7 @@ ATTEMPTS = "attempts"
 GEN_MODEL = "gen_model"
 PROMPT_VERSION = "prompt_version"
 
-# ---- entropy / filter: <run>/entropy/<target>/scores.parquet, <run>/filter/<target>/k<k>/corpus.parquet
-ENTROPY_FILE = "scores.parquet"
-AUDIT_FILE = "audit.parquet"
-FILTER_FILE = "corpus.parquet"
+# ---- entropy / filter: the scores and filtered-corpus tables
 SE = "se"
 SE_EQ1 = "se_eq1"
 SE_PLOGP = "se_plogp"

@@ -1,42 +1,236 @@
-"""The stage registry: every front door (CLI, local runner, DVC, KFP components) finds stages here.
+"""The stage table: every step of the pipeline, once. Every front door derives from it.
 
-Each stage is one library function with the same shape::
+Each row names a step (its folder in :mod:`context_cda.layout`), the library function that runs it (a lazy
+``module:attr``), the config keys it reads, its fan-out (per target, per arm, per seed), its inputs (the outputs
+of earlier steps, in layout terms), whether it needs a GPU, and the library code it runs. From this table:
+
+* the local runner (:mod:`context_cda.pipeline`) plans its steps and decides what is up to date;
+* the stage commands (``ccda <command>``) take their default inputs and output folders;
+* ``dvc.yaml`` is generated (``ccda config dvc``; :mod:`context_cda.dvcgen`), deps and params included;
+* the Kubeflow pipeline (``pipelines/``) takes its DAG order, its GPU steps and which artifact feeds which input.
+
+Every stage function has the same shape::
 
     run_<stage>(config: Config, inputs: Mapping[str, Path], out_dir: Path, **options) -> dict  # summary
 
 It reads only the files named in ``inputs``, writes only below ``out_dir`` (tables atomically, a
-``manifest.json`` last), and returns a JSON-serialisable summary (row counts in/out/rejected and stage figures).
-``options`` carry per-invocation choices that are not config (the target model name, the arm, the benchmark
-boundary being validated).
+``manifest.json`` last), and returns a JSON-serialisable summary. ``options`` carry the step's keys (target,
+arm, seed) and fixed choices (the validation boundary).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-STAGES: dict[str, str] = {
-    "ingest": "context_cda.corpus:run_ingest",
-    "cda": "context_cda.cda:run_cda",
-    "validate": "context_cda.validation:run_validate",
-    "augment": "context_cda.augment:run_augment",
-    "entropy": "context_cda.entropy:run_entropy",
-    "filter": "context_cda.entropy:run_filter",
-    "finetune": "context_cda.train:run_finetune",
-    "evaluate": "context_cda.evaluate:run_evaluate",
-    "register": "context_cda.tracking:run_register",
-    "report": "context_cda.report:run_report",
-}
+from . import layout as L
+from .errors import ConfigError
 
-ORDER = list(STAGES)
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import Config
+
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of a step: the folder of an earlier step (``file=None``), or one file in it.
+
+    ``keys`` are the keys of *this* step the producer is looked up with; a producer with more fan-out keys than
+    that is a fan-in: the input is the parent folder of all its steps (e.g. ``finetune/<target>``).
+    """
+
+    name: str
+    step: str
+    file: str | None = None
+    keys: tuple[str, ...] = ()
+    optional: bool = False  # the producer may be switched off (its `when` is false)
+
+
+@dataclass(frozen=True)
+class Stage:
+    step: str
+    command: str  # `ccda <command>`; also the KFP component's stage
+    function: str  # "module:attr", imported on first use
+    sections: tuple[str, ...]  # config keys read ("train", "run.seed", "run.targets.{target}")
+    inputs: tuple[Input, ...] = ()
+    fanout: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)  # fixed keyword options of the stage function
+    gpu: str = "no"  # no | yes | generator (a GPU when the generator runs in-process)
+    code: tuple[str, ...] = ()  # library code under src/context_cda (DVC deps)
+    artifact: str = "out"  # the KFP output artifact holding the step folder
+    when: str | None = None  # a boolean config key that switches the step on
+    side_effects: bool = False  # writes outside the run folder (the model registry): Kubeflow never caches it
+    config_files: tuple[str, ...] = ()  # config keys naming input files outside the run folder
+    cli_args: tuple[str, ...] = ()  # fixed arguments of `ccda <command>` (the fan-out keys are added as flags)
+    # what DVC tracks in the step folder: ``outs`` (none named: the whole folder), ``metrics`` and ``plots``
+    # (JSON/CSV, not cached); ``cache=False`` keeps outs in git instead of the DVC cache
+    outs: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    plots: tuple[str, ...] = ()
+    cache: bool = True
+
+    def keys_of(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        missing = [k for k in self.fanout if k not in values]
+        if missing:
+            raise ConfigError(f"step {self.step} needs {', '.join(missing)}.")
+        return {k: values[k] for k in self.fanout}
+
+    def enabled(self, config: Config) -> bool:
+        return self.when is None or bool(config_value(config, self.when))
+
+
+_GEN = ("generation", "models.py", "tiny.py")
+_VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_FILE,)}
+_MODEL = ("models.py", "tiny.py", "scoring")
+
+TABLE: tuple[Stage, ...] = (
+    Stage("ingest", "ingest", "context_cda.corpus:run_ingest", ("run.seed", "lexicon", "ingest"),
+          code=("corpus.py", "cda"), artifact="sentences", config_files=("ingest.path",)),
+    Stage("cda", "cda", "context_cda.cda:run_cda", ("run.seed", "lexicon", "cda"),
+          (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda",), artifact="counterfactuals"),
+    Stage("validate-cda", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "cda"),
+          (Input("cda", "cda", L.COUNTERFACTUALS_FILE),), options={"boundary": "cda"}, code=("validation",),
+          artifact="validated", cli_args=("--stage", "cda"), **_VALIDATED),
+    Stage("augment", "augment", "context_cda.augment:run_augment", ("run.seed", "run.device", "lexicon", "augment"),
+          (Input("counterfactuals", "validate-cda", L.VALID_FILE),), gpu="generator",
+          code=("augment", *_GEN), artifact="augmented", cli_args=("--no-progress",)),
+    Stage("validate-augment", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "augment"),
+          (Input("augment", "augment", L.AUGMENTED_FILE),), options={"boundary": "augment"},
+          code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_VALIDATED),
+    Stage("entropy", "entropy", "context_cda.entropy:run_entropy",
+          ("run.seed", "run.device", "run.targets.{target}", "augment", "entropy"),
+          (Input("augmented", "validate-augment", L.VALID_FILE),), fanout=("target",), gpu="yes",
+          code=("entropy", "augment", *_GEN, "scoring"), artifact="scores"),
+    Stage("validate-entropy", "validate", "context_cda.validation:run_validate", ("validate",),
+          (Input("entropy", "entropy", L.SCORES_FILE, ("target",)),), fanout=("target",),
+          options={"boundary": "entropy"}, code=("validation",), artifact="validated",
+          cli_args=("--stage", "entropy"), **_VALIDATED),
+    Stage("filter", "filter", "context_cda.entropy:run_filter", ("filter",),
+          (Input("scores", "validate-entropy", L.VALID_FILE, ("target",)),), fanout=("target",),
+          code=("entropy/filter.py",), artifact="filtered"),
+    Stage("finetune", "finetune", "context_cda.train:run_finetune",
+          ("run.seed", "run.device", "run.targets.{target}", "cda.mode", "train", "evaluate"),
+          (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "validate-augment", L.VALID_FILE),
+           Input("filtered", "filter", None, ("target",))),
+          fanout=("target", "arm", "seed"), gpu="yes", code=("train", "optim.py", "cda", "evaluate", *_MODEL),
+          artifact="checkpoint", outs=(L.CHECKPOINTS_DIR, L.FINAL_DIR, L.TRAIN_ROWS_FILE),
+          metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,)),
+    Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
+          ("run.seed", "run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",
+          code=("evaluate", "optim.py", *_MODEL), artifact="evaluation", when="evaluate.after_training",
+          cli_args=("--no-progress",), metrics=(L.AGGREGATE_FILE,)),
+    Stage("evaluate", "evaluate", "context_cda.evaluate:run_evaluate", ("run.seed", "run.device", "evaluate"),
+          (Input("model", "finetune", L.FINAL_DIR, ("target", "arm", "seed")),),
+          fanout=("target", "arm", "seed"), gpu="yes", code=("evaluate", "optim.py", *_MODEL),
+          artifact="evaluation", when="evaluate.after_training", cli_args=("--no-progress",),
+          metrics=(L.AGGREGATE_FILE,)),
+    Stage("register", "register", "context_cda.tracking:run_register_target",
+          ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "tracking"),
+          (Input("finetune", "finetune", None, ("target",)),
+           Input("evaluations", "evaluate", None, ("target",), optional=True),
+           Input("filtered", "filter", None, ("target",))),
+          fanout=("target",), code=("tracking",), artifact="registration", when="tracking.enabled", side_effects=True,
+          cache=False),
+    Stage("report", "report", "context_cda.report:run_report", ("report", "tracking.enabled", "train.arms"),
+          (Input("finetune", "finetune"), Input("evaluations", "evaluate", optional=True),
+           Input("registrations", "register", optional=True), Input("augment", "augment"),
+           Input("entropy", "entropy"), Input("filtered", "filter")),
+          code=("report",), artifact="report", cli_args=("${run.run_dir}",)),
+)
+
+STAGES: dict[str, Stage] = {s.step: s for s in TABLE}
+ORDER: tuple[str, ...] = tuple(STAGES)
+COMMANDS: tuple[str, ...] = tuple(dict.fromkeys(s.command for s in TABLE))
+
+
+def get(step: str) -> Stage:
+    try:
+        return STAGES[step]
+    except KeyError:
+        raise ConfigError(f"unknown step {step!r}; steps: {', '.join(ORDER)}.") from None
 
 
 def get_stage(name: str) -> Callable[..., dict[str, Any]]:
-    """Import and return the stage function (heavy libraries load only now)."""
-    try:
-        target = STAGES[name]
-    except KeyError:
-        raise KeyError(f"unknown stage {name!r}; stages: {', '.join(STAGES)}") from None
-    module, func = target.split(":")
+    """Import and return the library function of step (or command) ``name`` (heavy libraries load only now)."""
+    row = STAGES.get(name) or next((s for s in TABLE if s.command == name), None)
+    if row is None:
+        raise KeyError(f"unknown stage {name!r}; stages: {', '.join(ORDER)}")
+    module, func = row.function.split(":")
     return getattr(importlib.import_module(module), func)
+
+
+def config_value(config: Config, key: str) -> Any:
+    """``"train.k"`` -> config.train.k; ``"run.targets.gpt2"`` -> the mapping's value."""
+    node: Any = config
+    for part in key.split("."):
+        if isinstance(node, Mapping):
+            node = node.get(part)
+        else:
+            node = getattr(node, "validate_" if node is config and part == "validate" else part)
+    return node.model_dump(mode="json") if hasattr(node, "model_dump") else node
+
+
+def sections_of(row: Stage, keys: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(s.format(**keys) for s in row.sections)
+
+
+# ---------------------------------------------------------------------------------------- one step's paths
+
+
+def producer_dir(layout: L.RunLayout, inp: Input, keys: Mapping[str, Any]) -> Path:
+    """The folder ``inp`` reads: the producer's step folder, or (fan-in) the parent of all its step folders."""
+    have = {k: keys[k] for k in inp.keys}
+    if set(get(inp.step).fanout) <= set(have):
+        return layout.step_dir(inp.step, **{k: have[k] for k in get(inp.step).fanout})
+    return L.fanin_dir(layout.root, inp.step, have)
+
+
+def input_path(layout: L.RunLayout, inp: Input, keys: Mapping[str, Any]) -> Path:
+    folder = producer_dir(layout, inp, keys)
+    return folder / inp.file if inp.file else folder
+
+
+def step_inputs(config: Config, step: str, layout: L.RunLayout | None = None, **keys: Any) -> dict[str, Path]:
+    """The ``inputs`` mapping of one step (optional inputs only when their producer is switched on)."""
+    row = get(step)
+    lay = layout or L.RunLayout.of(config)
+    out = {}
+    for inp in row.inputs:
+        if inp.optional and not get(inp.step).enabled(config):
+            continue
+        out[inp.name] = input_path(lay, inp, keys)
+    return out
+
+
+def step_dir(config: Config, step: str, layout: L.RunLayout | None = None, **keys: Any) -> Path:
+    row = get(step)
+    return (layout or L.RunLayout.of(config)).step_dir(step, **row.keys_of(keys))
+
+
+def resolve_io(config: Config, step: str, inputs: Mapping[str, Any] | None, out_dir: Path | str | None,
+               **keys: Any) -> tuple[dict[str, Path], Path]:
+    """A stage function's ``inputs`` and ``out_dir`` with what the caller left out taken from the table (the
+    step's inputs in ``config``'s run folder, and its folder), so a library call needs only the config."""
+    given = {k: Path(v) for k, v in (inputs or {}).items() if v is not None}
+    needed = [i.name for i in get(step).inputs if not i.optional]
+    resolved = given if all(n in given for n in needed) else {**step_inputs(config, step, **keys), **given}
+    return resolved, Path(out_dir) if out_dir is not None else step_dir(config, step, **keys)
+
+
+def step_options(row: Stage, keys: Mapping[str, Any]) -> dict[str, Any]:
+    return {**row.options, **{k: keys[k] for k in row.fanout}}
+
+
+def fanout_values(config: Config, key: str, targets: Iterable[str] | None = None) -> list[Any]:
+    """The values one fan-out key takes in a run."""
+    if key == "target":
+        names = list(targets) if targets is not None else list(config.run.targets)
+        return [L.safe_name(t, "target") for t in names]
+    if key == "arm":
+        return [L.safe_name(a, "arm") for a in config.train.arms]
+    if key == "seed":
+        return list(config.train.seeds)
+    raise ConfigError(f"unknown fan-out key {key!r}.")

@@ -21,8 +21,6 @@ nli                   BertForSequenceClassification   WordPiece; id2label NEUTRA
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 ARCHS = ("bert", "distilbert", "roberta", "gpt2", "llama", "t5", "nli")
@@ -83,15 +81,10 @@ def tiny_dir(arch: str, cache: str | os.PathLike[str] | None = None) -> Path:
 
 
 def _build_atomic(arch: str, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    from .io import atomic_dir
+
+    with atomic_dir(dest, replace=False) as tmp:
         build(arch, tmp)
-        if not dest.exists():
-            os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def build(arch: str, out: Path) -> None:

@@ -23,6 +23,7 @@ or at random: ``fault_rate`` (0..1) picks one of 500/429/slow/badjson/drop for a
 from __future__ import annotations
 
 import json
+import re
 import random
 import threading
 import time
@@ -68,7 +69,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("model") != self.server.model:
             return self._send(404, json.dumps({"error": {"message": f"model {body.get('model')} not found"}}).encode())
         user = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
-        sentence = user.rsplit("Sentence:", 1)[-1].strip()
+        sentence = re.split(r"(?:Sentence|Text):", user)[-1].strip()  # the augment and the sampler prompts
         seed = body.get("seed")
         srv = self.server
         with srv.lock:

@@ -14,10 +14,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 
-#: the stages of the pipeline DAG, in order (pipelines.DAG_STAGES without importing kfp)
-DAG_STAGES = ("ingest", "cda", "augment", "entropy", "filter", "finetune", "evaluate", "register", "report")
-
-
 def fast_overrides(base_url: str, fixtures: Path = FIXTURES) -> dict[str, dict[str, Any]]:
     return {
         "augment": {
@@ -46,35 +42,6 @@ def tiny_config(base_url: str, run_dir: Path | str | None = None, fixtures: Path
     if absolute and cfg.ingest.path and not Path(cfg.ingest.path).is_absolute():
         cfg.ingest.path = str(ROOT / cfg.ingest.path)
     return cfg
-
-
-def stage_available(stage: str) -> bool:
-    """The stage's library function imports and its `ccda` command exists (others are still being written)."""
-    from context_cda.stages import get_stage
-
-    try:
-        get_stage(stage)
-    except (ImportError, AttributeError):
-        return False
-    return stage in cli_commands()
-
-
-def cli_commands() -> set[str]:
-    from context_cda.cli import app
-
-    return {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
-
-
-def last_available_stage() -> str:
-    """The furthest DAG stage such that it and every stage before it exist."""
-    last = None
-    for stage in DAG_STAGES:
-        if not stage_available(stage):
-            break
-        last = stage
-    if last is None:
-        raise RuntimeError("no pipeline stage is available")
-    return last
 
 
 def ccda_bin() -> Path:

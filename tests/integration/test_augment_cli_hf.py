@@ -12,12 +12,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from cda_table import write_cda_table  # noqa: E402
 
+from context_cda.layout import RunLayout  # noqa: E402
+
 
 def test_cli_hf_tiny(tmp_path):
     from context_cda.cli import main
 
     run_dir = tmp_path / "run"
-    src = write_cda_table(run_dir / "cda" / "counterfactuals.parquet", 6, unapplied=1)
+    layout = RunLayout(run_dir).check()
+    src = write_cda_table(layout.validated("cda"), 6, unapplied=1)  # augment reads the validated table
     argv = ["augment", "--run-dir", str(run_dir), "--backend", "hf", "--model", "tiny:llama", "--batch-size", "3",
             "--set", "augment.few_shot=false", "--set", "augment.sampling.max_tokens=12",
             "--set", "augment.max_retries=1", "--set", "run.device=cpu", "--set", "augment.min_length_ratio=0.1"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from context_cda import layout as L
 from context_cda import schemas as S
 from context_cda.config import Config
 
@@ -56,16 +57,16 @@ def test_entropy_and_filter_on_tiny_models(tmp_path, target):
     cfg.entropy.shard_size = 4
     cfg.filter.k = [20.0, 40.0]
     s = run_entropy(cfg, {"augmented": src}, tmp_path / "entropy/t", "t")
-    scores = pd.read_parquet(tmp_path / "entropy/t" / S.ENTROPY_FILE)
-    audit = pd.read_parquet(tmp_path / "entropy/t" / S.AUDIT_FILE)
+    scores = pd.read_parquet(tmp_path / "entropy/t" / L.SCORES_FILE)
+    audit = pd.read_parquet(tmp_path / "entropy/t" / L.AUDIT_FILE)
     assert s["scored"] + s["rejected"] == len(SENTENCES) and s["scored"] >= 4
     assert (row_checks(scores, cfg) == "").all()
     assert len(audit) == scores["n_samples"].sum()
     assert audit["n_tokens"].gt(0).all() and audit["loglik_sum"].le(0).all()
     assert 0 < s["judge_calls_per_item"] <= 4 * 4
-    f = run_filter(cfg, {"scores": tmp_path / "entropy/t" / S.ENTROPY_FILE}, tmp_path / "filter/t", "t")
+    f = run_filter(cfg, {"scores": tmp_path / "entropy/t" / L.SCORES_FILE}, tmp_path / "filter/t", "t")
     for name in ("k20", "k40"):
-        corpus = pd.read_parquet(tmp_path / "filter/t" / name / S.FILTER_FILE)
+        corpus = pd.read_parquet(tmp_path / "filter/t" / name / L.FILTERED_FILE)
         assert (
             len(corpus) == f["cuts"][name]["kept"]
             and (tmp_path / "filter/t" / name / "se_hist.png").is_file()
@@ -134,7 +135,7 @@ def test_killed_run_resumes_without_lost_or_duplicated_work(tmp_path):
     texts = pd.read_parquet(tmp_path / "augmented.parquet").set_index("id")["augmented"]
     assert redone.isdisjoint({texts[i] for i in done1})  # finished shards are not redone
     assert s["resumed_items"] == len(done1) and s["processed_items"] == n - len(done1)
-    scores = pd.read_parquet(tmp_path / "e" / S.ENTROPY_FILE)
+    scores = pd.read_parquet(tmp_path / "e" / L.SCORES_FILE)
     assert len(scores) == n and scores[S.ID].is_unique  # nothing lost, nothing duplicated
-    audit = pd.read_parquet(tmp_path / "e" / S.AUDIT_FILE)
+    audit = pd.read_parquet(tmp_path / "e" / L.AUDIT_FILE)
     assert not audit.duplicated([S.ID, "sample_idx"]).any()

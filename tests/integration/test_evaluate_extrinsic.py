@@ -97,18 +97,21 @@ def test_per_epoch_evaluation_skips_the_head_benchmarks(tmp_path):
 
 
 def test_report_shows_table2_and_the_histogram(tmp_path):
+    from context_cda.layout import RunLayout
     from context_cda.report import run_report
+    from context_cda.stages import step_inputs
 
     cfg = tiny_cfg(tmp_path, benchmarks=["stereoset", "crows", "next-token", "stsb"])
     run = Path(cfg.run.run_dir)
+    layout = RunLayout(run).check()
     for model in ("vanilla", "cda"):
-        run_evaluate(cfg, {}, run / "evaluate" / "tiny-gpt2" / model, "tiny:gpt2", name=model)
-        ft = run / "finetune" / "tiny-gpt2" / model
+        run_evaluate(cfg, {}, layout.evaluation_dir("tiny-gpt2", model, 13), "tiny:gpt2", name=model)
+        ft = layout.step_dir("finetune", target="tiny-gpt2", arm=model, seed=13)
         ft.mkdir(parents=True)
         epochs = [0] if model == "vanilla" else [0, 1]
         pd.DataFrame({"epoch": epochs, "stereoset_ss": 50.0, "stereoset_lms": 80.0, "stereoset_icat": 80.0,
                       "crows_cs": 50.0}).to_csv(ft / "metrics.csv", index=False)
-    summary = run_report(cfg, {"run_dir": run}, run / "report")
+    summary = run_report(cfg, step_inputs(cfg, "report"), run / "report")
     md = (run / "report" / "report.md").read_text()
     assert "Table 2" in md and "STS diff" in md and "NT imbalance" in md
     # the chance baselines beside the next-token numbers; every fixture-sized STS-B number carries its marks

@@ -54,10 +54,10 @@ def test_run_tiny_end_to_end_then_nothing_recomputed(tmp_path):
         # every stage wrote its outputs
         for rel in ("ingest/sentences.parquet", "cda/counterfactuals.parquet", "validate/cda/valid.parquet",
                     "augment/augmented.parquet", "entropy/tiny-gpt2/scores.parquet",
-                    "filter/tiny-gpt2/k30/corpus.parquet", "finetune/tiny-gpt2/cda/final/model.safetensors",
-                    "finetune/tiny-gpt2/context-cda/final/model.safetensors", "report/report.md", "report/report.html"):
+                    "filter/tiny-gpt2/k30/corpus.parquet", "finetune/tiny-gpt2/cda/seed-13/final/model.safetensors",
+                    "finetune/tiny-gpt2/context-cda/seed-13/final/model.safetensors", "layout.json", "report/report.md", "report/report.html"):
             assert (run / rel).exists(), rel
-        metrics = pd.read_csv(run / "finetune" / "tiny-gpt2" / "context-cda" / "metrics.csv")
+        metrics = pd.read_csv(run / "finetune" / "tiny-gpt2" / "context-cda" / "seed-13" / "metrics.csv")
         assert list(metrics.epoch) == [0, 1, 2]
         assert {"stereoset_ss", "stereoset_lms", "stereoset_icat", "crows_cs"} <= set(metrics.columns)
         report = (run / "report" / "report.md").read_text()
@@ -65,7 +65,7 @@ def test_run_tiny_end_to_end_then_nothing_recomputed(tmp_path):
         decision = json.loads(next((run / "register" / "tiny-gpt2").rglob("*.json")).read_text())
         assert decision
         # the evaluate stage ran on the vanilla target and each arm; the report has Table 2 and the histogram
-        for model in ("vanilla", "cda", "context-cda"):
+        for model in ("vanilla", "cda/seed-13", "context-cda/seed-13"):
             agg = json.loads((run / "evaluate" / "tiny-gpt2" / model / "aggregate.json").read_text())
             assert {"glue_sst2_acc", "nli_bias_net_neutral", "stsb_diff", "biasbios_tpr_gap_rms"} <= set(agg["metrics"])
         assert "Table 2" in report and "NT imbalance" in report

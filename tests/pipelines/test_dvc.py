@@ -2,8 +2,9 @@
 downstream, `dvc push`/`dvc pull` against a real S3-compatible server (SeaweedFS) on 127.0.0.1, and an older
 corpus version restored by git revision (`dvc checkout` and `dvc.api.open(rev=...)`).
 
-Each test works in a temporary git repository holding a copy of dvc.yaml, configs/, src/ and the fixture corpus,
-with params.yaml = the resolved tiny profile plus the fast test settings (tests/helpers/tiny_pipeline.py).
+Each test works in a temporary git repository holding configs/, src/ and the fixture corpus, with params.yaml =
+the resolved tiny profile plus the fast test settings (tests/helpers/tiny_pipeline.py) and dvc.yaml generated
+for those params by `ccda config dvc`, as a user running another profile would.
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ class Project:
             shutil.copytree(ROOT / d, root / d, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         shutil.copytree(ROOT / "tests" / "fixtures" / "corpus", root / "tests" / "fixtures" / "corpus")
         shutil.copytree(ROOT / "tests" / "fixtures" / "evaluate", root / "tests" / "fixtures" / "evaluate")
-        shutil.copy(ROOT / "dvc.yaml", root / "dvc.yaml")
         shutil.copytree(ROOT / ".dvc", root / ".dvc", ignore=shutil.ignore_patterns("cache", "tmp", "config.local"))
         shutil.copy(ROOT / ".dvcignore", root / ".dvcignore")
         (root / ".gitignore").write_text("/runs/\n/mlflow.db\n/mlruns/\n")
@@ -68,6 +68,9 @@ class Project:
         for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_ENDPOINT_URL", "CCDA_PARAMS"):
             self.env.pop(key, None)
         self.set_params(self.tiny_params(base_url))
+        # as a user running another profile does: regenerate dvc.yaml for these params (`ccda config dvc`), so
+        # the local corpus (ingest.path) becomes a dependency of ingest
+        (root / "dvc.yaml").write_text(self.run(str(BIN / "ccda"), "config", "dvc", "--params", "params.yaml").stdout)
         self.run("git", "init", "-q")
         # the project's S3 remote, pointed at the test bucket (every commit must name it: push --all-commits
         # reads each commit's .dvc/config); endpoint and credentials go to the git-ignored config.local later
@@ -193,15 +196,32 @@ def test_dvc_yaml_declares_every_stage_with_code_deps_and_params():
     for name in ("ingest", "cda", "validate_cda", "augment", "validate_augment", "entropy", "validate_entropy",
                  "filter", "finetune", "evaluate_vanilla", "evaluate", "register", "report"):
         assert name in stages, name
-        body = stages[name].get("do", stages[name])
+        body = stages[name]
         stage_cmd = body["cmd"].split()
         assert stage_cmd[0] == "ccda", name
         assert any(str(d).startswith("src/context_cda") for d in body["deps"]), f"{name}: no library code dep"
         assert body.get("params"), f"{name}: no params"
-    assert "matrix" in stages["finetune"] and set(stages["finetune"]["matrix"]) == {"target", "arm"}
-    assert stages["filter"]["foreach"] == "${run.targets}"
+    assert stages["finetune"]["matrix"] == {"target": "${run.targets}", "arm": "${train.arms}",
+                                            "seed": "${train.seeds}"}
+    assert stages["filter"]["matrix"] == {"target": "${run.targets}"}
     assert any("metrics.csv" in str(p) for p in stages["finetune"]["plots"][0])
     assert stages["validate_cda"]["metrics"]
+    # training and filtering read what validation kept, never the raw tables
+    assert "${run.run_dir}/validate/cda/valid.parquet" in stages["finetune"]["deps"]
+    assert "${run.run_dir}/validate/augment/valid.parquet" in stages["finetune"]["deps"]
+    assert "${run.run_dir}/validate/entropy/${item.target}/valid.parquet" in stages["filter"]["deps"]
+    raw = ("cda/counterfactuals.parquet", "augment/augmented.parquet", "/scores.parquet")
+    for name in ("finetune", "filter", "entropy", "augment"):
+        assert not any(str(d).endswith(raw) for d in stages[name]["deps"]), name
+
+
+def test_dvc_yaml_is_generated_from_the_stage_table():
+    """`ccda config dvc` (make dvc) regenerates dvc.yaml from the table: the committed one must be its output."""
+    from context_cda.config import load_config
+    from context_cda.dvcgen import dvc_yaml
+
+    expected = dvc_yaml(load_config(params_file=ROOT / "params.yaml"))
+    assert (ROOT / "dvc.yaml").read_text() == expected, "dvc.yaml is stale: run `make dvc` and commit it"
 
 
 def test_dvc_remote_is_s3_without_credentials():

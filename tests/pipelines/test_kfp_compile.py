@@ -27,10 +27,10 @@ from components import _runtime  # noqa: E402
 
 from context_cda import __version__  # noqa: E402
 from context_cda.config import Config, load_config  # noqa: E402
-from context_cda.stages import STAGES  # noqa: E402
+from context_cda import stages as T  # noqa: E402
 from pipelines import DAG_STAGES, ClusterSettings, build_pipeline, compile_pipeline  # noqa: E402
 
-GPU_EXECUTORS = ("exec-entropy", "exec-finetune", "exec-evaluate", "exec-evaluate-target")
+GPU_EXECUTORS = ("exec-entropy", "exec-finetune", "exec-evaluate", "exec-evaluate-target")  # see the table test
 
 
 def _config(**overrides) -> Config:
@@ -73,13 +73,26 @@ def cpu(tmp_path_factory):
 
 
 def test_one_component_per_stage_calling_the_library():
-    assert set(components.STAGE_COMPONENTS) == set(STAGES)
-    extra = [(stage, comp) for stage, comps in components.EXTRA_COMPONENTS.items() for comp in comps]
-    for stage, comp in [*components.STAGE_COMPONENTS.items(), *extra]:
+    assert set(components.STAGE_COMPONENTS) == set(T.ORDER)  # every step of the table has its component
+    for step, comp in components.STAGE_COMPONENTS.items():
         source = comp.component_spec.implementation.container.command[-1]
-        assert f'run_stage("{stage}"' in source, stage
+        calls = (f'run_table_step("{step}"', "run_table_step(BOUNDARY_STEPS[boundary]", f'run_stage("{step}"')
+        assert any(c in source for c in calls), step
         assert "from components._runtime import" in source
-    assert components.evaluate_target in components.EXTRA_COMPONENTS["evaluate"]
+        # the component's input artifacts are the table's inputs of the step (validate: one generic input)
+        names = {i.name for i in T.get(step).inputs}
+        inputs = set(comp.component_spec.inputs or {})
+        if T.get(step).command != "validate" and step != "report":
+            assert names <= inputs or step == "register", (step, names, inputs)
+
+
+def test_gpu_steps_follow_the_stage_table(gpu):
+    spec, _ = gpu
+    ex = _executors(spec)
+    for row in T.TABLE:
+        name = "exec-" + components.STAGE_COMPONENTS[row.step].component_spec.name.replace("_", "-")
+        wants_gpu = row.gpu == "yes"  # "generator": only with augment_mode in-process (the default is service)
+        assert ("accelerator" in ex[name]["container"].get("resources", {})) == wants_gpu, row.step
 
 
 def test_components_have_typed_artifacts_and_project_images():
@@ -171,9 +184,10 @@ def test_parallel_for_over_targets_and_arms(gpu):
     loops = {name: c["dag"]["tasks"] for name, c in comps.items() if name.startswith("comp-for-loop")}
     outer = next(t for t in loops.values() if "entropy" in t)
     inner = next(t for t in loops.values() if "finetune" in t)
-    assert {"entropy", "filter", "arm-matrix", "collect-arms"} <= set(outer)
-    assert {"finetune", "evaluate", "register"} <= set(inner)
-    assert "evaluate" in inner["register"]["dependentTasks"]  # a failed evaluation blocks registration
+    assert {"entropy", "filter", "arm-matrix", "collect-arms", "register"} <= set(outer)
+    assert {"finetune", "evaluate"} == set(inner)
+    inner_loop = next(n for n, t in outer.items() if "parameterIterator" in t)
+    assert inner_loop in outer["register"]["dependentTasks"]  # every arm and seed first (one gate, in order)
     exit_dag = comps["comp-exit-handler-1"]["dag"]["tasks"]
     targets_loop = next(t for t in exit_dag.values() if "parameterIterator" in t)
     assert targets_loop["parameterIterator"]["items"]["inputParameter"].endswith("targets")
@@ -203,48 +217,63 @@ def test_evaluations_reach_register_and_the_report(gpu):
     assert van["inputs"]["parameters"]["target"] == outer["entropy"]["inputs"]["parameters"]["target"]
     assert "filter" in van["dependentTasks"]
     assert "evaluate-target" not in inner
-    # register gets this arm's evaluation and the target's vanilla one (through the inner loop's inputs)
-    reg = inner["register"]
-    assert _artifact_source(reg, "evaluation") == ("evaluate", "evaluation")
-    assert _artifact_source(reg, "vanilla_evaluation") == ("<parent>", "pipelinechannel--evaluate-target-evaluation")
-    assert {"finetune", "evaluate"} <= set(reg["dependentTasks"])
+    # register (per target) gets every (arm, seed)'s checkpoint and evaluation, and the target's vanilla one
     loop_task = next(n for n, t in outer.items() if t.get("componentRef", {}).get("name") == inner_name)
-    assert _artifact_source(outer[loop_task], "pipelinechannel--evaluate-target-evaluation") == (
-        "evaluate-target", "evaluation")
+    reg = outer["register"]
+    assert _artifact_source(reg, "checkpoints") == (loop_task, "pipelinechannel--finetune-checkpoint")
+    assert _artifact_source(reg, "evaluations") == (loop_task, "pipelinechannel--evaluate-evaluation")
+    assert _artifact_source(reg, "vanilla_evaluation") == ("evaluate-target", "evaluation")
+    assert _artifact_source(reg, "filtered") == ("filter", "filtered")
     reg_inputs = comps["comp-register"]["inputDefinitions"]["artifacts"]
-    assert reg_inputs["evaluation"]["isOptional"] and reg_inputs["vanilla_evaluation"]["isOptional"]
+    assert reg_inputs["checkpoints"]["isArtifactList"] and reg_inputs["evaluations"]["isArtifactList"]
+    assert reg_inputs["evaluations"]["isOptional"] and reg_inputs["vanilla_evaluation"]["isOptional"]
     # collect_arms fans in the arms' evaluations (dsl.Collected over the inner loop) and takes the vanilla one
     collect = outer["collect-arms"]
     assert _artifact_source(collect, "evaluations") == (loop_task, "pipelinechannel--evaluate-evaluation")
     assert _artifact_source(collect, "vanilla_evaluation") == ("evaluate-target", "evaluation")
+    assert _artifact_source(collect, "registration") == ("register", "registration")
     assert comps["comp-collect-arms"]["inputDefinitions"]["artifacts"]["evaluations"]["isArtifactList"]
-    assert {"evaluate-target", loop_task} <= set(collect["dependentTasks"])
-    # the report fans in the targets' summaries (which now carry the evaluation aggregates)
+    # the report fans in the targets' summaries (which carry the evaluation aggregates)
     exit_dag = comps["comp-exit-handler-1"]["dag"]["tasks"]
     targets_loop = next(n for n, t in exit_dag.items() if t.get("componentRef", {}).get("name") == outer_name)
     assert _artifact_source(exit_dag["report"], "summaries") == (targets_loop, "pipelinechannel--collect-arms-summary")
-    # the evaluate_target body calls the evaluate stage on the configured target model
+    assert _artifact_source(exit_dag["report"], "augmented") == ("augment", "augmented")
+    # the evaluate_target body runs the table's vanilla evaluation step
     source = _executors(spec)["exec-evaluate-target"]["container"]["command"][-1]
-    assert 'run_stage("evaluate"' in source and "config.run.targets[target]" in source
+    assert 'run_table_step("evaluate-vanilla"' in source
 
 
-def test_register_and_report_wire_evaluations_into_their_run_views():
-    register = components.register.component_spec.implementation.container.command[-1]
-    assert 'f"evaluate/{target}/{arm}"' in register and 'f"evaluate/{target}/vanilla"' in register
-    report = components.report.component_spec.implementation.container.command[-1]
-    assert '"evaluate"' in report
+def test_training_and_filtering_read_the_validated_tables(gpu):
+    """The KFP wiring takes what the stage table names: every door trains on what validation kept."""
+    spec, _ = gpu
+    tasks = _all_tasks(spec)
+    validators = {n: t for n, t in tasks.items() if t["componentRef"]["name"].startswith("comp-validate")}
+    boundary = {t["inputs"]["parameters"]["boundary"]["runtimeValue"]["constant"]: n for n, t in validators.items()}
+    assert _artifact_source(tasks["augment"], "counterfactuals") == (boundary["cda"], "validated")
+    assert _artifact_source(tasks["entropy"], "augmented") == ("<parent>", f"pipelinechannel--{boundary['augment']}-validated")
+    assert _artifact_source(tasks["filter"], "scores") == (boundary["entropy"], "validated")
+    ft = tasks["finetune"]
+    assert _artifact_source(ft, "cda") == ("<parent>", f"pipelinechannel--{boundary['cda']}-validated")
+    assert _artifact_source(ft, "augmented") == ("<parent>", f"pipelinechannel--{boundary['augment']}-validated")
+    assert _artifact_source(ft, "filtered") == ("<parent>", "pipelinechannel--filter-filtered")
+
+
+def test_components_lay_fan_ins_out_by_the_run_layout():
     collect = components.collect_arms.component_spec.implementation.container.command[-1]
-    assert '"aggregate.json"' in collect and '"*/aggregate.json"' in collect
+    assert "L.folder(" in collect and "L.AGGREGATE_FILE" in collect
+    report = components.report.component_spec.implementation.container.command[-1]
+    assert 'step_inputs(config, "report"' in report
 
 
 def test_pipeline_parameters_carry_the_config(gpu):
     spec, _ = gpu
     params = spec["root"]["inputDefinitions"]["parameters"]
-    assert set(params) == {"config_yaml", "targets", "arms"}
+    assert set(params) == {"config_yaml", "targets", "arms", "seeds"}
     cfg = _runtime.load_config(params["config_yaml"]["defaultValue"])
     assert cfg.to_dict() == _config().to_dict()
     assert params["targets"]["defaultValue"] == list(_config().run.targets)
     assert params["arms"]["defaultValue"] == list(_config().train.arms)
+    assert params["seeds"]["defaultValue"] == list(_config().train.seeds)
 
 
 def test_augment_service_mode_uses_the_vllm_service_without_gpu(gpu):
@@ -294,11 +323,14 @@ def test_cpu_variant_has_no_cluster_settings(cpu):
 @pytest.mark.parametrize("last", DAG_STAGES)
 def test_truncated_pipelines_compile(tmp_path, last):
     spec, _ = _compile(tmp_path, "cpu", last_stage=last)
-    tasks = _all_tasks(spec)
-    names = {t.split("-")[0] for t in tasks}
-    assert last.split("_")[0] in names
-    # the vanilla evaluation exactly when the evaluate stage is in the DAG
-    assert ("evaluate-target" in tasks) == (DAG_STAGES.index(last) >= DAG_STAGES.index("evaluate"))
+    used = {t["componentRef"]["name"] for t in _all_tasks(spec).values()}
+    for step in DAG_STAGES:  # the DAG holds exactly the steps up to `last` (validation going with its step)
+        comp = "comp-" + components.STAGE_COMPONENTS[step].component_spec.name.replace("_", "-")
+        row = T.get(step)
+        checks = row.command == "validate" and DAG_STAGES.index(row.inputs[0].step) <= DAG_STAGES.index(last)
+        if DAG_STAGES.index(step) <= DAG_STAGES.index(last) or checks:
+            assert comp in used, (last, step)
+    assert ("comp-evaluate-target" in used) == (DAG_STAGES.index(last) >= DAG_STAGES.index("evaluate-vanilla"))
 
 
 def test_unknown_variant_is_an_error():
@@ -364,26 +396,32 @@ def test_collect_arms_copies_evaluation_aggregates_without_predictions(tmp_path)
     evaluation = {"aggregate.json": '{"metrics": {"stereoset_ss": 55.0}}', "manifest.json": "{}",
                   "stereoset/aggregate.json": "{}", "stereoset/predictions.parquet": "x",
                   "next-token/aggregate.json": "{}", "rejected.parquet": "x"}
-    ckpt = folder("ft", {"metrics.csv": "epoch\n0\n", "final/model.safetensors": "w"})
-    reg = folder("reg", {"promotion.json": "{}"})
+    ckpt = folder("ft", {"metrics.csv": "epoch\n0\n", "final/model.safetensors": "w", "checkpoints/epoch-1/x": "w"})
+    reg = folder("reg", {"cda/promotion.json": "{}"})
+    flt = folder("flt", {"k30/corpus.parquet": "x", "summary.json": "{}"})
+    ent = folder("ent", {"scores.parquet": "x", "audit.parquet": "x", "samples/a/s.parquet": "x"})
     arm_ev, van_ev = folder("ev", evaluation), folder("van", evaluation)
 
-    def art(cls, path: Path, arm: str):
-        return cls(uri=str(path), metadata={"target": "t1", "arm": arm})
+    def art(cls, path: Path, step: str, **keys):
+        return cls(uri=str(path), metadata={"step": step, "target": "t1", **keys})
 
     summary = dsl.Artifact(uri=str(tmp_path / "summary"))
-    out = components.collect_arms.python_func(
-        target="t1", checkpoints=[art(dsl.Model, ckpt, "cda")], registrations=[art(dsl.Artifact, reg, "cda")],
-        evaluations=[art(dsl.Dataset, arm_ev, "cda")], vanilla_evaluation=art(dsl.Dataset, van_ev, "vanilla"),
-        summary=summary,
+    components.collect_arms.python_func(
+        target="t1", checkpoints=[art(dsl.Model, ckpt, "finetune", arm="cda", seed=13)],
+        registration=art(dsl.Artifact, reg, "register"), filtered=art(dsl.Dataset, flt, "filter"),
+        scores=art(dsl.Dataset, ent, "entropy"),
+        evaluations=[art(dsl.Dataset, arm_ev, "evaluate", arm="cda", seed=13)],
+        vanilla_evaluation=art(dsl.Dataset, van_ev, "evaluate-vanilla"), summary=summary,
     )
-    assert json.loads(out) == {"target": "t1", "arms": ["cda"], "evaluated": ["cda", "vanilla"]}
     root = tmp_path / "summary"
-    for model in ("cda", "vanilla"):
+    for model in ("cda/seed-13", "vanilla"):
         files = {p.relative_to(root / "evaluate" / "t1" / model).as_posix()
                  for p in (root / "evaluate" / "t1" / model).rglob("*") if p.is_file()}
         assert files == {"aggregate.json", "stereoset/aggregate.json", "next-token/aggregate.json"}, model
-    assert (root / "finetune" / "t1" / "cda" / "metrics.csv").is_file()
-    assert not (root / "finetune" / "t1" / "cda" / "final").exists()
+    assert (root / "finetune" / "t1" / "cda" / "seed-13" / "metrics.csv").is_file()
+    assert not (root / "finetune" / "t1" / "cda" / "seed-13" / "final").exists()
+    assert not (root / "finetune" / "t1" / "cda" / "seed-13" / "checkpoints").exists()
     assert (root / "register" / "t1" / "cda" / "promotion.json").is_file()
-    assert summary.metadata["evaluated"] == ["cda", "vanilla"]
+    assert (root / "filter" / "t1" / "k30" / "corpus.parquet").is_file()
+    assert (root / "entropy" / "t1" / "scores.parquet").is_file() and not (root / "entropy" / "t1" / "samples").exists()
+    assert summary.metadata["steps"] == [{"target": "t1", "arm": "cda", "seed": 13}]

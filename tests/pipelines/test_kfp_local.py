@@ -90,27 +90,25 @@ def test_exit_handler_records_a_failed_run(kfp_local, tmp_path, fake_llm):
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_cpu_pipeline_end_to_end_under_kfp_local(kfp_local, tmp_path, fake_llm):
-    """Every stage that exists, through ParallelFor over targets and arms, to the report (minutes on CPU)."""
-    last = tp.last_available_stage()
+    """Every step of the stage table, through ParallelFor over targets and (arm, seed), to the report."""
     cfg = tp.tiny_config(fake_llm.base_url, run_dir=tmp_path / "run")
-    build_pipeline("cpu", cfg, last_stage=last)()
+    build_pipeline("cpu", cfg, last_stage="report")()
     assert _status(kfp_local)["state"] == "SUCCEEDED"
     expected = {"augment": "augmented.parquet", "entropy": "scores.parquet", "filter": "corpus.parquet",
                 "finetune": "metrics.csv", "evaluate": "aggregate.json", "register": "promotion.json",
                 "report": "report.md"}
     for stage, name in expected.items():
-        if tp.DAG_STAGES.index(stage) <= tp.DAG_STAGES.index(last):
-            assert list(kfp_local.rglob(name)), f"{stage}: no {name}"
-    if tp.DAG_STAGES.index(last) >= tp.DAG_STAGES.index("register"):
-        _check_evaluations_reach_register_and_report(kfp_local, cfg, last)
+        assert list(kfp_local.rglob(name)), f"{stage}: no {name}"
+    _check_evaluations_reach_register_and_report(kfp_local, cfg)
 
 
-def _check_evaluations_reach_register_and_report(root: Path, cfg, last: str) -> None:
+def _check_evaluations_reach_register_and_report(root: Path, cfg) -> None:
     """The vanilla target and every arm were evaluated; register read both aggregates; collect_arms carried
     their aggregate.json (not the predictions) to the report, whose Table 1 took its values from them."""
     import pandas as pd
 
-    models = ("vanilla", *cfg.train.arms)
+    seed = cfg.train.seeds[0]
+    models = ("vanilla", *(f"{arm}/seed-{seed}" for arm in cfg.train.arms))
     manifests = [json.loads(p.read_text()) for p in root.rglob("manifest.json")]
     for target in cfg.run.targets:
         # register's manifests (the task's own and the copy in the summary) list both aggregates among its inputs
@@ -126,7 +124,6 @@ def _check_evaluations_reach_register_and_report(root: Path, cfg, last: str) -> 
             for bench in cfg.evaluate.benchmarks:
                 assert (summary_eval / bench / "aggregate.json").is_file(), (model, bench)
             assert not list(summary_eval.rglob("*.parquet"))  # aggregates only, no predictions
-    if last == "report":
-        t1 = pd.read_csv(_one(root, "table1.csv"))
-        assert set(t1["model"]) == set(models)
-        assert set(t1["source"]) == {"evaluate"}
+    t1 = pd.read_csv(_one(root, "table1.csv"))
+    assert set(t1["model"]) == {"vanilla", *cfg.train.arms}
+    assert set(t1["source"]) == {"evaluate"}

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from context_cda.cda.stage import run_cda, training_texts
+from context_cda.cda.stage import run_cda, training_rows
 from context_cda.errors import ConfigError, InputError
 from context_cda.io import read_json, write_table
 
@@ -41,9 +41,12 @@ def test_modes(tmp_path, cfg_factory):
     run_cda(cfg, {"sentences": src})
     df = pd.read_parquet(cfg.run_dir() / "cda" / "counterfactuals.parquet")
     assert 30 < df.applied.sum() < 90
-    texts = training_texts(df, "cds")
-    assert sum(t.startswith("She") for t in texts) == df.applied.sum()
-    assert training_texts(df, "one-sided") == list(df.counterfactual)
+    texts = training_rows(df, "cds")["text"].tolist()
+    assert len(texts) == len(df) and sum(t.startswith("She") for t in texts) == df.applied.sum()
+    assert training_rows(df, "one-sided")["text"].tolist() == list(df.counterfactual)
+    two = training_rows(df, "two-sided")
+    assert len(two) == 2 * len(df) and set(two["side"]) == {"original", "counterfactual"}
+    assert set(two["id"]) == set(df["id"])
 
 
 def test_ids_are_stable(tmp_path, cfg_factory):

@@ -7,11 +7,13 @@ import zlib as _zlib
 import pandas as pd
 import pytest
 
+from context_cda import layout as L
 from context_cda import schemas as S
 from context_cda.config import Config
 from context_cda.entropy import run_entropy, run_filter
-from context_cda.entropy.filter import k_dirname, split_top_k
+from context_cda.entropy.filter import split_top_k
 from context_cda.generation.base import GenerationResult as _GR
+from context_cda.layout import k_dirname
 from context_cda.scoring.base import LogLik as _LL
 
 # fakes shared with tests/integration/test_entropy_tiny.py (imported there for a killed subprocess run)
@@ -111,8 +113,8 @@ def test_run_entropy_outputs_and_estimates(tmp_path):
         scorer=FakeScorer(),
         judge=FakeJudge(),
     )
-    scores = pd.read_parquet(out / S.ENTROPY_FILE)
-    audit = pd.read_parquet(out / S.AUDIT_FILE)
+    scores = pd.read_parquet(out / L.SCORES_FILE)
+    audit = pd.read_parquet(out / L.AUDIT_FILE)
     rej = pd.read_parquet(out / "rejected.parquet")
     assert list(scores.columns[:7]) == [S.ID, S.TEXT, S.SE, S.SE_EQ1, S.SE_PLOGP, S.SE_DISCRETE, S.N_CLUSTERS]
     assert len(scores) == 10 and summary["scored"] == 10 and summary["rejected"] == 2
@@ -190,7 +192,7 @@ def test_resume_skips_finished_items_and_config_change_recomputes(tmp_path):
         judge=FakeJudge(),
     )
     assert gen.prompts == 10 and s2["resumed_items"] == 6 and s2["processed_items"] == 4
-    assert pd.read_parquet(out / S.ENTROPY_FILE)[S.ID].is_unique
+    assert pd.read_parquet(out / L.SCORES_FILE)[S.ID].is_unique
     s3 = run_entropy(config(tmp_path), {"augmented": src}, out, "fake")  # nothing left: no models loaded
     assert s3["processed_items"] == 0 and s3["scored"] == 10
     s4 = run_entropy(
@@ -261,7 +263,7 @@ def test_run_filter_writes_one_folder_per_k_and_threshold(tmp_path):
     summary = run_filter(cfg, {"scores": scores}, tmp_path / "f", "fake")
     for k, n_drop in ((20, 2), (30, 3), (40, 4)):
         d = tmp_path / f"f/k{k}"
-        corpus = pd.read_parquet(d / S.FILTER_FILE)
+        corpus = pd.read_parquet(d / L.FILTERED_FILE)
         rej = pd.read_parquet(d / "rejected.parquet")
         assert list(corpus.columns) == [S.ID, S.TEXT, S.SE]
         assert len(corpus) == 10 - n_drop and len(rej) == n_drop
@@ -271,7 +273,7 @@ def test_run_filter_writes_one_folder_per_k_and_threshold(tmp_path):
     assert summary["cuts"]["k30"]["dropped"] == 3 and sum(summary["histogram"]["counts"]) == 10
     cfg.filter.threshold = 0.6
     s2 = run_filter(cfg, {"scores": scores}, tmp_path / "g", "fake")
-    corpus = pd.read_parquet(tmp_path / "g/threshold0.6" / S.FILTER_FILE)
+    corpus = pd.read_parquet(tmp_path / "g/threshold0.6" / L.FILTERED_FILE)
     assert (corpus[S.SE] < 0.6).all() and len(corpus) == 5 and s2["cuts"]["threshold0.6"]["dropped"] == 5
 
 
@@ -279,9 +281,10 @@ def test_cli_filter_k_list(tmp_path, monkeypatch):
     from context_cda.cli import main
 
     monkeypatch.chdir(tmp_path)
-    d = tmp_path / "run/entropy/smollm2-135m"
+    layout = L.RunLayout(tmp_path / "run").check()
+    d = layout.validate_dir("entropy", "smollm2-135m")  # filter reads the validated scores
     d.mkdir(parents=True)
-    scores_frame().to_parquet(d / S.ENTROPY_FILE)
+    scores_frame().to_parquet(d / L.VALID_FILE)
     assert main(["filter", "--run-dir", str(tmp_path / "run"), "--k", "20,30"]) == 0
     assert (tmp_path / "run/filter/smollm2-135m/k20/corpus.parquet").is_file()
     assert (tmp_path / "run/filter/smollm2-135m/k30/corpus.parquet").is_file()
@@ -333,7 +336,7 @@ def test_gx_suite_quarantines_bad_rows(tmp_path):
     src = tmp_path / "scores.parquet"
     df.to_parquet(src)
     s = run_validate(cfg, {"entropy": src}, tmp_path / "v")
-    q = pd.read_parquet(tmp_path / "v" / S.QUARANTINE_FILE)
+    q = pd.read_parquet(tmp_path / "v" / L.QUARANTINE_FILE)
     assert s["rows_valid"] == 1 and s["rows_quarantined"] == 3
     reasons = dict(zip(q[S.ID] + q[S.TEXT], q[S.REASON], strict=True))
     assert "se-negative" in reasons["by"] and "se_discrete-out-of-range" in reasons["by"]

@@ -9,9 +9,11 @@ from context_cda import pipeline
 from context_cda.errors import ConfigError
 from context_cda.io import StageRecorder, write_text
 
-OUTPUT = {"ingest": "sentences.parquet", "cda": "counterfactuals.parquet", "validate": "valid.parquet",
-          "augment": "augmented.parquet", "entropy": "scores.parquet", "finetune": "final/model.safetensors",
-          "evaluate": "aggregate.json", "register": "decision.json", "report": "report.md"}
+OUTPUT = {"ingest": "sentences.parquet", "cda": "counterfactuals.parquet", "validate-cda": "valid.parquet",
+          "augment": "augmented.parquet", "validate-augment": "valid.parquet", "entropy": "scores.parquet",
+          "validate-entropy": "valid.parquet", "finetune": "final/model.safetensors",
+          "evaluate-vanilla": "aggregate.json", "evaluate": "aggregate.json", "register": "decision.json",
+          "report": "report.md"}
 
 
 @pytest.fixture()
@@ -55,13 +57,17 @@ def names(steps):
 
 def test_plan_order_and_fan_out(cfg):
     steps = pipeline.plan(cfg)
-    assert names(steps)[:5] == ["ingest", "cda", "validate[cda]", "augment", "validate[augment]"]
-    assert "entropy[b]" in names(steps) and "finetune[b/context-cda]" in names(steps)
+    assert names(steps)[:5] == ["ingest", "cda", "validate-cda", "augment", "validate-augment"]
+    assert "entropy[b]" in names(steps) and "finetune[b/context-cda/seed-13]" in names(steps)
     assert names(steps)[-1] == "report"
-    ft = next(s for s in steps if s.name == "finetune[a/context-cda]")
-    assert ft.inputs["corpus"] == cfg.run_dir() / "filter" / "a" / "k30" / "corpus.parquet"
-    assert next(s for s in steps if s.name == "finetune[a/cda]").inputs["cda"].parts[-3:] == (
-        "validate", "cda", "valid.parquet")
+    ft = next(s for s in steps if s.name == "finetune[a/context-cda/seed-13]")
+    rd = cfg.run_dir()
+    # every arm of a target gets the same inputs (the validated tables and the target's filtered corpora)
+    assert ft.inputs == {"cda": rd / "validate/cda/valid.parquet", "augmented": rd / "validate/augment/valid.parquet",
+                         "filtered": rd / "filter/a"}
+    assert ft.out_dir == rd / "finetune/a/context-cda/seed-13"
+    assert next(s for s in steps if s.name == "filter[a]").inputs == {"scores": rd / "validate/entropy/a/valid.parquet"}
+    assert next(s for s in steps if s.name == "entropy[a]").inputs == {"augmented": rd / "validate/augment/valid.parquet"}
     assert names(pipeline.plan(cfg, ["b"])).count("entropy[b]") == 1
     assert "entropy[a]" not in names(pipeline.plan(cfg, ["b"]))
     with pytest.raises(ConfigError, match="unknown target"):
@@ -82,10 +88,10 @@ def test_changing_a_param_reruns_only_downstream(cfg, calls, cfg_factory):
     cfg2 = cfg.model_copy(deep=True)
     cfg2.filter.k = [30.0, 20.0]
     res = {r.step.name: r.status for r in pipeline.run_pipeline(cfg2)}
-    assert res["ingest"] == res["augment"] == res["entropy[a]"] == res["finetune[a/cda]"] == "skipped"
+    assert res["ingest"] == res["augment"] == res["entropy[a]"] == "skipped"
     assert res["filter[a]"] == res["filter[b]"] == "ran"
-    # the k30 corpus did not change content... but the stand-in stage writes its config into it, so it did
-    assert res["finetune[a/context-cda]"] == "ran"
+    # the filter folders changed, and every arm reads them (the shared token budget counts each arm's corpus)
+    assert res["finetune[a/context-cda/seed-13]"] == res["finetune[a/cda/seed-13]"] == "ran"
 
 
 def test_killed_step_is_rerun(cfg, calls):
@@ -97,7 +103,12 @@ def test_killed_step_is_rerun(cfg, calls):
 
 def test_only_and_until(cfg, calls):
     res = pipeline.run_pipeline(cfg, until="cda")
-    assert names(r.step for r in res) == ["ingest", "cda"]
+    assert names(r.step for r in res) == ["ingest", "cda", "validate-cda"]  # with the validation of its output
+    res = pipeline.run_pipeline(cfg, until="augment")
+    assert names(r.step for r in res) == ["ingest", "cda", "validate-cda", "augment", "validate-augment"]
+    res = pipeline.run_pipeline(cfg, only=["validate"])
+    assert names(r.step for r in res) == ["validate-cda", "validate-augment", "validate-entropy[a]",
+                                          "validate-entropy[b]"]
     res = pipeline.run_pipeline(cfg, only=["cda"], force=True)
     assert names(r.step for r in res) == ["cda"] and res[0].status == "ran"
     with pytest.raises(ConfigError, match="unknown stage"):
@@ -127,3 +138,14 @@ def test_failure_stops_the_run_and_is_reported(cfg, calls, monkeypatch):
     with pytest.raises(RuntimeError, match="generator crashed"):
         pipeline.run_pipeline(cfg, on_event=lambda kind, step, res: events.append((kind, step.name)))
     assert ("failed", "augment") in events and not any(n.startswith("entropy") for _, n in events)
+
+
+def test_seeds_fan_out_the_arms(cfg_factory, calls):
+    cfg = cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, train={"arms": ["cda", "context-cda"], "seeds": [1, 2]},
+                      tracking={"enabled": False})
+    steps = [s.name for s in pipeline.plan(cfg)]
+    assert [s for s in steps if s.startswith("finetune")] == [
+        "finetune[a/cda/seed-1]", "finetune[a/cda/seed-2]", "finetune[a/context-cda/seed-1]",
+        "finetune[a/context-cda/seed-2]"]
+    assert "evaluate[a/context-cda/seed-2]" in steps and "evaluate-vanilla[a]" in steps
+    assert not any(s.startswith("register") for s in steps)  # tracking off: the table's `when`

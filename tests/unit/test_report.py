@@ -9,13 +9,16 @@ pytest.importorskip("matplotlib")
 
 from context_cda.config import Config  # noqa: E402
 from context_cda.errors import InputError  # noqa: E402
+from context_cda.layout import RunLayout  # noqa: E402
 from context_cda.report import run_report  # noqa: E402
+from context_cda.stages import step_inputs  # noqa: E402
 
 VANILLA = {"stereoset_ss": 61.0, "stereoset_lms": 85.0, "stereoset_icat": 66.3, "crows_cs": 58.0}
 
 
-def _write(run_dir, target, arm, rows):
-    d = run_dir / "finetune" / target / arm
+def _write(run_dir, target, arm, rows, seed=13):
+    RunLayout(run_dir).check()
+    d = RunLayout(run_dir).step_dir("finetune", target=target, arm=arm, seed=seed)
     d.mkdir(parents=True)
     df = pd.DataFrame([{"epoch": e, "arm": arm, "target": target, **m} for e, m in rows])
     df.to_csv(d / "metrics.csv", index=False)
@@ -29,7 +32,7 @@ def test_report_table1_and_curves(tmp_path):
         _write(run, target, "context-cda", [(0, VANILLA), (1, {**VANILLA, "stereoset_ss": 53.25}),
                                             (2, {**VANILLA, "stereoset_ss": 51.0, "crows_cs": 50.5})])
     cfg = Config.model_validate({"run": {"run_dir": str(run)}, "tracking": {"enabled": False}})
-    s = run_report(cfg, {"run_dir": run}, run / "report")
+    s = run_report(cfg, step_inputs(cfg, "report"), run / "report")
     out = run / "report"
     t1 = pd.read_csv(out / "table1.csv")
     assert list(t1["model"]) == ["vanilla", "cda", "context-cda"] * 2
@@ -51,7 +54,7 @@ def test_report_table1_and_curves(tmp_path):
 def test_report_without_metrics_names_the_folder(tmp_path):
     cfg = Config.model_validate({"run": {"run_dir": str(tmp_path)}, "tracking": {"enabled": False}})
     with pytest.raises(InputError, match="finetune"):
-        run_report(cfg, {"run_dir": tmp_path}, tmp_path / "report")
+        run_report(cfg, step_inputs(cfg, "report"), tmp_path / "report")
 
 
 def test_ccda_report_command(tmp_path, capsys):
@@ -69,11 +72,11 @@ def test_evaluate_stage_metrics_take_precedence_in_table1(tmp_path):
 
     run = tmp_path / "run"
     _write(run, "gpt2", "cda", [(0, VANILLA), (1, {**VANILLA, "stereoset_ss": 57.0})])
-    agg = run / "evaluate" / "gpt2" / "cda" / "aggregate.json"
+    agg = RunLayout(run).evaluation_dir("gpt2", "cda", 13) / "aggregate.json"
     agg.parent.mkdir(parents=True)
     agg.write_text(json.dumps({"metrics": {"stereoset_ss": 52.5, "crows_cs": 51.0}, "name": "gpt2/cda"}))
     cfg = Config.model_validate({"run": {"run_dir": str(run)}, "tracking": {"enabled": False}})
-    run_report(cfg, {"run_dir": run}, run / "report")
+    run_report(cfg, step_inputs(cfg, "report"), run / "report")
     t1 = pd.read_csv(run / "report" / "table1.csv").set_index("model")
     assert t1.loc["cda", "stereoset_ss"] == 52.5 and t1.loc["cda", "source"] == "evaluate"
     assert t1.loc["cda", "stereoset_lms"] == 85.0  # not in the aggregate: per-epoch value kept

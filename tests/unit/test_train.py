@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 from context_cda.config import Config, TrainConfig  # noqa: E402
-from context_cda.train.corpus import apply_token_budget, load_arm_texts, tokenize_texts  # noqa: E402
+from context_cda.train.corpus import apply_token_budget, load_arm_rows, tokenize_texts  # noqa: E402
 from context_cda.train.objectives import Objective, random_spans_noise_mask, sentinel_ids  # noqa: E402
 
 FAMILIES = {"bert": "masked", "distilbert": "masked", "gpt2": "causal", "llama": "causal", "t5": "seq2seq"}
@@ -113,11 +113,15 @@ def test_arm_corpora_and_equal_token_budget(tmp_path):
     pd.DataFrame(
         {"original": ["he ran home .", "the sky is blue ."], "counterfactual": ["she ran home .", "the sky is blue ."]}
     ).to_parquet(tmp_path / "cda.parquet")
-    two = load_arm_texts({"cda": tmp_path / "cda.parquet"}, "two-sided")
-    assert two == ["he ran home .", "the sky is blue .", "she ran home ."]
-    assert load_arm_texts({"cda": tmp_path / "cda.parquet"}, "one-sided") == ["she ran home .", "the sky is blue ."]
-    pd.DataFrame({"augmented": ["a b c", " "]}).to_parquet(tmp_path / "aug.parquet")
-    assert load_arm_texts({"corpus": tmp_path / "aug.parquet"}) == ["a b c"]
+    two = load_arm_rows("cda", tmp_path / "cda.parquet", "two-sided")
+    assert two["text"].tolist() == ["he ran home .", "the sky is blue .", "she ran home ."]
+    assert two["side"].tolist() == ["original", "original", "counterfactual"]
+    assert two["id"].iloc[0] == two["id"].iloc[2]  # a counterfactual keeps its row's id
+    one = load_arm_rows("cda", tmp_path / "cda.parquet", "one-sided")
+    assert one["text"].tolist() == ["she ran home .", "the sky is blue ."]
+    pd.DataFrame({"id": ["a1", "a2"], "augmented": ["a b c", " "]}).to_parquet(tmp_path / "aug.parquet")
+    rows = load_arm_rows("corpus", tmp_path / "aug.parquet")
+    assert rows["text"].tolist() == ["a b c"] and rows["id"].tolist() == ["a1"]
 
     _, tok, fam, _ = load_tiny("gpt2")
     ex = tokenize_texts(tok, SENTENCES, 32, fam)

@@ -7,13 +7,13 @@ from .swap import Swapper, SwapResult
 
 __all__ = [
     "DEFAULT_PAIRS", "PRONOUNS", "Lexicon", "LexiconIssue", "Pair", "SwapResult", "Swapper", "build_lexicon",
-    "load_lexicon", "run_cda",
+    "load_lexicon", "run_cda", "training_rows",
 ]
 
 
 def __getattr__(name: str):
-    if name == "run_cda":
-        from .stage import run_cda
+    if name in ("run_cda", "training_rows"):
+        from . import stage
 
-        return run_cda
+        return getattr(stage, name)
     raise AttributeError(name)

@@ -10,6 +10,7 @@ from typing import Any
 from .. import schemas as S
 from ..config import Config
 from ..io import StageRecorder, read_table, require_columns, stable_id, write_rejected, write_table
+from ..layout import COUNTERFACTUALS_FILE
 from .lexicon import load_lexicon, load_name_pairs
 from .swap import Swapper, cds_decision
 
@@ -53,21 +54,39 @@ def counterfactual_rows(texts: list[str], ids: list[str], config: Config, swappe
     return rows, rejected
 
 
-def training_texts(df, mode: str) -> list[str]:
-    """The texts a CDA-trained model sees: two-sided = originals + counterfactuals; one-sided = counterfactuals;
-    cds = the counterfactual where the coin said swap, else the original."""
-    if mode == "two-sided":
-        return list(df[S.ORIGINAL]) + list(df[S.COUNTERFACTUAL])
-    if mode == "one-sided":
-        return list(df[S.COUNTERFACTUAL])
-    return [c if a else o for o, c, a in zip(df[S.ORIGINAL], df[S.COUNTERFACTUAL], df["applied"], strict=True)]
-
-
-def run_cda(config: Config, inputs: Mapping[str, Path], out_dir: Path | None = None, **_: Any) -> dict[str, Any]:
+def training_rows(df, mode: str):
+    """What a CDA-trained model sees, one row per text (``id`` of the counterfactual row, ``text``, ``side``):
+    two-sided = every distinct original plus every counterfactual that differs from it (the paper); one-sided =
+    the counterfactuals; cds = the counterfactual where the seeded coin said swap (``applied``), else the
+    original. The CDA arm's corpus and the stage summary both count these rows."""
     import pandas as pd
 
-    src = Path(inputs.get("sentences") or config.run_dir() / "ingest" / S.INGEST_FILE)
-    out = Path(out_dir) if out_dir else config.run_dir() / "cda"
+    ids = df[S.ID].astype(str)
+    if mode == "two-sided":
+        originals = pd.DataFrame({S.ID: ids, S.TEXT: df[S.ORIGINAL], "side": "original"})
+        originals = originals.drop_duplicates(S.TEXT)
+        changed = df[S.COUNTERFACTUAL] != df[S.ORIGINAL]
+        cfs = pd.DataFrame({S.ID: ids[changed], S.TEXT: df[S.COUNTERFACTUAL][changed], "side": "counterfactual"})
+        return pd.concat([originals, cfs], ignore_index=True)
+    if mode == "one-sided":
+        return pd.DataFrame({S.ID: ids, S.TEXT: df[S.COUNTERFACTUAL], "side": "counterfactual"})
+    if "applied" not in df.columns:
+        from ..errors import InputError
+
+        raise InputError("cda.mode=cds: the counterfactual table has no 'applied' column; rerun `ccda cda`.")
+    applied = df["applied"].astype(bool)
+    text = df[S.COUNTERFACTUAL].where(applied, df[S.ORIGINAL])
+    return pd.DataFrame({S.ID: ids, S.TEXT: text, "side": applied.map({True: "counterfactual", False: "original"})})
+
+
+def run_cda(config: Config, inputs: Mapping[str, Path] | None = None, out_dir: Path | None = None,
+            **_: Any) -> dict[str, Any]:
+    import pandas as pd
+
+    from ..stages import resolve_io
+
+    inputs, out = resolve_io(config, "cda", inputs, out_dir)
+    src = inputs["sentences"]
     rec = StageRecorder(
         "cda", out, {"cda": config.cda.model_dump(), "lexicon": config.lexicon.model_dump(), "seed": config.run.seed},
         {"sentences": src},
@@ -78,7 +97,7 @@ def run_cda(config: Config, inputs: Mapping[str, Path], out_dir: Path | None = N
     with rec.timed("swap"):
         rows, rejected = counterfactual_rows(df[S.TEXT].tolist(), df[S.ID].tolist(), config, swapper)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    out_file = write_table(table, out / S.CDA_FILE)
+    out_file = write_table(table, out / COUNTERFACTUALS_FILE)
     rej_file = write_rejected(pd.DataFrame(rejected, columns=[S.ID, S.TEXT, S.REASON]), out)
     swapped = Counter(t.lower() for terms in table[S.SWAPPED_TERMS] for t in terms)
     summary = {
@@ -88,7 +107,7 @@ def run_cda(config: Config, inputs: Mapping[str, Path], out_dir: Path | None = N
         "rows_rejected": len(rejected),
         "swaps": int(table[S.N_SWAPS].sum()) if len(table) else 0,
         "direction": dict(Counter(table[S.DIRECTION])) if len(table) else {},
-        "training_texts": len(training_texts(table, config.cda.mode)),
+        "training_texts": len(training_rows(table, config.cda.mode)) if len(table) else 0,
         "top_swapped_terms": dict(swapped.most_common(10)),
         "lexicon_issues": len(swapper.lexicon.issues),
     }

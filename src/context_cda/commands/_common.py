@@ -50,6 +50,32 @@ def resolve_config(
     return load_config(profile, overrides, params_file=params)
 
 
+def step_io(
+    cfg: Config, step: str, overrides: dict[str, Any] | None = None, out: Path | None = None, **keys: Any
+) -> tuple[dict[str, Path], Path]:
+    """A step's inputs and folder from the stage table (:mod:`context_cda.stages`), the same ones the runner,
+    DVC and Kubeflow use; ``overrides`` (non-None values) replace inputs by name, ``out`` the folder. The run
+    folder's layout version is checked (and recorded in a new folder)."""
+    from ..layout import RunLayout
+    from ..stages import step_dir, step_inputs
+
+    layout = RunLayout.of(cfg).check()
+    inputs = step_inputs(cfg, step, layout, **keys)
+    inputs.update({k: Path(v) for k, v in (overrides or {}).items() if v is not None})
+    return inputs, Path(out) if out is not None else step_dir(cfg, step, layout, **keys)
+
+
+def pick(names: list[str] | None, known: list[str], what: str) -> list[str]:
+    """``names`` (default: all ``known``), refusing unknown ones with the list of known ones."""
+    from ..errors import ConfigError
+
+    chosen = list(names or known)
+    unknown = [n for n in chosen if n not in known]
+    if unknown:
+        raise ConfigError(f"{what} {', '.join(unknown)}: not configured ({', '.join(known) or 'none'}).")
+    return chosen
+
+
 def console():
     from rich.console import Console
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, print_summary, resolve_config
+from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, print_summary, resolve_config, step_io
 
 
 def register(app: typer.Typer) -> None:
@@ -43,5 +43,6 @@ def register(app: typer.Typer) -> None:
                 c.print(f"  {issue}", highlight=False)
             if len(lex.issues) > 20:
                 c.print(f"  ... and {len(lex.issues) - 20} more")
-        summary = run_cda(cfg, {"sentences": input} if input else {}, out)
+        inputs, out_dir = step_io(cfg, "cda", {"sentences": input}, out)
+        summary = run_cda(cfg, inputs, out_dir)
         print_summary("cda", summary)

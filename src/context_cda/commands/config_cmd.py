@@ -1,4 +1,4 @@
-"""`ccda config show|defaults`: print the resolved configuration."""
+"""`ccda config show|defaults|dvc`: print the resolved configuration, or the dvc.yaml the stage table makes."""
 
 from __future__ import annotations
 
@@ -35,3 +35,10 @@ def register(app: typer.Typer) -> None:
         from ..config import defaults_dict, dump_yaml
 
         typer.echo(dump_yaml(defaults_dict()), nl=False)
+
+    @cfg_app.command("dvc")
+    def dvc(profile: ProfileOpt = None, sets: SetOpt = None, params: ParamsOpt = None) -> None:
+        """Print dvc.yaml as the stage table generates it (`ccda config dvc > dvc.yaml`)."""
+        from ..dvcgen import dvc_yaml
+
+        typer.echo(dvc_yaml(resolve_config(profile, sets, params=params)), nl=False)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, print_summary, resolve_config
+from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, pick, print_summary, resolve_config, step_io
 
 TargetOpt = Annotated[
     list[str] | None,
@@ -15,26 +15,6 @@ TargetOpt = Annotated[
         "--target", "-t", help="Target model short name from run.targets (repeatable; default: all)."
     ),
 ]
-
-
-def _targets(cfg, names: list[str] | None) -> list[str]:
-    from ..errors import ConfigError
-
-    names = names or list(cfg.run.targets)
-    unknown = [n for n in names if n not in cfg.run.targets]
-    if unknown:
-        raise ConfigError(
-            f"--target {', '.join(unknown)}: not in run.targets ({', '.join(cfg.run.targets) or 'none'})."
-        )
-    return names
-
-
-def default_entropy_input(run_dir: Path) -> Path:
-    """The validated augment table when the validate stage ran, else the augment stage's output."""
-    from .. import schemas as S
-
-    valid = run_dir / "validate" / "augment" / S.VALID_FILE
-    return valid if valid.is_file() else run_dir / "augment" / S.AUGMENT_FILE
 
 
 def parse_k(value: str | None) -> list[float] | None:
@@ -51,75 +31,59 @@ def parse_k(value: str | None) -> list[float] | None:
         ) from None
 
 
+def entropy(
+    profile: ProfileOpt = None,
+    sets: SetOpt = None,
+    run_dir: RunDirOpt = None,
+    params: ParamsOpt = None,
+    target: TargetOpt = None,
+    input_path: Annotated[
+        Path | None,
+        typer.Option("--input", help="Augmented table (default: the one validation kept, in the run folder)."),
+    ] = None,
+    n_samples: Annotated[int | None, typer.Option("--n-samples", "-m", help="M rephrasings per item.")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="nli | embedding | llm.")] = None,
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="Judge model reference.")] = None,
+    rule: Annotated[str | None, typer.Option("--rule", help="strict | lenient.")] = None,
+    estimator: Annotated[str | None, typer.Option("--estimator", help="eq1 | plogp | discrete.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N items.")] = None,
+) -> None:
+    """Semantic entropy of each contextual counterfactual under each target model (resumable)."""
+    from ..entropy import run_entropy
+
+    flags = {"n_samples": n_samples, "judge": judge, "judge_model": judge_model, "rule": rule,
+             "estimator": estimator, "limit": limit}
+    cfg = resolve_config(profile, sets, run_dir, params, entropy=flags)
+    for name in pick(target, list(cfg.run.targets), "--target"):
+        inputs, out_dir = step_io(cfg, "entropy", {"augmented": input_path}, target=name)
+        summary = run_entropy(cfg, inputs, out_dir, target=name)
+        print_summary(f"entropy [{name}]", summary)
+
+
+def filter_(
+    profile: ProfileOpt = None,
+    sets: SetOpt = None,
+    run_dir: RunDirOpt = None,
+    params: ParamsOpt = None,
+    target: TargetOpt = None,
+    k: Annotated[
+        str | None,
+        typer.Option("--k", help="Percent with the highest SE to drop: 30, or 20,30,40 (one corpus each)."),
+    ] = None,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="Keep items with SE below this value instead.")
+    ] = None,
+) -> None:
+    """Drop the top k % of items by semantic entropy (from the validated scores): one corpus per k and target."""
+    from ..entropy import run_filter
+
+    cfg = resolve_config(profile, sets, run_dir, params, filter={"k": parse_k(k), "threshold": threshold})
+    for name in pick(target, list(cfg.run.targets), "--target"):
+        inputs, out_dir = step_io(cfg, "filter", target=name)
+        summary = run_filter(cfg, inputs, out_dir, target=name)
+        print_summary(f"filter [{name}]", summary)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("entropy")
-    def entropy(
-        profile: ProfileOpt = None,
-        sets: SetOpt = None,
-        run_dir: RunDirOpt = None,
-        params: ParamsOpt = None,
-        target: TargetOpt = None,
-        input_path: Annotated[
-            Path | None,
-            typer.Option(
-                "--input",
-                help="Augmented table (default: validate/augment/valid.parquet if present, "
-                "else augment/augmented.parquet).",
-            ),
-        ] = None,
-        n_samples: Annotated[
-            int | None, typer.Option("--n-samples", "-m", help="M rephrasings per item.")
-        ] = None,
-        judge: Annotated[str | None, typer.Option("--judge", help="nli | embedding | llm.")] = None,
-        judge_model: Annotated[
-            str | None, typer.Option("--judge-model", help="Judge model reference.")
-        ] = None,
-        rule: Annotated[str | None, typer.Option("--rule", help="strict | lenient.")] = None,
-        estimator: Annotated[str | None, typer.Option("--estimator", help="eq1 | plogp | discrete.")] = None,
-        limit: Annotated[int | None, typer.Option("--limit", help="Only the first N items.")] = None,
-    ) -> None:
-        """Semantic entropy of each contextual counterfactual under each target model (resumable)."""
-        from ..entropy import run_entropy
-
-        flags = {
-            "n_samples": n_samples,
-            "judge": judge,
-            "judge_model": judge_model,
-            "rule": rule,
-            "estimator": estimator,
-            "limit": limit,
-        }
-        cfg = resolve_config(profile, sets, run_dir, params, entropy=flags)
-        rd = cfg.run_dir()
-        src = input_path or default_entropy_input(rd)
-        for name in _targets(cfg, target):
-            summary = run_entropy(cfg, {"augmented": src}, rd / "entropy" / name, target=name)
-            print_summary(f"entropy [{name}]", summary)
-
-    @app.command("filter")
-    def filter_(
-        profile: ProfileOpt = None,
-        sets: SetOpt = None,
-        run_dir: RunDirOpt = None,
-        params: ParamsOpt = None,
-        target: TargetOpt = None,
-        k: Annotated[
-            str | None,
-            typer.Option(
-                "--k", help="Percent with the highest SE to drop: 30, or 20,30,40 (one corpus each)."
-            ),
-        ] = None,
-        threshold: Annotated[
-            float | None, typer.Option("--threshold", help="Keep items with SE below this value instead.")
-        ] = None,
-    ) -> None:
-        """Drop the top k % of items by semantic entropy: one filtered corpus per k and target."""
-        from .. import schemas as S
-        from ..entropy import run_filter
-
-        cfg = resolve_config(profile, sets, run_dir, params, filter={"k": parse_k(k), "threshold": threshold})
-        rd = cfg.run_dir()
-        for name in _targets(cfg, target):
-            scores = rd / "entropy" / name / S.ENTROPY_FILE
-            summary = run_filter(cfg, {"scores": scores}, rd / "filter" / name, target=name)
-            print_summary(f"filter [{name}]", summary)
+    app.command("entropy")(entropy)
+    app.command("filter")(filter_)

@@ -47,106 +47,100 @@ def print_metrics(title: str, summary: dict[str, Any], aggregate: dict[str, Any]
     )
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("evaluate")
-    def evaluate(
-        profile: ProfileOpt = None,
-        sets: SetOpt = None,
-        run_dir: RunDirOpt = None,
-        params: ParamsOpt = None,
-        model: Annotated[
-            str | None,
-            typer.Option("--model", "-m", help="Model reference (hub id, folder, .gguf, package:NAME, tiny:ARCH). "
-                         "Default: every model in run.targets (or those named with --target)."),
-        ] = None,
-        target: Annotated[
-            list[str] | None, typer.Option("--target", "-t", help="Target short name from run.targets (repeatable).")
-        ] = None,
-        name: Annotated[str | None, typer.Option("--name", help="Short name for outputs (default: from --model).")] = None,
-        arm: Annotated[str, typer.Option("--arm", help="Arm label for the output folder.")] = "vanilla",
-        benchmarks: Annotated[
-            str | None,
-            typer.Option("--benchmarks", "-b", help="Comma-separated: stereoset,crows,next-token (model only); "
-                         "glue,biasbios,stsb,nli-bias (fine-tune a head first).")
-        ] = None,
-        bias_type: Annotated[
-            str | None, typer.Option("--bias-type", help="gender | race | religion | profession | ... | all.")
-        ] = None,
-        crows_mode: Annotated[
-            str | None, typer.Option("--crows-mode", help="auto | nangia | bias-bench | lm-eval.")
-        ] = None,
-        stereoset_path: Annotated[
-            Path | None, typer.Option("--stereoset-path", help="Local StereoSet file (JSON or flattened JSONL).")
-        ] = None,
-        crows_path: Annotated[Path | None, typer.Option("--crows-path", help="Local CrowS-Pairs CSV.")] = None,
-        glue_path: Annotated[
-            Path | None, typer.Option("--glue-path", help="Local GLUE root (SST-2/, RTE/, QNLI/).")
-        ] = None,
-        biasbios_path: Annotated[
-            Path | None, typer.Option("--biasbios-path", help="Local Bias in Bios CSV/folder/parquet.")
-        ] = None,
-        stsb_path: Annotated[Path | None, typer.Option("--stsb-path", help="Local STS-B folder.")] = None,
-        stsb_bias_path: Annotated[
-            Path | None, typer.Option("--stsb-bias-path", help="Local Bias-STS-B pairs TSV.")
-        ] = None,
-        mnli_path: Annotated[
-            Path | None, typer.Option("--mnli-path", help="Local MNLI folder (NLI-Bias head training).")
-        ] = None,
-        nli_words_path: Annotated[
-            Path | None, typer.Option("--nli-words-path", help="Local Dev et al. (2020) word_lists folder.")
-        ] = None,
-        gender_words_path: Annotated[
-            Path | None, typer.Option("--gender-words-path", help="Folder with male_word_file.txt/female_word_file.txt.")
-        ] = None,
-        batch_size: Annotated[int | None, typer.Option("--batch-size", help="Sequences per forward pass.")] = None,
-        max_items: Annotated[int | None, typer.Option("--max-items", help="Only the first N items.")] = None,
-        out_dir: Annotated[
-            Path | None, typer.Option("--out-dir", help="Output folder (default: <run_dir>/evaluate/<name>/<arm>).")
-        ] = None,
-        progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
-    ) -> None:
-        """Score a model on bias and downstream benchmarks; writes predictions + aggregate.json per benchmark.
+_PATH_FLAGS = {  # flag -> (evaluate section, key): nested local-copy overrides
+    "glue_path": ("glue", "path"), "biasbios_path": ("biasbios", "path"), "stsb_path": ("stsb", "path"),
+    "stsb_bias_path": ("stsb", "bias_path"), "mnli_path": ("nli_bias", "train_path"),
+    "nli_words_path": ("nli_bias", "words_path"), "gender_words_path": ("next_token", "words_path"),
+}
+PathOpt = Path | None
 
-        StereoSet (SS, LMS, ICAT), CrowS-Pairs (CS) and next-token gender balance read the model as it is; GLUE,
-        Bias in Bios, STS-B and NLI-Bias fine-tune a fresh head on it first (settings: evaluate.head.*)."""
-        from ..errors import ConfigError
-        from ..evaluate import run_evaluate
-        from ..io import read_json
 
-        flags = {
-            "benchmarks": [b.strip() for b in benchmarks.split(",") if b.strip()] if benchmarks else None,
-            "bias_type": bias_type,
-            "crows_mode": crows_mode,
-            "stereoset_path": str(stereoset_path) if stereoset_path else None,
-            "crows_path": str(crows_path) if crows_path else None,
-            "batch_size": batch_size,
-            "max_items": max_items,
-        }
-        nested = {
-            ("glue", "path"): glue_path, ("biasbios", "path"): biasbios_path, ("stsb", "path"): stsb_path,
-            ("stsb", "bias_path"): stsb_bias_path, ("nli_bias", "train_path"): mnli_path,
-            ("nli_bias", "words_path"): nli_words_path, ("next_token", "words_path"): gender_words_path,
-        }
-        for (sec, key), value in nested.items():
-            if value is not None:
-                flags.setdefault(sec, {})[key] = str(value)
-        cfg = resolve_config(profile, sets, run_dir, params, evaluate=flags)
-        if model:
-            jobs = [(name, model)]
+def _opt(*flags: str, help: str):  # noqa: A002 - typer's own keyword
+    return typer.Option(*flags, help=help)
+
+
+def evaluate(
+    profile: ProfileOpt = None,
+    sets: SetOpt = None,
+    run_dir: RunDirOpt = None,
+    params: ParamsOpt = None,
+    model: Annotated[str | None, _opt("--model", "-m", help="Model reference (hub id, folder, .gguf, package:NAME, tiny:ARCH). "
+                                      "Default: the targets (or the fine-tuned models with --arm).")] = None,
+    target: Annotated[list[str] | None, _opt("--target", "-t", help="Target short name from run.targets (repeatable).")] = None,
+    name: Annotated[str | None, _opt("--name", help="Short name for outputs with --model (default: from it).")] = None,
+    arm: Annotated[str, _opt("--arm", help="vanilla (the target as it is) or an arm: its fine-tuned model.")] = "vanilla",
+    seed: Annotated[int | None, _opt("--seed", help="Training seed of the arm's model (default: train.seeds[0]).")] = None,
+    benchmarks: Annotated[str | None, _opt("--benchmarks", "-b", help="Comma-separated: stereoset,crows,next-token (model "
+                                           "only); glue,biasbios,stsb,nli-bias (fine-tune a head first).")] = None,
+    bias_type: Annotated[str | None, _opt("--bias-type", help="gender | race | religion | profession | ... | all.")] = None,
+    crows_mode: Annotated[str | None, _opt("--crows-mode", help="auto | nangia | bias-bench | lm-eval.")] = None,
+    stereoset_path: Annotated[PathOpt, _opt("--stereoset-path", help="Local StereoSet file (JSON or JSONL).")] = None,
+    crows_path: Annotated[PathOpt, _opt("--crows-path", help="Local CrowS-Pairs CSV.")] = None,
+    glue_path: Annotated[PathOpt, _opt("--glue-path", help="Local GLUE root (SST-2/, RTE/, QNLI/).")] = None,
+    biasbios_path: Annotated[PathOpt, _opt("--biasbios-path", help="Local Bias in Bios CSV/folder/parquet.")] = None,
+    stsb_path: Annotated[PathOpt, _opt("--stsb-path", help="Local STS-B folder.")] = None,
+    stsb_bias_path: Annotated[PathOpt, _opt("--stsb-bias-path", help="Local Bias-STS-B pairs TSV.")] = None,
+    mnli_path: Annotated[PathOpt, _opt("--mnli-path", help="Local NLI training folder (NLI-Bias head).")] = None,
+    nli_words_path: Annotated[PathOpt, _opt("--nli-words-path", help="Local Dev et al. (2020) word_lists.")] = None,
+    gender_words_path: Annotated[PathOpt, _opt("--gender-words-path", help="Folder with male_word_file.txt and "
+                                               "female_word_file.txt.")] = None,
+    batch_size: Annotated[int | None, _opt("--batch-size", help="Sequences per forward pass.")] = None,
+    max_items: Annotated[int | None, _opt("--max-items", help="Only the first N items.")] = None,
+    out_dir: Annotated[PathOpt, _opt("--out-dir", help="Output folder (default: the run layout's).")] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+) -> None:
+    """Score a model on bias and downstream benchmarks; writes predictions + aggregate.json per benchmark.
+
+    StereoSet (SS, LMS, ICAT), CrowS-Pairs (CS) and next-token gender balance read the model as it is; GLUE,
+    Bias in Bios, STS-B and NLI-Bias fine-tune a fresh head on it first (settings: evaluate.head.*)."""
+    from ..evaluate import run_evaluate
+    from ..io import read_json
+
+    flags = {
+        "benchmarks": [b.strip() for b in benchmarks.split(",") if b.strip()] if benchmarks else None,
+        "bias_type": bias_type, "crows_mode": crows_mode, "batch_size": batch_size, "max_items": max_items,
+        "stereoset_path": str(stereoset_path) if stereoset_path else None,
+        "crows_path": str(crows_path) if crows_path else None,
+    }
+    paths = {"glue_path": glue_path, "biasbios_path": biasbios_path, "stsb_path": stsb_path,
+             "stsb_bias_path": stsb_bias_path, "mnli_path": mnli_path, "nli_words_path": nli_words_path,
+             "gender_words_path": gender_words_path}
+    for flag, value in paths.items():
+        if value is not None:
+            sec, key = _PATH_FLAGS[flag]
+            flags.setdefault(sec, {})[key] = str(value)
+    cfg = resolve_config(profile, sets, run_dir, params, evaluate=flags)
+    for label, inputs, dest, kw in _jobs(cfg, model, name, target, arm, seed, out_dir):
+        summary = run_evaluate(cfg, inputs, dest, progress=progress, **kw)
+        print_metrics(f"evaluate [{label}]", summary, read_json(Path(dest) / "aggregate.json"))
+        console().print(f"outputs: {dest}", highlight=False)
+
+
+def _jobs(cfg, model, name, targets, arm, seed, out_dir):
+    """(label, inputs, folder, run_evaluate options) per model to evaluate."""
+    from ..layout import VANILLA, RunLayout, safe_name
+    from ..models import parse_ref
+    from ._common import pick, step_io
+
+    if model:
+        short = safe_name(name or parse_ref(model).name, "--name")
+        dest = out_dir or RunLayout.of(cfg).check().evaluation_dir(short)
+        return [(short, {}, dest, {"model": model, "name": short})]
+    jobs = []
+    names = pick(targets, list(cfg.run.targets), "--target")
+    for t in names:
+        if arm == VANILLA:
+            inputs, dest = step_io(cfg, "evaluate-vanilla", target=t)
+            kw = {"target": t}
         else:
-            names = target or list(cfg.run.targets)
-            unknown = [n for n in names if n not in cfg.run.targets]
-            if unknown:
-                raise ConfigError(f"--target {', '.join(unknown)}: not in run.targets ({', '.join(cfg.run.targets)}).")
-            jobs = [(n, cfg.run.targets[n]) for n in names]
-        for short, ref in jobs:
-            from ..models import parse_ref
+            s = cfg.train.seeds[0] if seed is None else seed
+            inputs, dest = step_io(cfg, "evaluate", target=t, arm=safe_name(arm, "--arm"), seed=s)
+            kw = {"target": t, "arm": arm, "seed": s}
+        if out_dir:
+            dest = out_dir if len(names) == 1 else out_dir / t
+        jobs.append((kw.get("name") or "/".join(str(v) for v in kw.values()), inputs, dest, kw))
+    return jobs
 
-            short = short or parse_ref(ref).name
-            if out_dir:
-                dest = out_dir if len(jobs) == 1 else out_dir / short
-            else:
-                dest = cfg.run_dir() / "evaluate" / short / arm
-            summary = run_evaluate(cfg, {}, dest, ref, name=short, progress=progress)
-            print_metrics(f"evaluate [{short}]", summary, read_json(Path(dest) / "aggregate.json"))
-            console().print(f"outputs: {dest}", highlight=False)
+
+def register(app: typer.Typer) -> None:
+    app.command("evaluate")(evaluate)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, print_summary, resolve_config
+from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, print_summary, resolve_config, step_io
 
 
 def register(app: typer.Typer) -> None:
@@ -31,5 +31,6 @@ def register(app: typer.Typer) -> None:
         flags = {"corpus": corpus, "path": str(path) if path else None, "text_column": text_column,
                  "encoding": encoding, "encoding_errors": encoding_errors, "sample_n": sample_n}
         cfg = resolve_config(profile, sets, run_dir, params, ingest=flags)
-        summary = run_ingest(cfg, {}, out)
+        inputs, out_dir = step_io(cfg, "ingest", out=out)
+        summary = run_ingest(cfg, inputs, out_dir)
         print_summary("ingest", summary)

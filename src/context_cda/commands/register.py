@@ -15,43 +15,51 @@ from ._common import (
     SetOpt,
     TargetsOpt,
     console,
+    pick,
     print_summary,
     resolve_config,
+    step_io,
 )
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("register")
-    def register_cmd(
-        profile: ProfileOpt = None,
-        sets: SetOpt = None,
-        run_dir: RunDirOpt = None,
-        params: ParamsOpt = None,
-        target: TargetsOpt = None,
-        arm: ArmsOpt = None,
-        evaluation: Annotated[
-            Path | None,
-            typer.Option("--evaluation", help="JSON {metric: value} overriding metrics.csv's last epoch "
-                         "(one target and arm only)."),
-        ] = None,
-        tracking_uri: Annotated[
-            str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (default: see tracking.uri).")
-        ] = None,
-    ) -> None:
-        """Register <target>-debiased versions with bias-metric tags; candidate/champion aliases by the gate."""
-        from ..tracking import register_inputs, run_register
+def register_cmd(
+    profile: ProfileOpt = None,
+    sets: SetOpt = None,
+    run_dir: RunDirOpt = None,
+    params: ParamsOpt = None,
+    target: TargetsOpt = None,
+    arm: ArmsOpt = None,
+    evaluation: Annotated[
+        Path | None,
+        typer.Option("--evaluation", help="JSON {metric: value} overriding metrics.csv's last epoch "
+                     "(one target and arm only)."),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (default: see tracking.uri).")
+    ] = None,
+) -> None:
+    """Register <target>-debiased versions with bias-metric tags; candidate/champion aliases by the gate."""
+    from ..layout import RunLayout
+    from ..tracking import register_inputs, run_register
 
-        cfg = resolve_config(profile, sets, run_dir, params, tracking={"uri": tracking_uri})
-        targets = target or list(cfg.run.targets)
-        arms = arm or list(cfg.train.arms)
-        if evaluation and len(targets) * len(arms) != 1:
-            raise typer.BadParameter("--evaluation needs exactly one --target and one --arm.")
-        for t in targets:
-            for a in arms:
-                inputs = register_inputs(cfg, t, a)
-                if evaluation:
-                    inputs["evaluation"] = evaluation
-                summary = run_register(cfg, inputs, cfg.run_dir() / "register" / t / a, t, a)
-                print_summary(f"register {t}/{a}", {k: v for k, v in summary.items() if k != "decision"})
-                verdict = "promoted to champion" if summary.get("promote") else "kept as candidate"
-                console().print(f"{summary['model_name']} v{summary.get('version')}: {verdict}")
+    cfg = resolve_config(profile, sets, run_dir, params, tracking={"uri": tracking_uri})
+    targets = pick(target, list(cfg.run.targets), "--target")
+    arms = pick(arm, list(cfg.train.arms), "--arm")
+    if evaluation and len(targets) * len(arms) != 1:
+        raise typer.BadParameter("--evaluation needs exactly one --target and one --arm.")
+    seed = cfg.train.seeds[0]
+    for t in targets:
+        folders, _ = step_io(cfg, "register", target=t)
+        for a in arms:
+            inputs = register_inputs(cfg, t, a, seed, folders=folders)
+            if evaluation:
+                inputs["evaluation"] = evaluation
+            out_dir = RunLayout.of(cfg).register_dir(t, a)
+            summary = run_register(cfg, inputs, out_dir, t, a, discover=False, seed=seed)
+            print_summary(f"register {t}/{a}", {k: v for k, v in summary.items() if k != "decision"})
+            verdict = "promoted to champion" if summary.get("promote") else "kept as candidate"
+            console().print(f"{summary['model_name']} v{summary.get('version')}: {verdict}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("register")(register_cmd)

@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, SetOpt, console, resolve_config
+from ._common import ParamsOpt, ProfileOpt, SetOpt, console, resolve_config, step_io
 
 
 def register(app: typer.Typer) -> None:
     @app.command("report")
     def report(
-        run_dir: Annotated[Path, typer.Argument(help="Run folder holding finetune/<target>/<arm>/metrics.csv.")],
+        run_dir: Annotated[Path, typer.Argument(help="Run folder (its finetune, evaluate and register steps).")],
         profile: ProfileOpt = None,
         sets: SetOpt = None,
         params: ParamsOpt = None,
@@ -24,8 +24,8 @@ def register(app: typer.Typer) -> None:
         from ..report import run_report
 
         cfg = resolve_config(profile, sets, run_dir, params, tracking={"enabled": False if no_tracking else None})
-        out_dir = out or run_dir / "report"
-        summary = run_report(cfg, {"run_dir": run_dir}, out_dir)
+        inputs, out_dir = step_io(cfg, "report", out=out)
+        summary = run_report(cfg, inputs, out_dir)
         from rich.table import Table
 
         table = Table(title="Table 1", header_style="bold")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, print_summary, resolve_config
+from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, pick, print_summary, resolve_config, step_io
 
 
 def register(app: typer.Typer) -> None:
@@ -18,14 +18,25 @@ def register(app: typer.Typer) -> None:
         sets: SetOpt = None,
         run_dir: RunDirOpt = None,
         params: ParamsOpt = None,
-        target: Annotated[str | None, typer.Option(help="Target model name (entropy boundary).")] = None,
+        target: Annotated[
+            list[str] | None, typer.Option(help="Target model name (entropy boundary; repeatable; default: all).")
+        ] = None,
         input: Annotated[Path | None, typer.Option("--input", help="Table to validate (default: the stage's output).")] = None,
         out: Annotated[Path | None, typer.Option(help="Output folder (default: <run_dir>/validate/<stage>).")] = None,
         fail_on_error: Annotated[bool | None, typer.Option("--fail-on-error/--quarantine", help="Exit non-zero on failures.")] = None,
     ) -> None:
         """Run the boundary's expectation suite; quarantine failing rows with reasons; save results.json."""
+        from ..errors import ConfigError
+        from ..layout import BOUNDARY_STEPS
         from ..validation import run_validate
 
         cfg = resolve_config(profile, sets, run_dir, params, validate={"fail_on_error": fail_on_error})
-        summary = run_validate(cfg, {stage: input} if input else {}, out, boundary=stage, target=target)
-        print_summary(f"validate {stage}", summary)
+        if stage not in BOUNDARY_STEPS:
+            raise ConfigError(f"--stage {stage!r}: boundaries are {', '.join(BOUNDARY_STEPS)}.")
+        keys = [{"target": t} for t in pick(target, list(cfg.run.targets), "--target")] if stage == "entropy" else [{}]
+        if (input or out) and len(keys) != 1:
+            raise ConfigError("--input/--out need exactly one --target at the entropy boundary.")
+        for k in keys:
+            inputs, out_dir = step_io(cfg, BOUNDARY_STEPS[stage], {stage: input}, out, **k)
+            summary = run_validate(cfg, inputs, out_dir, boundary=stage, **k)
+            print_summary(f"validate {stage}" + (f" [{k['target']}]" if k else ""), summary)

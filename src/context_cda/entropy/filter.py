@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import layout as L
 from .. import schemas as S
 from ..errors import ConfigError, InputError
 from ..io import StageRecorder, read_table, require_columns, write_json, write_rejected, write_table
@@ -24,13 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..config import Config
 
-HIST_FILE = "se_hist.png"
+HIST_FILE = L.SE_HIST_FILE
 HIST_BINS = 10
-
-
-def k_dirname(k: float) -> str:
-    """``30.0 -> 'k30'``, ``12.5 -> 'k12.5'``."""
-    return f"k{int(k)}" if float(k).is_integer() else f"k{k:g}"
 
 
 def rank_by_se(df: pd.DataFrame) -> pd.DataFrame:
@@ -106,7 +102,7 @@ def _one_cut(
         kept, dropped, cut = split_threshold(scores, value)
         reason = f"se>=threshold({value:g})"
     kept_sorted = kept.sort_values(S.ID).reset_index(drop=True)
-    corpus = write_table(kept_sorted[[S.ID, S.TEXT, S.SE]], out / S.FILTER_FILE)
+    corpus = write_table(kept_sorted[[S.ID, S.TEXT, S.SE]], out / L.FILTERED_FILE)
     rej = dropped[[S.ID, S.TEXT, S.SE]].copy()
     rej[S.REASON] = [f"{reason}: se={s:.4f}" for s in rej[S.SE]]
     write_rejected(rej, out)
@@ -134,9 +130,9 @@ def _one_cut(
 def run_filter(
     config: Config, inputs: Mapping[str, Path | str], out_dir: Path | str, target: str
 ) -> dict[str, Any]:
-    """Filtered corpora for target ``target`` from its ``scores.parquet`` (``inputs["scores"]``)."""
+    """Filtered corpora for target ``target`` from its (validated) semantic-entropy scores, ``inputs["scores"]``."""
     if "scores" not in inputs:
-        raise InputError("run_filter needs inputs={'scores': <entropy/<target>/scores.parquet>}.")
+        raise InputError("run_filter needs inputs={'scores': <the target's validated scores table>}.")
     scores_path = Path(inputs["scores"])
     out = Path(out_dir)
     scores = read_table(scores_path)
@@ -150,7 +146,7 @@ def run_filter(
     cuts = (
         [("threshold", fcfg.threshold, f"threshold{fcfg.threshold:g}")]
         if fcfg.threshold is not None
-        else [("k", float(k), k_dirname(k)) for k in fcfg.k]
+        else [("k", float(k), L.k_dirname(k)) for k in fcfg.k]
     )
     results = {}
     for mode, value, name in cuts:

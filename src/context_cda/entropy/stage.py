@@ -2,8 +2,8 @@
 
 Per target model (``config.run.targets[target]``) the stage writes below ``out_dir``::
 
-    scores.parquet     id, text, se, se_eq1, se_plogp, se_discrete, n_clusters, n_samples
-    audit.parquet      id, sample_idx, sample, cluster, loglik_sum, loglik_mean, n_tokens
+    scores (layout.SCORES_FILE)  id, text, se, se_eq1, se_plogp, se_discrete, n_clusters, n_samples
+    audit (layout.AUDIT_FILE)    id, sample_idx, sample, cluster, loglik_sum, loglik_mean, n_tokens
     rejected.parquet   id, text, reason
     shards/<fingerprint>/shard-*.parquet   checkpoints (one atomic file per shard of items)
     samples/<fingerprint>/samples-*.parquet the M rephrasings per item, reused when only the judge, rule,
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import layout as L
 from .. import schemas as S
 from ..errors import ConfigError, InputError
 from ..io import StageRecorder, json_hash, read_table, stable_id, write_rejected, write_table
@@ -234,8 +235,8 @@ def _read_items(path: Path, limit: int | None) -> tuple[pd.DataFrame, list[dict[
     if S.ID not in df.columns or col is None:
         raise InputError(
             f"{path}: the entropy stage needs columns {S.ID} and {S.AUGMENTED} (or {S.TEXT}); found "
-            f"{', '.join(map(str, df.columns))}. Pass the augment stage's output (augmented.parquet or the "
-            "validated valid.parquet)."
+            f"{', '.join(map(str, df.columns))}. Pass the augmented table that validation kept "
+            f"({L.FOLDERS['validate-augment']}/{L.VALID_FILE})."
         )
     df = df[[S.ID, col]].rename(columns={col: S.TEXT})
     dup = df[S.ID].duplicated()
@@ -252,6 +253,68 @@ def _read_items(path: Path, limit: int | None) -> tuple[pd.DataFrame, list[dict[
     return df[~empty].reset_index(drop=True), rejected
 
 
+@dataclass
+class _Models:
+    """The generator, scorer and judge of one entropy run, built from the config on first use (only when there
+    is work left) unless the caller passed them in."""
+
+    config: Config
+    target_ref: str
+    generator: Generator | None = None
+    scorer: Scorer | None = None
+    judge: EntailmentJudge | None = None
+    own_generator: bool = False
+
+    def get_scorer(self) -> Scorer:
+        if self.scorer is None:
+            from ..scoring import load_scorer
+
+            c = self.config
+            self.scorer = load_scorer(self.target_ref, device=c.run.device, batch_size=c.entropy.batch_size,
+                                      cache=c.run.model_cache)
+        return self.scorer
+
+    def get_generator(self) -> Generator:
+        if self.generator is None:
+            from ..generation import make_generator
+
+            c, e = self.config, self.config.entropy
+            backend, ref = e.generator_backend or c.augment.backend, e.generator_model or c.augment.model
+            sc = self.get_scorer()
+            shared = getattr(sc, "model", None) if getattr(sc, "family", None) == "causal" else None
+            # the target samples its own rephrasings (the demo): one copy of the weights, not two
+            loaded = (shared, sc.tokenizer) if backend == "hf" and ref == self.target_ref and shared is not None else None
+            self.generator = make_generator(backend, ref, device=c.run.device, model_cache=c.run.model_cache,
+                                            batch_size=e.batch_size, openai=c.augment.openai, loaded=loaded)
+            self.own_generator = True
+        return self.generator
+
+    def get_decider(self, batched: bool) -> PairDecider:
+        if self.judge is None:
+            from ..generation import make_generator
+            from .judges import make_judge
+
+            c = self.config
+            self.judge = make_judge(c.entropy, device=c.run.device, model_cache=c.run.model_cache,
+                                    generator_factory=lambda ref: make_generator(
+                                        "hf", ref, device=c.run.device, model_cache=c.run.model_cache))
+        return PairDecider(self.judge, self.config.entropy.rule,
+                           batch_size=self.config.entropy.batch_size if batched else 1)
+
+    def close(self) -> None:
+        if self.own_generator and self.generator is not None:
+            self.generator.close()
+
+
+@dataclass
+class _Progress:
+    t_sample: float = 0.0
+    t_score: float = 0.0
+    shards_written: int = 0
+    generated: int = 0
+    decider: PairDecider | None = None
+
+
 def run_entropy(
     config: Config,
     inputs: Mapping[str, Path | str],
@@ -265,165 +328,129 @@ def run_entropy(
 ) -> dict[str, Any]:
     """Semantic entropy of every contextual counterfactual under target model ``target``.
 
-    ``inputs["augmented"]``: the augment stage's table (columns ``id``, ``augmented``). ``generator``, ``scorer``
-    and ``judge`` may be passed in (tests, benchmarks, notebooks); otherwise they are built from the config, and
-    only when there is work left. ``batched=False`` is the one-pair-at-a-time reference path (benchmarks).
+    ``inputs["augmented"]``: the augment stage's (validated) table (columns ``id``, ``augmented``).
+    ``generator``, ``scorer`` and ``judge`` may be passed in (tests, benchmarks, notebooks); otherwise they are
+    built from the config, and only when there is work left. ``batched=False`` is the one-pair-at-a-time
+    reference path (benchmarks).
     """
-    import pandas as pd
-
-    cfg = config.entropy
     if target not in config.run.targets:
         raise ConfigError(
             f"entropy: unknown target {target!r}; run.targets has {', '.join(config.run.targets) or 'none'}."
         )
     if "augmented" not in inputs:
-        raise InputError("run_entropy needs inputs={'augmented': <augmented.parquet or valid.parquet>}.")
+        raise InputError("run_entropy needs inputs={'augmented': <the validated augmented table>}.")
     target_ref = config.run.targets[target]
-    out = Path(out_dir)
-    in_path = Path(inputs["augmented"])
-    rec = StageRecorder(
-        "entropy", out, config, inputs={"augmented": in_path}, versions=("torch", "transformers")
-    )
-    items, rejected_input = _read_items(in_path, cfg.limit)
+    out, in_path = Path(out_dir), Path(inputs["augmented"])
+    rec = StageRecorder("entropy", out, config, inputs={"augmented": in_path}, versions=("torch", "transformers"))
+    items, rejected_input = _read_items(in_path, config.entropy.limit)
     fp = fingerprint(config, target_ref)
     shard_dir = out / SHARDS_DIR / fp
     shard_dir.mkdir(parents=True, exist_ok=True)
-    done = read_shards(shard_dir)
-    done_ids = set(done[S.ID].astype(str))
+    done_ids = set(read_shards(shard_dir)[S.ID].astype(str))
     todo = items[~items[S.ID].astype(str).isin(done_ids)].reset_index(drop=True)
-    n_resumed = len(items) - len(todo)
-    log.info("entropy[%s]: %d items, %d already done, %d to do", target, len(items), n_resumed, len(todo))
-
-    decider: PairDecider | None = None
-    t_sample = t_score = 0.0
-    n_shards_written = 0
-    n_generated = 0
+    log.info("entropy[%s]: %d items, %d already done, %d to do", target, len(items), len(items) - len(todo),
+             len(todo))
+    progress = _Progress()
     if len(todo):
-        mcache = config.run.model_cache
-        own_generator = generator is None
-        sample_dir = out / SAMPLES_DIR / sample_fingerprint(config)
-        sample_dir.mkdir(parents=True, exist_ok=True)
-        sample_cache = read_sample_cache(sample_dir)
-        n_sample_files = len(list(sample_dir.glob("samples-*.parquet")))
+        models = _Models(config, target_ref, generator, scorer, judge)
+        try:
+            _process_shards(config, todo, models, out, shard_dir, batched, progress, target)
+        finally:
+            models.close()
+    scores, audit, rejected = _assemble(shard_dir, items, rejected_input)
+    scores_path = write_table(scores, out / L.SCORES_FILE)
+    audit_path = write_table(audit, out / L.AUDIT_FILE)
+    write_rejected(rejected, out)
+    summary = _summary(config, target, target_ref, fp, items, rejected_input, scores, rejected, todo, progress)
+    rec.finish(
+        counts={"in": summary["items_in"], "out": len(scores), "rejected": summary["rejected"]},
+        outputs={"scores": scores_path, "audit": audit_path},
+        summary=summary,
+    )
+    return summary
 
-        def get_generator() -> Generator:
-            nonlocal generator
-            if generator is None:
-                from ..generation import make_generator
 
-                backend = cfg.generator_backend or config.augment.backend
-                ref = cfg.generator_model or config.augment.model
-                shared = getattr(scorer, "model", None) if getattr(scorer, "family", None) == "causal" else None
-                # the target samples its own rephrasings (the demo): one copy of the weights, not two
-                loaded = (shared, scorer.tokenizer) if backend == "hf" and ref == target_ref and shared is not None else None
-                generator = make_generator(
-                    backend, ref, device=config.run.device, model_cache=mcache, batch_size=cfg.batch_size,
-                    openai=config.augment.openai, loaded=loaded,
-                )
-            return generator
+def _process_shards(config: Config, todo: pd.DataFrame, models: _Models, out: Path, shard_dir: Path,
+                    batched: bool, progress: _Progress, target: str) -> None:
+    """Sample (or reuse cached samples), score, cluster and estimate, one atomically written shard at a time."""
+    cfg = config.entropy
+    sample_dir = out / SAMPLES_DIR / sample_fingerprint(config)
+    sample_dir.mkdir(parents=True, exist_ok=True)
+    sample_cache = read_sample_cache(sample_dir)
+    progress.decider = decider = models.get_decider(batched)
+    scorer = models.get_scorer()
+    seq = len(list(shard_dir.glob("shard-*.parquet")))
+    for start in range(0, len(todo), cfg.shard_size):
+        part = todo.iloc[start : start + cfg.shard_size]
+        ids, texts = part[S.ID].astype(str).tolist(), part[S.TEXT].tolist()
+        t0 = time.perf_counter()
+        progress.generated += _draw_samples(config, ids, texts, models, sample_dir, sample_cache)
+        t1 = time.perf_counter()
+        res = process_items(ids, texts, [sample_cache[i][1] for i in ids], scorer, decider, cfg, batched=batched,
+                            sample_errors=[sample_cache[i][2] for i in ids])
+        progress.t_sample += t1 - t0
+        progress.t_score += time.perf_counter() - t1
+        name = f"shard-{seq:05d}-{stable_id(*ids)}.parquet"
+        write_table(_shard_frame(res), shard_dir / name)  # atomic: the shard is done or absent
+        seq += 1
+        progress.shards_written += 1
+        log.info("entropy[%s]: shard %s: %d items", target, name, len(ids))
 
-        if scorer is None:
-            from ..scoring import load_scorer
 
-            scorer = load_scorer(
-                target_ref, device=config.run.device, batch_size=cfg.batch_size, cache=mcache
-            )
-        if judge is None:
-            from .judges import make_judge
+def _draw_samples(config: Config, ids: list[str], texts: list[str], models: _Models, sample_dir: Path,
+                  sample_cache: dict[str, tuple[str, list[str], str | None]]) -> int:
+    """Sample the M rephrasings of the items that have none cached; the new samples are saved (atomically)
+    before scoring starts, so a kill during scoring keeps them. Returns how many items were sampled."""
+    import pandas as pd
 
-            def _gen_factory(ref: str) -> Generator:
-                from ..generation.base import make_generator
+    cfg = config.entropy
+    need = [k for k, (i, t) in enumerate(zip(ids, texts, strict=True))
+            if i not in sample_cache or sample_cache[i][0] != t]
+    if not need:
+        return 0
+    new_samples, new_errors = sample_rephrasings(
+        models.get_generator(), [texts[k] for k in need], cfg.n_samples, temperature=cfg.temperature,
+        top_p=cfg.top_p, max_tokens=cfg.max_tokens,
+        seed=int(stable_id(config.run.seed, *ids)[:8], 16),  # per shard of items
+    )
+    fresh = pd.DataFrame({S.ID: [ids[k] for k in need], S.TEXT: [texts[k] for k in need],
+                          "samples": new_samples, "error": [e or "" for e in new_errors]})
+    n_files = len(list(sample_dir.glob("samples-*.parquet")))
+    write_table(fresh, sample_dir / f"samples-{n_files:05d}-{stable_id(*fresh[S.ID])}.parquet")
+    for k, ss, e in zip(need, new_samples, new_errors, strict=True):
+        sample_cache[ids[k]] = (texts[k], ss, e)
+    return len(need)
 
-                return make_generator("hf", ref, device=config.run.device, model_cache=mcache)
 
-            judge = make_judge(
-                cfg, device=config.run.device, model_cache=mcache, generator_factory=_gen_factory
-            )
-        decider = PairDecider(judge, cfg.rule, batch_size=cfg.batch_size if batched else 1)
-        seq = len(list(shard_dir.glob("shard-*.parquet")))
-        for start in range(0, len(todo), cfg.shard_size):
-            part = todo.iloc[start : start + cfg.shard_size]
-            ids, texts = part[S.ID].astype(str).tolist(), part[S.TEXT].tolist()
-            t0 = time.perf_counter()
-            need = [
-                k
-                for k, (i, t) in enumerate(zip(ids, texts, strict=True))
-                if i not in sample_cache or sample_cache[i][0] != t
-            ]
-            if need:
-                new_samples, new_errors = sample_rephrasings(
-                    get_generator(),
-                    [texts[k] for k in need],
-                    cfg.n_samples,
-                    temperature=cfg.temperature,
-                    top_p=cfg.top_p,
-                    max_tokens=cfg.max_tokens,
-                    seed=int(stable_id(config.run.seed, *ids)[:8], 16),  # per shard of items
-                )
-                fresh = pd.DataFrame(
-                    {
-                        S.ID: [ids[k] for k in need],
-                        S.TEXT: [texts[k] for k in need],
-                        "samples": new_samples,
-                        "error": [e or "" for e in new_errors],
-                    }
-                )
-                sname = f"samples-{n_sample_files:05d}-{stable_id(*fresh[S.ID])}.parquet"
-                write_table(fresh, sample_dir / sname)  # samples survive a kill during scoring
-                n_sample_files += 1
-                for k, ss, e in zip(need, new_samples, new_errors, strict=True):
-                    sample_cache[ids[k]] = (texts[k], ss, e)
-                n_generated += len(need)
-            samples = [sample_cache[i][1] for i in ids]
-            errors = [sample_cache[i][2] for i in ids]
-            t1 = time.perf_counter()
-            res = process_items(
-                ids, texts, samples, scorer, decider, cfg, batched=batched, sample_errors=errors
-            )
-            t_sample += t1 - t0
-            t_score += time.perf_counter() - t1
-            name = f"shard-{seq:05d}-{stable_id(*ids)}.parquet"
-            write_table(_shard_frame(res), shard_dir / name)  # atomic: the shard is done or absent
-            seq += 1
-            n_shards_written += 1
-            log.info("entropy[%s]: shard %s: %d items", target, name, len(ids))
-        if own_generator and generator is not None:
-            generator.close()
+def _assemble(shard_dir: Path, items: pd.DataFrame, rejected_input: list[dict[str, Any]]):
+    """(scores, audit, rejected) from every finished shard of this fingerprint that belongs to the input, in the
+    input's order."""
+    import pandas as pd
 
-    # ---- assemble the outputs from every finished shard (of this fingerprint) that belongs to the input
     allrows = read_shards(shard_dir)
     allrows = allrows[allrows[S.ID].astype(str).isin(set(items[S.ID].astype(str)))]
     ok_rows = allrows[allrows[S.REASON].fillna("") == ""]
-    scores = (
-        ok_rows.drop_duplicates(S.ID)[SCORE_COLUMNS]
-        .astype({S.N_CLUSTERS: "int64", "n_samples": "int64"})
-        .reset_index(drop=True)
-    )
-    audit = (
-        ok_rows.drop_duplicates([S.ID, "sample_idx"])[AUDIT_COLUMNS]
-        .astype({"sample_idx": "int64", "cluster": "int64", "n_tokens": "int64"})
-        .reset_index(drop=True)
-    )
+    scores = (ok_rows.drop_duplicates(S.ID)[SCORE_COLUMNS]
+              .astype({S.N_CLUSTERS: "int64", "n_samples": "int64"}).reset_index(drop=True))
+    audit = (ok_rows.drop_duplicates([S.ID, "sample_idx"])[AUDIT_COLUMNS]
+             .astype({"sample_idx": "int64", "cluster": "int64", "n_tokens": "int64"}).reset_index(drop=True))
     rej = allrows[allrows[S.REASON].fillna("") != ""].drop_duplicates(S.ID)[[S.ID, S.TEXT, S.REASON]]
-    rejected = pd.concat(
-        [pd.DataFrame(rejected_input, columns=[S.ID, S.TEXT, S.REASON]), rej], ignore_index=True
-    )
-    # keep the input order
+    rejected = pd.concat([pd.DataFrame(rejected_input, columns=[S.ID, S.TEXT, S.REASON]), rej], ignore_index=True)
     order = {i: n for n, i in enumerate(items[S.ID].astype(str))}
     scores = scores.sort_values(S.ID, key=lambda s: s.astype(str).map(order)).reset_index(drop=True)
-    audit = audit.sort_values(
-        [S.ID, "sample_idx"], key=lambda s: s.astype(str).map(order) if s.name == S.ID else s
-    )
-    audit = audit.reset_index(drop=True)
-    scores_path = write_table(scores, out / S.ENTROPY_FILE)
-    audit_path = write_table(audit, out / S.AUDIT_FILE)
-    write_rejected(rejected, out)
+    audit = audit.sort_values([S.ID, "sample_idx"],
+                              key=lambda s: s.astype(str).map(order) if s.name == S.ID else s)
+    return scores, audit.reset_index(drop=True), rejected
 
+
+def _summary(config: Config, target: str, target_ref: str, fp: str, items, rejected_input, scores, rejected,
+             todo, progress: _Progress) -> dict[str, Any]:
+    cfg = config.entropy
     n_items = len(scores)
-    m = cfg.n_samples
+    decider = progress.decider
     stats = decider.stats() if decider else {"judge_calls": 0, "judge_requests": 0, "judge_batches": 0}
     processed = max(1, len(todo))
-    summary: dict[str, Any] = {
+    return {
         "target": target,
         "target_model": target_ref,
         "judge": cfg.judge,
@@ -432,23 +459,17 @@ def run_entropy(
         "items_in": int(len(items) + len(rejected_input)),
         "scored": n_items,
         "rejected": int(len(rejected)),
-        "resumed_items": int(n_resumed),
+        "resumed_items": int(len(items) - len(todo)),
         "processed_items": int(len(todo)),
-        "shards_written": n_shards_written,
-        "items_sampled": n_generated,
+        "shards_written": progress.shards_written,
+        "items_sampled": progress.generated,
         "fingerprint": fp,
         **stats,
         "judge_calls_per_item": round(stats["judge_calls"] / processed, 3) if len(todo) else 0.0,
-        "all_pairs_per_item": m * m,
+        "all_pairs_per_item": cfg.n_samples * cfg.n_samples,
         "se_mean": float(scores[S.SE].mean()) if n_items else float("nan"),
         "se_median": float(scores[S.SE].median()) if n_items else float("nan"),
         "n_clusters_mean": float(scores[S.N_CLUSTERS].mean()) if n_items else float("nan"),
-        "seconds_sampling": round(t_sample, 3),
-        "seconds_scoring_clustering": round(t_score, 3),
+        "seconds_sampling": round(progress.t_sample, 3),
+        "seconds_scoring_clustering": round(progress.t_score, 3),
     }
-    rec.finish(
-        counts={"in": summary["items_in"], "out": n_items, "rejected": summary["rejected"]},
-        outputs={"scores": scores_path, "audit": audit_path},
-        summary=summary,
-    )
-    return summary

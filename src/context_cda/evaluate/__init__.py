@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
+from ..layout import AGGREGATE_FILE, PREDICTIONS_FILE
 from .registry import REGISTRY, Benchmark, Metric, get_benchmark, metric_specs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,17 +125,27 @@ def run_evaluate(
     config: Config,
     inputs: Mapping[str, Path | str],
     out_dir: Path | str,
-    model: str,
+    model: str | None = None,
     name: str | None = None,
     progress: bool = False,
+    target: str | None = None,
+    arm: str | None = None,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    """The evaluate stage. ``inputs`` may name benchmark files ({"stereoset": path, "crows": path}); otherwise
-    evaluate.<name>_path, the data cache or a download supplies them. Writes, below ``out_dir``:
-    ``<benchmark>/predictions.parquet``, ``<benchmark>/aggregate.json``, ``aggregate.json`` (all benchmarks and
-    the flat metrics), ``rejected.parquet`` and ``manifest.json``."""
-    import pandas as pd
-
-    from ..io import StageRecorder, write_json, write_rejected, write_table
+    """The evaluate stage. The model is ``inputs["model"]`` (a fine-tuned ``final`` folder), else ``model``,
+    else the target's reference (``config.run.targets[target]``: the vanilla model). ``inputs`` may also name
+    benchmark files ({"stereoset": path, "crows": path}); otherwise evaluate.<name>_path, the data cache or a
+    download supplies them. Writes, below ``out_dir``: ``<benchmark>/predictions.parquet``,
+    ``<benchmark>/aggregate.json``, ``aggregate.json`` (all benchmarks and the flat metrics), ``rejected.parquet``
+    and ``manifest.json``."""
+    model = str(inputs["model"]) if inputs.get("model") else model
+    if model is None and target is not None:
+        model = config.run.targets[target]
+    if model is None:
+        raise ConfigError("evaluate: name a model (--model), a target (--target) or a fine-tuned model input.")
+    if name is None and target is not None:
+        name = "/".join([target, *([arm] if arm else []), *([f"seed-{seed}"] if seed is not None else [])])
+    from ..io import StageRecorder
     from ..models import parse_ref
     from ..scoring import load_scorer
     from .data import benchmark_file
@@ -162,6 +174,17 @@ def run_evaluate(
     with rec.timed("score"):
         results = evaluate_scorer(scorer, cfg, paths={b: p for b, p in paths.items() if p},
                                   data_cache=config.run.data_cache)
+    summary = {"model": model, "name": name, "family": scorer.family, "bias_type": cfg.bias_type}
+    return _write_results(results, summary, out, rec)
+
+
+def _write_results(results: Mapping[str, Any], summary: dict[str, Any], out: Path, rec) -> dict[str, Any]:
+    """Per benchmark: predictions.parquet and aggregate.json; then the flat metrics, the rejected items and the
+    manifest."""
+    import pandas as pd
+
+    from ..io import write_json, write_rejected, write_table
+
     flat: dict[str, float] = {}
     outputs: dict[str, Path] = {}
     rejected_all: list[dict[str, Any]] = []
@@ -171,8 +194,8 @@ def run_evaluate(
         bench = get_benchmark(bname)
         flat.update(bench.flat(res["aggregate"]))
         bdir = out / bname
-        outputs[f"{bname}_predictions"] = write_table(pd.DataFrame(res["rows"]), bdir / "predictions.parquet")
-        outputs[f"{bname}_aggregate"] = write_json(bdir / "aggregate.json", res["aggregate"])
+        outputs[f"{bname}_predictions"] = write_table(pd.DataFrame(res["rows"]), bdir / PREDICTIONS_FILE)
+        outputs[f"{bname}_aggregate"] = write_json(bdir / AGGREGATE_FILE, res["aggregate"])
         rejected_all += [{"benchmark": bname, **r} for r in res["rejected"]]
         per_bench[bname] = res["aggregate"]
         counts[f"{bname}_in"] = res["n_items"]
@@ -182,17 +205,10 @@ def run_evaluate(
         counts_rate = res["n_items"] / res["seconds"] if res["seconds"] > 0 else float("nan")
         per_bench[bname]["items_per_s"] = round(counts_rate, 2)
         per_bench[bname]["seconds"] = round(res["seconds"], 2)
-    summary = {
-        "model": model,
-        "name": name,
-        "family": scorer.family,
-        "bias_type": cfg.bias_type,
-        "metrics": flat,
-        "counts": counts,
-    }
+    summary = {**summary, "metrics": flat, "counts": counts}
     if "crows" in results:
         summary["crows_mode"] = results["crows"]["aggregate"].get("mode")
-    outputs["aggregate"] = write_json(out / "aggregate.json", {**summary, "benchmarks": per_bench})
+    outputs["aggregate"] = write_json(out / AGGREGATE_FILE, {**summary, "benchmarks": per_bench})
     outputs["rejected"] = write_rejected(
         pd.DataFrame(rejected_all, columns=["benchmark", "id", "source", "reason"]), out
     )

@@ -1,13 +1,14 @@
 """The report: the paper's Table 1 and its per-epoch curves, from the finetune ``metrics.csv`` files of a run, and
 Table 2 (extrinsic bias, GLUE, next-token balance) with next-token histograms where the evaluate stage ran.
 
-``run_report(config, {"run_dir": RUN_DIR}, RUN_DIR/report)`` writes ``report.md``, ``report.html`` (formats from
+``run_report(config, inputs, RUN_DIR/report)`` (inputs: the stage table's, :mod:`context_cda.stages`) writes ``report.md``, ``report.html`` (formats from
 ``report.formats``), ``table1.csv`` and one PNG per (target, metric): SS, CS, LMS and ICAT against the epoch, one
 line per arm (epoch 0 = the vanilla model), the ideal 50 marked for SS and CS. With tracking on, the PNGs and the
 report are logged to the pipeline's MLflow run.
 
 Table 1 lists, per target, the vanilla model (epoch 0) and each arm after its last evaluated epoch; where the
-evaluate stage wrote ``evaluate/<target>/<arm|vanilla>/aggregate.json``, its (full-benchmark) metrics are used.
+evaluate steps wrote their ``aggregate.json``, their (full-benchmark) metrics are used. With several training
+seeds, the first of ``train.seeds`` gives the row.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import layout as L
 from ..errors import InputError
 from ..io import StageRecorder, read_json, write_json, write_text
-from . import extrinsic
+from . import extrinsic, generated
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -50,22 +52,39 @@ def arm_label(arm: str) -> str:
     return arm
 
 
-def collect_metrics(run_dir: Path | str) -> pd.DataFrame:
-    """All ``finetune/<target>/<arm>/metrics.csv`` rows of a run, one DataFrame."""
+def collect_metrics(finetune_dir: Path | str) -> pd.DataFrame:
+    """Every fine-tuning step's ``metrics.csv`` rows (the run's ``finetune`` folder), one DataFrame with
+    ``target``, ``arm`` and ``seed`` columns."""
     import pandas as pd
 
-    root = Path(run_dir) / "finetune"
     frames = []
-    for p in sorted(root.glob("*/*/metrics.csv")):
-        df = pd.read_csv(p)
+    for keys, folder in L.discover(finetune_dir, "finetune"):
+        p = folder / L.METRICS_FILE
+        df = pd.read_csv(p) if p.is_file() else pd.DataFrame()
         if df.empty:
             continue
-        df["target"] = df.get("target", p.parent.parent.name)
-        df["arm"] = df.get("arm", p.parent.name)
+        for k in ("target", "arm"):
+            df[k] = df[k] if k in df.columns else keys[k]
+        df["seed"] = int(keys["seed"])
         frames.append(df)
     if not frames:
-        raise InputError(f"{root}: no finetune/<target>/<arm>/metrics.csv found; run `ccda finetune` first.")
+        raise InputError(f"{finetune_dir}: no fine-tuning step with a {L.METRICS_FILE} (folders "
+                         f"{L.FOLDERS['finetune']}); run `ccda finetune` first.")
     return pd.concat(frames, ignore_index=True)
+
+
+def first_seed(df: pd.DataFrame, seeds: list[int] | None = None) -> pd.DataFrame:
+    """The rows of one training seed per (target, arm): the first of ``seeds`` present, else the smallest."""
+    import pandas as pd
+
+    if df.empty or "seed" not in df.columns:
+        return df
+    keep = []
+    for _, g in df.groupby(["target", "arm"], sort=False):
+        present = sorted(set(g["seed"]))
+        pick = next((s for s in (seeds or []) if s in present), present[0])
+        keep.append(g[g["seed"] == pick])
+    return pd.concat(keep, ignore_index=True)
 
 
 def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]] | None = None) -> pd.DataFrame:
@@ -100,19 +119,32 @@ def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]
     return pd.DataFrame(rows, columns=cols)
 
 
-def evaluate_metrics(run_dir: Path | str) -> dict[tuple[str, str], dict[str, float]]:
-    """``evaluate/<target>/<model>/aggregate.json`` metrics of a run (model: an arm or ``vanilla``)."""
+def evaluation_dirs(evaluate_dir: Path | str | None, seeds: list[int] | None = None) -> dict[tuple[str, str], Path]:
+    """``{(target, model): folder}`` of the run's evaluate steps (model: ``vanilla`` or an arm; one training seed
+    per arm, as :func:`first_seed`)."""
+    if evaluate_dir is None or not Path(evaluate_dir).is_dir():
+        return {}
+    out = {(k["target"], L.VANILLA): d for k, d in L.discover(evaluate_dir, "evaluate", "evaluate-vanilla")}
+    by_arm: dict[tuple[str, str], dict[int, Path]] = {}
+    for k, d in L.discover(evaluate_dir, "evaluate"):
+        by_arm.setdefault((k["target"], k["arm"]), {})[int(k["seed"])] = d
+    for key, per_seed in by_arm.items():
+        out[key] = per_seed[next((s for s in (seeds or []) if s in per_seed), min(per_seed))]
+    return out
+
+
+def evaluate_metrics(evaluate_dir: Path | str | None, seeds: list[int] | None = None
+                     ) -> dict[tuple[str, str], dict[str, float]]:
+    """The evaluate steps' flat metrics (``aggregate.json``) per (target, model: an arm or ``vanilla``)."""
     out = {}
-    for p in sorted(Path(run_dir).glob("evaluate/*/*/aggregate.json")):
+    for key, folder in evaluation_dirs(evaluate_dir, seeds).items():
         try:
-            data = read_json(p)
+            data = read_json(folder / L.AGGREGATE_FILE)
         except InputError:
             continue
         metrics = data.get("metrics") if isinstance(data, dict) else None
         if isinstance(metrics, dict):
-            out[(p.parent.parent.name, p.parent.name)] = {
-                k: float(v) for k, v in metrics.items() if isinstance(v, int | float)
-            }
+            out[key] = {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
     return out
 
 
@@ -133,12 +165,15 @@ def _model_rank(model: str) -> tuple[int, str]:
     return (order.index(model), model) if model in order else (len(order), model)
 
 
-def next_token_aggregates(run_dir: Path | str) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{target: {model: next-token aggregate}}`` from ``evaluate/<target>/<model>/next-token/aggregate.json``."""
+def next_token_aggregates(evaluate_dir: Path | str | None, seeds: list[int] | None = None
+                          ) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{target: {model: next-token aggregate}}`` from the evaluate steps' ``next-token/aggregate.json``."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for p in sorted(Path(run_dir).glob("evaluate/*/*/next-token/aggregate.json")):
+    for (target, model), folder in evaluation_dirs(evaluate_dir, seeds).items():
+        p = folder / "next-token" / L.AGGREGATE_FILE
         try:
-            out.setdefault(p.parent.parent.parent.name, {})[p.parent.parent.name] = read_json(p)
+            if p.is_file():
+                out.setdefault(target, {})[model] = read_json(p)
         except InputError:
             continue
     return {t: dict(sorted(v.items(), key=lambda kv: _model_rank(kv[0]))) for t, v in out.items()}
@@ -208,9 +243,9 @@ def _fmt(v: Any) -> str:
     return "–" if v is None or v != v else f"{float(v):.2f}"
 
 
-def _promotions(run_dir: Path) -> list[dict[str, Any]]:
+def _promotions(register_dir: Path | None) -> list[dict[str, Any]]:
     out = []
-    for p in sorted((run_dir / "register").glob("*/*/promotion.json")):
+    for p in sorted(Path(register_dir).glob(f"*/*/{L.PROMOTION_FILE}")) if register_dir else []:
         try:
             d = read_json(p)
         except InputError:
@@ -315,47 +350,55 @@ def render_html(
     return "\n".join(parts)
 
 
-def run_report(config: Config, inputs: Mapping[str, Path | str] | None, out_dir: Path | str) -> dict[str, Any]:
-    """Write the report of a run directory (``inputs["run_dir"]``, default ``config.run.run_dir``)."""
-    run_dir = Path((inputs or {}).get("run_dir", config.run_dir()))
-    out = Path(out_dir)
-    metrics_files = sorted((run_dir / "finetune").glob("*/*/metrics.csv"))
+def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path | str) -> dict[str, Any]:
+    """Write the report of a run from the stage table's report inputs: the run's ``finetune`` folder (required),
+    its ``evaluations`` and ``registrations`` folders (when those steps ran), ``augment``, ``entropy``, ``filtered``."""
+    if "finetune" not in inputs:
+        raise InputError("run_report needs inputs={'finetune': <run>/finetune, ...} (the stage table's report inputs).")
+    folders = {k: Path(v) for k, v in inputs.items()}
+    run_dir, out, seeds = folders["finetune"].parent, Path(out_dir), list(config.train.seeds)
     rec = StageRecorder("report", out, {"report": config.report.model_dump(mode="json")},
-                        {f"metrics:{p.parent.parent.name}/{p.parent.name}": p for p in metrics_files})
-    df = collect_metrics(run_dir)
-    final = evaluate_metrics(run_dir)
-    t1 = table1(df, final)
-    t2 = extrinsic.with_marks(table2(final), extrinsic.read_deviations(
-        {(d.parent.name, d.name): d for d in sorted((run_dir / "evaluate").glob("*/*")) if d.is_dir()}))
+                        {k: v for k, v in folders.items() if v.exists()})
+    df = first_seed(collect_metrics(folders["finetune"]), seeds)
+    final = evaluate_metrics(folders.get("evaluations"), seeds)
+    t1, t2 = table1(df, final), table2(final)
+    t2 = extrinsic.with_marks(t2, extrinsic.read_deviations(evaluation_dirs(folders.get("evaluations"), seeds)))
     out.mkdir(parents=True, exist_ok=True)
-    plots = plot_curves(df, out) + plot_next_token(next_token_aggregates(run_dir), out)
-    promotions = _promotions(run_dir)
+    plots = plot_curves(df, out) + plot_next_token(next_token_aggregates(folders.get("evaluations"), seeds), out)
+    promotions = _promotions(folders.get("registrations"))
     outputs: dict[str, Path] = {"table1": out / "table1.csv"}
     t1.to_csv(out / "table1.csv", index=False)
     if not t2.empty:
         outputs["table2"] = out / "table2.csv"
         t2.to_csv(out / "table2.csv", index=False)
+    gen = generated.collect(folders.get("augment"), folders.get("entropy"), folders.get("filtered"), out)
     if "md" in config.report.formats:
-        outputs["markdown"] = write_text(out / "report.md", render_markdown(t1, plots, promotions, run_dir, t2))
+        outputs["markdown"] = write_text(out / L.REPORT_FILE, render_markdown(t1, plots, promotions, run_dir, t2)
+                                         + generated.markdown(gen))
     if "html" in config.report.formats:
-        outputs["html"] = write_text(out / "report.html", render_html(t1, plots, promotions, run_dir, t2))
+        outputs["html"] = write_text(out / "report.html",
+                                     generated.into_html(render_html(t1, plots, promotions, run_dir, t2), gen))
     table = [{k: (None if v != v else v) for k, v in r.items()} for r in t1.to_dict("records")]
     summary = {"run_dir": str(run_dir), "rows": len(t1), "plots": [p.name for p in plots],
                "table1": table, "files": {k: str(v) for k, v in outputs.items()},
                "table2": [{k: (None if v != v else v) for k, v in r.items()} for r in t2.to_dict("records")]}
     if config.tracking.enabled:
-        from ..tracking import tracker_for
-
-        tracker = tracker_for(config)
-        for p in plots:
-            tracker.log_artifact(p, "report")
-        for key in ("markdown", "html", "table1", "table2"):
-            if key in outputs:
-                tracker.log_artifact(outputs[key], "report")
-        summary["mlflow_run_id"] = tracker.run_id
+        summary["mlflow_run_id"] = _log_report(config, plots, outputs)
     write_json(out / "summary.json", summary)
     rec.finish({"rows": len(t1), "plots": len(plots)}, outputs=outputs, summary=summary)
     return summary
+
+
+def _log_report(config: Config, plots: list[Path], outputs: Mapping[str, Path]) -> str | None:
+    from ..tracking import tracker_for
+
+    tracker = tracker_for(config)
+    for p in plots:
+        tracker.log_artifact(p, "report")
+    for key in ("markdown", "html", "table1", "table2"):
+        if key in outputs:
+            tracker.log_artifact(outputs[key], "report")
+    return tracker.run_id
 
 
 __all__ = [

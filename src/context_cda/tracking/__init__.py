@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .promotion import CS, ICAT, LMS, SS, Decision, PromotionPolicy, decide
-from .register import register_inputs, registered_name, run_register
+from .register import register_inputs, registered_name, run_register, run_register_target
 from .runs import NullTracker, Tracker, arm_run_id, get_client, pipeline_run_id, tracker_for, tracking_uri
 
 
@@ -36,5 +36,6 @@ def finish_pipeline_run(config: Any, status: str = "FINISHED") -> None:
 __all__ = [
     "CS", "ICAT", "LMS", "SS", "Decision", "NullTracker", "PromotionPolicy", "Tracker", "arm_run_id", "decide",
     "finish_pipeline_run", "get_client", "log_stage_summary", "pipeline_run_id", "register_inputs", "registered_name", "run_register",
+    "run_register_target",
     "tracker_for", "tracking_uri",
 ]

@@ -2,15 +2,16 @@
 
 Inputs (``inputs`` mapping):
 
-* ``model`` (required): the ``save_pretrained`` folder, ``finetune/<target>/<arm>/final``;
-* ``metrics``: ``finetune/<target>/<arm>/metrics.csv``; its last row is the candidate's metrics and its epoch-0
-  row the vanilla model's, unless
+* ``model`` (required): the ``save_pretrained`` folder, ``finetune/<target>/<arm>/seed-<seed>/final``;
+* ``metrics``: that step's ``metrics.csv``; its last row is the candidate's metrics and its epoch-0 row the
+  vanilla model's, unless
 * ``evaluation`` / ``vanilla``: JSON files of ``{metric: value}`` (or ``{"metrics": {...}}``, the evaluate
-  stage's ``aggregate.json``), which take precedence (:func:`register_inputs` picks up
-  ``evaluate/<target>/<arm>/aggregate.json`` and ``evaluate/<target>/vanilla/aggregate.json`` when present);
+  stage's ``aggregate.json``), which take precedence (:func:`register_inputs` picks up the evaluate steps'
+  ``aggregate.json`` of the arm and of the vanilla target when present);
 * any other key: a file or folder logged as an artifact under ``inputs/<key>`` (stage summaries, the SE
   histogram, corpus statistics).
 
+The stage table's ``register`` step is :func:`run_register_target`: every arm of one target, in order.
 The version is registered as ``<target>-debiased`` with its bias metrics as version tags, gets the alias
 ``candidate``, and ``champion`` when :func:`~context_cda.tracking.promotion.decide` says so. The decision and its
 reasons go to version and run tags, to ``promotion.json`` in the run's artifacts and in ``out_dir``.
@@ -26,8 +27,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import layout as L
+from ..config import arm_k
 from ..errors import InputError
-from ..io import StageRecorder, read_json, write_json
+from ..io import MANIFEST, StageRecorder, read_json, write_json
 from .promotion import CS, ICAT, LMS, SS, PromotionPolicy, decide
 from .runs import get_client, tracker_for, tracking_uri
 
@@ -45,29 +48,46 @@ def registered_name(target: str) -> str:
     return f"{target}-debiased"
 
 
-def register_inputs(config: Config, target: str, arm: str, run_dir: Path | str | None = None) -> dict[str, Path]:
-    """The default ``inputs`` of :func:`run_register` inside a run directory."""
-    from ..train.corpus import arm_inputs, k_dirname
+def register_inputs(
+    config: Config, target: str, arm: str, seed: int | None = None, folders: Mapping[str, Path | str] | None = None
+) -> dict[str, Path]:
+    """The per-arm ``inputs`` of :func:`run_register`, found in the register step's folders (``folders``: the
+    stage table's ``finetune``, ``evaluations`` and ``filtered`` inputs; default: the run folder's).
 
-    root = Path(run_dir) if run_dir is not None else config.run_dir()
-    ft = root / "finetune" / target / arm
-    out: dict[str, Path] = {"model": ft / "final", "metrics": ft / "metrics.csv"}
-    extras = {
-        "finetune_summary": ft / "manifest.json",
-        "corpus_stats": ft / "corpus_stats.json",
-        "se_hist": root / "filter" / target / k_dirname(config.train.k) / "se_hist.png",
-    }
-    if arm.startswith("context-cda") and arm != "context-cda-nofilter":
-        corpus = Path(next(iter(arm_inputs(config, target, arm, root).values())))
-        extras["se_hist"] = corpus.parent / "se_hist.png"
-        extras["filter_summary"] = corpus.parent / "manifest.json"
-    else:
-        extras.pop("se_hist")
-    evaluation = root / "evaluate" / target / arm / "aggregate.json"
-    vanilla = root / "evaluate" / target / "vanilla" / "aggregate.json"
-    extras.update({"evaluation": evaluation, "vanilla": vanilla})
-    out.update({k: v for k, v in extras.items() if v.exists()})
+    ``seed`` (default: the first of ``train.seeds``) picks the fine-tuned model that is registered.
+    """
+    from .. import stages as T
+
+    folders = folders or T.step_inputs(config, "register", target=target)
+    seed = config.train.seeds[0] if seed is None else seed
+    fixed = {"target": target}
+    ft = L.within(folders["finetune"], "finetune", fixed, arm=arm, seed=seed)
+    out: dict[str, Path] = {"model": ft / L.FINAL_DIR, "metrics": ft / L.METRICS_FILE}
+    extras = {"finetune_summary": ft / MANIFEST, "corpus_stats": ft / L.CORPUS_STATS_FILE}
+    k = arm_k(arm, config.train.k)
+    if k is not None and folders.get("filtered"):
+        corpus = L.filtered_in(folders["filtered"], k)
+        extras.update(se_hist=corpus.parent / L.SE_HIST_FILE, filter_summary=corpus.parent / MANIFEST)
+    if folders.get("evaluations"):
+        ev = folders["evaluations"]
+        extras["evaluation"] = L.within(ev, "evaluate", fixed, arm=arm, seed=seed) / L.AGGREGATE_FILE
+        extras["vanilla"] = L.within(ev, "evaluate", fixed, "evaluate-vanilla") / L.AGGREGATE_FILE
+    out.update({k: Path(v) for k, v in extras.items() if Path(v).exists()})
     return out
+
+
+def run_register_target(
+    config: Config, inputs: Mapping[str, Path | str], out_dir: Path | str, target: str
+) -> dict[str, Any]:
+    """The ``register`` step of one target: every arm of ``train.arms`` in order (so the promotion gate sees
+    the previous arm's decision), each into ``<out_dir>/<arm>/``."""
+    results = {}
+    seed = config.train.seeds[0]
+    for arm in config.train.arms:
+        arm_inputs = register_inputs(config, target, arm, seed, folders=inputs)
+        results[arm] = run_register(config, arm_inputs, Path(out_dir) / L.safe_name(arm, "arm"), target, arm,
+                                    discover=False, seed=seed)
+    return {"target": target, "arms": results}
 
 
 def _metrics_json(path: Path | str) -> dict[str, float]:
@@ -195,6 +215,7 @@ def run_register(
     target: str,
     arm: str,
     discover: bool = True,
+    seed: int | None = None,
 ) -> dict[str, Any]:
     """Log, register and gate the fine-tuned model of (target, arm); returns the decision summary.
 
@@ -208,7 +229,7 @@ def run_register(
     out = Path(out_dir)
     inputs = dict(inputs or {})
     if discover or not inputs:
-        inputs = {**register_inputs(config, target, arm), **inputs}
+        inputs = {**register_inputs(config, target, arm, seed), **inputs}
     model_dir = Path(inputs.get("model", ""))
     if not (model_dir / "config.json").is_file():
         raise InputError(f"register {target}/{arm}: {model_dir} is not a save_pretrained folder; run finetune.")
@@ -226,12 +247,12 @@ def run_register(
 
     summary: dict[str, Any] = {"target": target, "arm": arm, "model_name": name, "metrics": final,
                                "vanilla": vanilla, "registered": False, "version": None}
-    tracker = tracker_for(config, target=target, arm=arm)
+    tracker = tracker_for(config, target=target, arm=arm, seed=seed)
     if not config.tracking.enabled or not config.tracking.register_model:
         decision = decide(final, None, vanilla, policy)
         summary.update(promote=decision.promote, reasons=decision.reasons, decision=decision.to_dict())
-        write_json(out / "promotion.json", summary)
-        rec.finish({"registered": 0}, outputs={"promotion": out / "promotion.json"}, summary=summary)
+        write_json(out / L.PROMOTION_FILE, summary)
+        rec.finish({"registered": 0}, outputs={"promotion": out / L.PROMOTION_FILE}, summary=summary)
         return summary
 
     client = get_client(config)
@@ -268,7 +289,7 @@ def run_register(
     summary.update(registered=True, version=version, promote=decision.promote, reasons=decision.reasons,
                    previous_champion=record["champion_version"], aliases=decision.aliases,
                    tracking_uri=tracking_uri(config), model_uri=f"models:/{name}/{version}")
-    write_json(out / "promotion.json", record)
-    rec.finish({"registered": 1}, outputs={"promotion": out / "promotion.json"}, summary=summary)
+    write_json(out / L.PROMOTION_FILE, record)
+    rec.finish({"registered": 1}, outputs={"promotion": out / L.PROMOTION_FILE}, summary=summary)
     logger.info("register %s v%s: %s", name, version, json.dumps(decision.reasons))
     return summary

@@ -27,6 +27,7 @@ TAG_RUN_DIR = "ccda_run_dir"
 TAG_KIND = "ccda_kind"
 TAG_TARGET = "ccda_target"
 TAG_ARM = "ccda_arm"
+TAG_SEED = "ccda_seed"
 PARENT_TAG = "mlflow.parentRunId"
 
 
@@ -99,17 +100,20 @@ def pipeline_run_id(config: Config, client=None) -> str:
     return run.info.run_id
 
 
-def arm_run_id(config: Config, target: str, arm: str, client=None) -> str:
-    """The nested run of one (target, arm) under the pipeline run (created on first use)."""
+def arm_run_id(config: Config, target: str, arm: str, client=None, seed: int | None = None) -> str:
+    """The nested run of one (target, arm[, seed]) under the pipeline run (created on first use)."""
     client = client or get_client(config)
     exp = experiment_id(client, config)
     run_dir = str(config.run_dir().expanduser().resolve())
     tags = {TAG_RUN_DIR: run_dir, TAG_KIND: "arm", TAG_TARGET: target, TAG_ARM: arm}
+    if seed is not None:
+        tags[TAG_SEED] = str(seed)
     found = _find_run(client, exp, tags)
     if found:
         return found
     parent = pipeline_run_id(config, client)
-    run = client.create_run(exp, run_name=f"{target}/{arm}", tags={**tags, PARENT_TAG: parent})
+    name = f"{target}/{arm}" + (f"/seed-{seed}" if seed is not None else "")
+    run = client.create_run(exp, run_name=name, tags={**tags, PARENT_TAG: parent})
     return run.info.run_id
 
 
@@ -167,13 +171,16 @@ class NullTracker:
         return lambda *a, **k: None
 
 
-def tracker_for(config: Config, target: str | None = None, arm: str | None = None) -> Tracker | NullTracker:
-    """A tracker for the (target, arm) run, or for the pipeline run when no target is given."""
+def tracker_for(
+    config: Config, target: str | None = None, arm: str | None = None, seed: int | None = None
+) -> Tracker | NullTracker:
+    """A tracker for the (target, arm[, seed]) run, or for the pipeline run when no target is given."""
     if not config.tracking.enabled:
         return NullTracker()
     try:
         client = get_client(config)
-        rid = arm_run_id(config, target, arm or "", client) if target else pipeline_run_id(config, client)
+        rid = (arm_run_id(config, target, arm or "", client, seed) if target
+               else pipeline_run_id(config, client))
     except ImportError as e:
         raise ServiceError("tracking needs mlflow: pip install 'context-cda[train]' (or tracking.enabled: false).") from e
     except Exception as e:  # noqa: BLE001 - unreachable server, bad URI

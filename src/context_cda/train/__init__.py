@@ -2,14 +2,14 @@
 
 Public entry points (torch and transformers are imported only when they run):
 
-* :func:`run_finetune` - the ``finetune`` stage for one (target, arm);
-* :func:`arm_inputs` - the ``inputs`` mapping of an arm inside a run directory;
+* :func:`run_finetune` - the ``finetune`` stage for one (target, arm, seed);
+* :func:`arm_corpus` - which table of a finetune step's inputs an arm trains on;
 * :func:`shared_token_budget` - the default token budget (the smallest configured arm's token count).
 """
 
 from __future__ import annotations
 
-from .corpus import arm_inputs, k_dirname, load_arm_texts
+from .corpus import arm_corpus, load_arm_rows
 from .finetune import METRICS_FILE, run_finetune, shared_token_budget
 
-__all__ = ["METRICS_FILE", "arm_inputs", "k_dirname", "load_arm_texts", "run_finetune", "shared_token_budget"]
+__all__ = ["METRICS_FILE", "arm_corpus", "load_arm_rows", "run_finetune", "shared_token_budget"]

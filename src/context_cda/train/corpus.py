@@ -1,95 +1,81 @@
 """Training corpora per arm, and the shared token budget that keeps the arms comparable.
 
-Arms and where their text comes from (``run_dir`` = ``config.run.run_dir``):
+A fine-tuning step's ``inputs`` are the validated tables and the target's filtered corpora (see the stage table,
+:mod:`context_cda.stages`, and the run layout, :mod:`context_cda.layout`): ``cda`` (what validation kept of the
+counterfactuals), ``augmented`` (what it kept of the augmented table) and ``filtered`` (the ``filter/<target>``
+folder). Each arm reads one of them:
 
-* ``cda``: ``cda/counterfactuals.parquet``. Two-sided (the paper): every ``original`` plus every counterfactual
-  that differs from its original; one-sided and cds: the ``counterfactual`` column only.
+* ``cda``: the validated counterfactuals; what a CDA-trained model sees follows ``cda.mode``
+  (:func:`context_cda.cda.training_rows`: two-sided = originals + changed counterfactuals);
 * ``context-cda``: ``filter/<target>/k<train.k>/corpus.parquet`` (column ``text``), the semantic-entropy
-  filtered contextual counterfactuals for this target model.
-* ``context-cda-k<K>``: the same with another k (ablation: k20, k40).
-* ``context-cda-nofilter``: ``augment/augmented.parquet`` (column ``augmented``), nothing filtered.
+  filtered contextual counterfactuals for this target model;
+* ``context-cda-k<K>``: the same with another k (ablation: k20, k40);
+* ``context-cda-nofilter``: the validated augmented table (column ``augmented``), nothing filtered.
 
-Every arm is trained on the same number of tokens (``train.token_budget``; null: the smallest arm's count), taken
-from a seeded shuffle of its texts, so the arms differ only in *what* they see.
+An explicit ``corpus`` input (``ccda finetune --input``) replaces the arm's table. Every arm is trained on the
+same number of tokens (``train.token_budget``; null: the smallest arm's count), taken from a seeded shuffle of its
+texts, so the arms differ only in *what* they see.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import schemas as S
-from ..errors import ConfigError, InputError
-from ..io import read_table, require_columns
+from ..config import arm_k
+from ..errors import InputError
+from ..io import read_table, require_columns, stable_id
+from ..layout import filtered_in
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import Config
-
-ARM_PATTERN = re.compile(r"^(cda|context-cda|context-cda-nofilter|context-cda-k(\d+(?:\.\d+)?))$")
+    import pandas as pd
 
 
-def k_dirname(k: float) -> str:
-    """Folder name of a filtered corpus: 30.0 -> ``k30``, 12.5 -> ``k12.5``."""
-    return f"k{float(k):g}"
-
-
-def arm_inputs(config: Config, target: str, arm: str, run_dir: Path | str | None = None) -> dict[str, Path]:
-    """The ``inputs`` mapping :func:`~context_cda.train.run_finetune` expects for one (target, arm)."""
-    m = ARM_PATTERN.match(arm)
-    if not m:
-        raise ConfigError(
-            f"train.arms: unknown arm {arm!r}; use cda, context-cda, context-cda-nofilter or context-cda-k<K>."
+def arm_corpus(inputs: Mapping[str, Path | str], arm: str, default_k: float) -> tuple[str, Path]:
+    """(kind, table) that ``arm`` trains on: kind ``cda`` (a counterfactual table) or ``corpus`` (a text table)."""
+    k = arm_k(arm, default_k)
+    if "corpus" in inputs:
+        return "corpus", Path(inputs["corpus"])
+    need = "cda" if arm == "cda" else "augmented" if k is None else "filtered"
+    if need not in inputs:
+        raise InputError(
+            f"finetune {arm}: inputs need {need!r} (the stage table's finetune inputs: cda, augmented, filtered) "
+            f"or an explicit 'corpus'; got {', '.join(inputs) or 'nothing'}."
         )
-    root = Path(run_dir) if run_dir is not None else config.run_dir()
-    if arm == "cda":
-        return {"cda": root / "cda" / S.CDA_FILE}
-    if arm == "context-cda-nofilter":
-        return {"corpus": root / "augment" / S.AUGMENT_FILE}
-    k = float(m.group(2)) if m.group(2) else config.train.k
-    return {"corpus": root / "filter" / target / k_dirname(k) / S.FILTER_FILE}
+    if k is not None:
+        return "corpus", filtered_in(inputs["filtered"], k)
+    return ("cda" if need == "cda" else "corpus"), Path(inputs[need])
 
 
-def load_arm_texts(inputs: Mapping[str, Path | str], cda_mode: str = "two-sided") -> list[str]:
-    """Read the training texts of one arm from its ``inputs`` (see :func:`arm_inputs`)."""
-    if "cda" in inputs:
-        path = Path(inputs["cda"])
-        df = read_table(path)
-        require_columns(df, [S.COUNTERFACTUAL], path)
-        cfs = [str(t) for t in df[S.COUNTERFACTUAL].dropna()]
-        if cda_mode != "two-sided":
-            texts = cfs
-        else:
-            require_columns(df, [S.ORIGINAL], path)
-            originals = [str(t) for t in df[S.ORIGINAL].dropna()]
-            changed = [
-                str(c) for o, c in zip(df[S.ORIGINAL], df[S.COUNTERFACTUAL], strict=True) if c is not None and c != o
-            ]
-            texts = _unique(originals) + changed
-    elif "corpus" in inputs:
-        path = Path(inputs["corpus"])
-        df = read_table(path)
+def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided") -> pd.DataFrame:
+    """The rows an arm may train on: ``id`` (of the source row; a hash of the text for a table without ids),
+    ``text`` and ``side``, empty texts dropped."""
+    import pandas as pd
+
+    df = read_table(path)
+    if S.ID not in df.columns:  # a user's own table (ccda finetune --input): ids from the text
+        first = S.ORIGINAL if kind == "cda" else S.TEXT if S.TEXT in df.columns else S.AUGMENTED
+        df = df.assign(**{S.ID: [stable_id("row", t) for t in df.get(first, pd.Series(dtype=str))]})
+    if kind == "cda":
+        from ..cda import training_rows
+
+        require_columns(df, [S.ORIGINAL, S.COUNTERFACTUAL], path)
+        rows = training_rows(df, cda_mode)
+    else:
         col = S.TEXT if S.TEXT in df.columns else S.AUGMENTED if S.AUGMENTED in df.columns else None
         if col is None:
             raise InputError(
-                f"{path}: needs a {S.TEXT!r} (filtered corpus) or {S.AUGMENTED!r} (augmented) column; "
-                f"found {', '.join(map(str, df.columns))}."
+                f"{path}: needs a {S.TEXT!r} (filtered corpus) or {S.AUGMENTED!r} (augmented) column; found "
+                f"{', '.join(map(str, df.columns))}."
             )
-        texts = [str(t) for t in df[col].dropna()]
-    else:
-        raise InputError(
-            f"finetune inputs must name 'cda' (counterfactuals.parquet) or 'corpus' (a text table); got "
-            f"{', '.join(inputs) or 'nothing'}."
-        )
-    texts = [t.strip() for t in texts if t and t.strip()]
-    if not texts:
+        rows = pd.DataFrame({S.ID: df[S.ID].astype(str), S.TEXT: df[col], "side": col})
+    rows = rows[rows[S.TEXT].notna()].assign(**{S.TEXT: lambda d: d[S.TEXT].astype(str).str.strip()})
+    rows = rows[rows[S.TEXT] != ""].reset_index(drop=True)
+    if rows.empty:
         raise InputError(f"{path}: no training text (0 non-empty rows).")
-    return texts
-
-
-def _unique(items: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys(items))
+    return rows
 
 
 def tokenize_texts(tokenizer, texts: Sequence[str], max_len: int, family: str) -> list[dict[str, list[int]]]:

@@ -1,39 +1,36 @@
-"""The ``finetune`` stage: debias one target model on one arm's corpus, evaluating it epoch by epoch.
+"""The ``finetune`` stage: debias one target model on one arm's corpus with one seed, evaluating it epoch by epoch.
 
-Writes ``<out_dir>/checkpoints/epoch-N`` (resumable), ``<out_dir>/final`` (``save_pretrained``, safetensors,
-tokenizer; LoRA adapters merged), ``<out_dir>/adapter`` (LoRA only), ``<out_dir>/metrics.csv`` (one row per
-evaluated epoch; epoch 0 = the vanilla model) and ``manifest.json``.
+Writes, below the step folder ``finetune/<target>/<arm>/seed-<seed>`` (:mod:`context_cda.layout`):
+``checkpoints/epoch-N`` (resumable), ``final/`` (``save_pretrained``, safetensors, tokenizer; LoRA adapters merged),
+``adapter/`` (LoRA only), ``metrics.csv`` (one row per evaluated epoch; epoch 0 = the vanilla model),
+``train_rows.parquet`` (the source rows of the texts trained on), ``corpus_stats.json`` and ``manifest.json``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import shutil
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import layout as L
 from ..errors import ConfigError, InputError
-from ..io import StageRecorder, atomic_path, write_json
-from .corpus import (
-    apply_token_budget,
-    arm_inputs,
-    count_tokens,
-    load_arm_texts,
-    tokenize_texts,
-)
+from ..io import StageRecorder, atomic_dir, atomic_path, write_json, write_table
+from .corpus import apply_token_budget, arm_corpus, count_tokens, load_arm_rows, tokenize_texts
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
     from ..config import Config
 
 logger = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.csv"
-FINAL_DIR = "final"
-ADAPTER_DIR = "adapter"
-ID_COLUMNS = ("epoch", "arm", "target")
+METRICS_FILE = L.METRICS_FILE
+FINAL_DIR = L.FINAL_DIR
+ADAPTER_DIR = L.ADAPTER_DIR
+ID_COLUMNS = ("epoch", "arm", "target", "seed")
 
 # evaluate_model(model, tokenizer, eval_config) -> {"stereoset_ss": ..., "crows_cs": ...}
 EvaluateFn = Callable[[Any, Any, Any], Mapping[str, float]]
@@ -76,35 +73,26 @@ def load_target(config: Config, target: str):
     return model, tok, family_of(model)
 
 
-def arm_token_count(config: Config, inputs: Mapping[str, Path | str], tokenizer, family: str) -> int:
-    texts = load_arm_texts(inputs, config.cda.mode)
-    return count_tokens(tokenize_texts(tokenizer, texts, config.train.max_seq_len, family))
+def arm_token_count(config: Config, kind: str, path: Path, tokenizer, family: str) -> int:
+    rows = load_arm_rows(kind, path, config.cda.mode)
+    return count_tokens(tokenize_texts(tokenizer, rows["text"].tolist(), config.train.max_seq_len, family))
 
 
-def shared_token_budget(
-    config: Config,
-    target: str,
-    tokenizer,
-    family: str,
-    run_dir: Path | None = None,
-    arm_corpora: Mapping[str, Mapping[str, Path | str]] | None = None,
-) -> int:
-    """The smallest token count over the arms' corpora that exist (the default budget).
-
-    ``arm_corpora`` maps arm -> its finetune ``inputs``; default: :func:`arm_inputs` for each of ``train.arms``.
-    """
+def shared_token_budget(config: Config, inputs: Mapping[str, Path | str], tokenizer, family: str) -> int:
+    """The smallest token count over the corpora of ``train.arms`` that exist (the default budget)."""
     counts = {}
-    corpora = arm_corpora or {arm: arm_inputs(config, target, arm, run_dir) for arm in config.train.arms}
-    for name, inp in corpora.items():
-        if all(Path(p).exists() for p in inp.values()):
-            try:
-                counts[name] = arm_token_count(config, inp, tokenizer, family)
-            except InputError as e:  # an empty corpus fails its own arm, not the budget of the others
-                logger.warning("token budget: arm %s not counted: %s", name, e)
+    for arm in config.train.arms:
+        kind, path = arm_corpus(inputs, arm, config.train.k)
+        if not path.exists():
+            continue
+        try:
+            counts[arm] = arm_token_count(config, kind, path, tokenizer, family)
+        except InputError as e:  # an empty corpus fails its own arm, not the budget of the others
+            logger.warning("token budget: arm %s not counted: %s", arm, e)
     if not counts:
         raise InputError(
-            f"token budget: none of the corpora of train.arms ({', '.join(config.train.arms)}) exist under "
-            f"{run_dir or config.run_dir()}; run cda/filter first or set train.token_budget."
+            f"token budget: none of the corpora of train.arms ({', '.join(config.train.arms)}) exist "
+            f"({', '.join(f'{k}={v}' for k, v in inputs.items())}); run the earlier stages or set train.token_budget."
         )
     return min(counts.values())
 
@@ -129,17 +117,17 @@ def wrap_lora(model, lora_cfg, family: str):
 class MetricsLog:
     """``metrics.csv``: one row per evaluated epoch, rewritten atomically after each evaluation."""
 
-    def __init__(self, path: Path, target: str, arm: str, keep_until: int | None) -> None:
+    def __init__(self, path: Path, ids: Mapping[str, Any], keep_until: int | None) -> None:
         import pandas as pd
 
-        self.path, self.target, self.arm = path, target, arm
+        self.path, self.ids = path, dict(ids)
         self.rows: list[dict[str, Any]] = []
         if keep_until is not None and path.is_file():  # resuming: keep what the finished epochs wrote
             old = pd.read_csv(path)
             self.rows = [r for r in old.to_dict("records") if int(r["epoch"]) <= keep_until]
 
     def add(self, epoch: int, metrics: Mapping[str, float]) -> dict[str, Any]:
-        row = {"epoch": epoch, "arm": self.arm, "target": self.target, **{k: float(v) for k, v in metrics.items()}}
+        row = {"epoch": epoch, **self.ids, **{k: float(v) for k, v in metrics.items()}}
         self.rows = [r for r in self.rows if int(r["epoch"]) != epoch] + [row]
         self.write()
         return row
@@ -150,33 +138,46 @@ class MetricsLog:
         df = pd.DataFrame(self.rows)
         if df.empty:
             df = pd.DataFrame(columns=list(ID_COLUMNS))
-        cols = list(ID_COLUMNS) + sorted(c for c in df.columns if c not in ID_COLUMNS)
+        cols = [c for c in ID_COLUMNS if c in df.columns] + sorted(c for c in df.columns if c not in ID_COLUMNS)
         df = df[cols].sort_values("epoch")
         with atomic_path(self.path) as tmp:
             df.to_csv(tmp, index=False)
 
 
+@dataclass
+class _Corpus:
+    """What one (target, arm, seed) trains on."""
+
+    rows: pd.DataFrame  # id, text, side: every row of the arm's table
+    examples: list[dict[str, list[int]]]
+    available: int  # tokens before the budget
+    used: int  # tokens after it
+    budget: int
+    path: Path
+
+
 def run_finetune(
     config: Config,
-    inputs: Mapping[str, Path | str] | None,
+    inputs: Mapping[str, Path | str],
     out_dir: Path | str,
     target: str,
     arm: str,
+    seed: int | None = None,
     *,
     token_budget: int | None = None,
     evaluate_fn: EvaluateFn | None = None,
     evaluate: bool = True,
     vanilla_metrics: Mapping[str, float] | None = None,
-    arm_corpora: Mapping[str, Mapping[str, Path | str]] | None = None,
     on_step: Callable[[int, int], None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Fine-tune ``config.run.targets[target]`` on ``arm``'s corpus; resumes from the last epoch checkpoint.
+    """Fine-tune ``config.run.targets[target]`` on ``arm``'s corpus with training seed ``seed`` (default: the
+    first of ``train.seeds``); resumes from the last epoch checkpoint.
 
-    Options:
+    ``inputs`` are the stage table's finetune inputs (``cda``, ``augmented``, ``filtered``; see
+    :mod:`context_cda.train.corpus`), or ``corpus`` (one explicit table). Options:
 
-    * ``token_budget`` overrides ``train.token_budget``; default: the smallest arm's token count, over
-      ``arm_corpora`` (``{arm: inputs}``) when given, else over the run dir's corpora of ``train.arms``;
+    * ``token_budget`` overrides ``train.token_budget``; default: the smallest arm's token count;
     * ``evaluate_fn(model, tokenizer, config.evaluate) -> metrics`` replaces the intrinsic benchmarks (default:
       :func:`context_cda.evaluate.evaluate_model`); ``evaluate=False`` skips evaluation;
     * ``vanilla_metrics`` reuses an epoch-0 result instead of evaluating the untouched model again;
@@ -184,6 +185,63 @@ def run_finetune(
 
     Returns the summary (also in ``manifest.json``): tokens, steps, epochs, last metrics, MLflow run id.
     """
+    seed = config.train.seeds[0] if seed is None else int(seed)
+    out, say = Path(out_dir), log or logger.info
+    rec = _recorder(config, inputs, out, target, arm, seed, token_budget)
+    with rec.timed("load"):
+        model, tok, family = load_target(config, target)
+        corpus = _corpus(config, inputs, arm, tok, family, token_budget)
+        if config.train.lora.enabled:
+            model = wrap_lora(model, config.train.lora, family)
+    say(f"finetune {target}/{arm}/seed-{seed}: {family} model, {len(corpus.examples)} sequences, "
+        f"{corpus.used} tokens (budget {corpus.budget})")
+    result, metrics_log, tracker, main = _train(config, model, tok, family, corpus, out, target, arm, seed,
+                                                evaluate_fn if evaluate else None, evaluate, vanilla_metrics,
+                                                on_step, say, rec)
+    summary = _summary(target, arm, seed, family, corpus, result, metrics_log, out, tracker)
+    if main:
+        _record(rec, out, corpus, summary, tracker)
+    return summary
+
+
+def _recorder(config: Config, inputs, out: Path, target: str, arm: str, seed: int, token_budget) -> StageRecorder:
+    for name, p in inputs.items():
+        if not Path(p).exists():
+            raise InputError(f"finetune {target}/{arm}: input {name} = {p} not found; run the stage before.")
+    stage_cfg = {
+        "train": config.train.model_dump(mode="json"),
+        "evaluate": config.evaluate.model_dump(mode="json"),
+        "cda_mode": config.cda.mode,
+        "seed": seed,
+        "data_seed": config.run.seed,
+        "model": model_ref(config, target),
+        "target": target,
+        "arm": arm,
+        "token_budget_option": token_budget,
+    }
+    return StageRecorder("finetune", out, stage_cfg, dict(inputs),
+                         versions=("torch", "transformers", "accelerate", "peft"))
+
+
+def _corpus(config: Config, inputs, arm: str, tok, family: str, token_budget: int | None) -> _Corpus:
+    """The arm's rows, tokenized, cut to the shared token budget by a shuffle seeded with ``run.seed`` (the
+    same data for every training seed)."""
+    tcfg = config.train
+    kind, path = arm_corpus(inputs, arm, tcfg.k)
+    if not path.exists():
+        raise InputError(f"finetune {arm}: its corpus {path} does not exist; run the earlier stages first.")
+    rows = load_arm_rows(kind, path, config.cda.mode)
+    examples = tokenize_texts(tok, rows["text"].tolist(), tcfg.max_seq_len, family)
+    available = count_tokens(examples)
+    budget = token_budget or tcfg.token_budget or shared_token_budget(config, inputs, tok, family)
+    examples, used = apply_token_budget(examples, budget, config.run.seed)
+    return _Corpus(rows, examples, available, used, budget, path)
+
+
+def _train(config, model, tok, family, corpus: _Corpus, out: Path, target, arm, seed, evaluate_fn, evaluate,
+           vanilla_metrics, on_step, say, rec: StageRecorder):
+    """Resume or start, evaluating each epoch into metrics.csv (and MLflow), then save the final model."""
+    from ..tracking import NullTracker, tracker_for
     from .loop import (
         checkpoint_fingerprint,
         data_fingerprint,
@@ -193,44 +251,11 @@ def run_finetune(
         train,
     )
 
-    out = Path(out_dir)
-    inputs = dict(inputs) if inputs else arm_inputs(config, target, arm)
-    for name, p in inputs.items():
-        if not Path(p).exists():
-            raise InputError(f"finetune {target}/{arm}: input {name} = {p} not found; run the stage before.")
     tcfg = config.train
-    stage_cfg = {
-        "train": tcfg.model_dump(mode="json"),
-        "evaluate": config.evaluate.model_dump(mode="json"),
-        "cda_mode": config.cda.mode,
-        "seed": config.run.seed,
-        "model": model_ref(config, target),
-        "target": target,
-        "arm": arm,
-        "token_budget_option": token_budget,
-    }
-    rec = StageRecorder("finetune", out, stage_cfg, inputs, versions=("torch", "transformers", "accelerate", "peft"))
-    say = log or logger.info
-
-    with rec.timed("load"):
-        model, tok, family = load_target(config, target)
-        texts = load_arm_texts(inputs, config.cda.mode)
-        examples = tokenize_texts(tok, texts, tcfg.max_seq_len, family)
-        available = count_tokens(examples)
-        budget = token_budget or tcfg.token_budget or shared_token_budget(
-            config, target, tok, family, arm_corpora={**(arm_corpora or {}), arm: inputs} if arm_corpora else None
-        )
-        examples, used = apply_token_budget(examples, budget, config.run.seed)
-        if tcfg.lora.enabled:
-            model = wrap_lora(model, tcfg.lora, family)
-    say(f"finetune {target}/{arm}: {family} model, {len(examples)} sequences, {used} tokens (budget {budget})")
-
-    from ..tracking import NullTracker, tracker_for
-
     acc = make_accelerator(tcfg, config.run.device)
     main = acc.is_main_process  # under DDP only the main process logs and writes files
-    tracker = tracker_for(config, target=target, arm=arm) if main else NullTracker()
-    fingerprint = data_fingerprint(examples, tcfg, config.run.seed, family)
+    tracker = tracker_for(config, target=target, arm=arm, seed=seed) if main else NullTracker()
+    fingerprint = data_fingerprint(corpus.examples, tcfg, seed, family)
     ckpt = last_checkpoint(out)
     if ckpt is not None and checkpoint_fingerprint(ckpt[1]) != fingerprint:
         say(f"finetune {target}/{arm}: checkpoints in {out} belong to other data or settings; starting afresh")
@@ -239,89 +264,99 @@ def run_finetune(
             discard_checkpoints(out)
         acc.wait_for_everyone()
         ckpt = None
-    metrics_log = MetricsLog(out / METRICS_FILE, target, arm, keep_until=ckpt[0] if ckpt else None)
+    metrics_log = MetricsLog(out / METRICS_FILE, {"arm": arm, "target": target, "seed": seed},
+                             keep_until=ckpt[0] if ckpt else None)
     if ckpt is None and main:
         metrics_log.write()
+    on_eval = _epoch_evaluator(config, evaluate_fn, evaluate, vanilla_metrics, metrics_log, tracker, say,
+                               f"{target}/{arm}/seed-{seed}")
+    tracker.log_params(_params(config, target, arm, seed, family, corpus.budget))
+    with rec.timed("train"), _mark_failed_on_error(tracker):
+        result = train(model, tok, corpus.examples, tcfg, out, family=family, seed=seed, accelerator=acc,
+                       evaluate=on_eval, on_step=on_step, log=say, fingerprint=fingerprint)
+    if main:
+        with rec.timed("save"):
+            _save_final(result.model, tok, out / FINAL_DIR, out / ADAPTER_DIR if tcfg.lora.enabled else None)
+        for epoch, loss in sorted(result.epoch_losses.items()):
+            tracker.log_metrics({"train_loss": loss}, step=epoch)
+    acc.wait_for_everyone()
+    return result, metrics_log, tracker, main
+
+
+def _epoch_evaluator(config, evaluate_fn, evaluate: bool, vanilla_metrics, metrics_log: MetricsLog, tracker, say,
+                     label: str):
+    """The per-epoch callback of :func:`~context_cda.train.loop.train` (None: no evaluation)."""
     fn = (evaluate_fn or default_evaluate_fn(config)) if evaluate else None
     if evaluate and fn is None:
         say("context_cda.evaluate.evaluate_model is not available: per-epoch evaluation skipped")
+    if fn is None:
+        return None
 
     def on_eval(m, t, epoch: int) -> dict[str, float]:
         if epoch == 0 and vanilla_metrics is not None:
             metrics = dict(vanilla_metrics)
         else:
-            metrics = dict(fn(m, t, config.evaluate))  # type: ignore[misc]
+            metrics = dict(fn(m, t, config.evaluate))
         metrics_log.add(epoch, metrics)
         tracker.log_metrics(metrics, step=epoch)
-        say(f"finetune {target}/{arm} epoch {epoch}: " + ", ".join(f"{k}={v:.2f}" for k, v in metrics.items()))
+        say(f"finetune {label} epoch {epoch}: " + ", ".join(f"{k}={v:.2f}" for k, v in metrics.items()))
         return metrics
 
-    tracker.log_params(
-        {
-            "target": target,
-            "arm": arm,
-            "model": model_ref(config, target),
-            "family": family,
-            "seed": config.run.seed,
-            "token_budget": budget,
-            **{f"train.{k}": v for k, v in tcfg.model_dump(mode="json").items() if k != "lora"},
-            **{f"train.lora.{k}": v for k, v in tcfg.lora.model_dump(mode="json").items()},
-        }
-    )
-    with rec.timed("train"), _mark_failed_on_error(tracker):
-        result = train(
-            model,
-            tok,
-            examples,
-            tcfg,
-            out,
-            family=family,
-            seed=config.run.seed,
-            accelerator=acc,
-            evaluate=on_eval if fn is not None else None,
-            on_step=on_step,
-            log=say,
-            fingerprint=fingerprint,
-        )
-    final = out / FINAL_DIR
-    if acc.is_main_process:
-        with rec.timed("save"):
-            _save_final(result.model, tok, final, out / ADAPTER_DIR if tcfg.lora.enabled else None)
-        for epoch, loss in sorted(result.epoch_losses.items()):
-            tracker.log_metrics({"train_loss": loss}, step=epoch)
-    acc.wait_for_everyone()
+    return on_eval
 
-    last_row = metrics_log.rows[-1] if metrics_log.rows else {}
-    summary = {
+
+def _params(config: Config, target: str, arm: str, seed: int, family: str, budget: int) -> dict[str, Any]:
+    tcfg = config.train
+    return {
         "target": target,
         "arm": arm,
+        "model": model_ref(config, target),
         "family": family,
-        "sequences": len(examples),
-        "texts": len(texts),
-        "tokens_available": available,
-        "tokens": used,
+        "seed": seed,
         "token_budget": budget,
+        **{f"train.{k}": v for k, v in tcfg.model_dump(mode="json").items() if k != "lora"},
+        **{f"train.lora.{k}": v for k, v in tcfg.lora.model_dump(mode="json").items()},
+    }
+
+
+def _summary(target, arm, seed, family, corpus: _Corpus, result, metrics_log: MetricsLog, out: Path,
+             tracker) -> dict[str, Any]:
+    last_row = metrics_log.rows[-1] if metrics_log.rows else {}
+    return {
+        "target": target,
+        "arm": arm,
+        "seed": seed,
+        "family": family,
+        "sequences": len(corpus.examples),
+        "texts": len(corpus.rows),
+        "tokens_available": corpus.available,
+        "tokens": corpus.used,
+        "token_budget": corpus.budget,
         "epochs": result.epochs_done,
         "steps": result.global_step,
         "resumed_from_epoch": result.resumed_from,
         "final_loss": result.epoch_losses.get(max(result.epoch_losses)) if result.epoch_losses else None,
         "metrics": {k: (None if v != v else v) for k, v in last_row.items() if k not in ID_COLUMNS},
-        "final_dir": str(final),
+        "final_dir": str(out / FINAL_DIR),
         "mlflow_run_id": tracker.run_id,
     }
-    if acc.is_main_process:
-        write_json(out / "corpus_stats.json", {k: summary[k] for k in ("texts", "sequences", "tokens_available",
-                                                                         "tokens", "token_budget")})
-        tracker.log_artifact(out / "corpus_stats.json")
-        tracker.log_artifact(out / METRICS_FILE)
-        rec.finish(
-            {"texts_in": len(texts), "sequences": len(examples), "tokens": used},
-            outputs={"final": final, "metrics": out / METRICS_FILE},
-            summary=summary,
-        )
-        tracker.log_dict(summary, "finetune_summary.json")
-        tracker.finish()
-    return summary
+
+
+def _record(rec: StageRecorder, out: Path, corpus: _Corpus, summary: dict[str, Any], tracker) -> None:
+    """corpus statistics, the rows trained on, the manifest; the same to MLflow."""
+    stats = write_json(out / L.CORPUS_STATS_FILE, {k: summary[k] for k in ("texts", "sequences",
+                                                                            "tokens_available", "tokens",
+                                                                            "token_budget")})
+    rows = write_table(corpus.rows.assign(source=str(corpus.path)), out / L.TRAIN_ROWS_FILE)
+    tracker.log_artifact(stats)
+    tracker.log_artifact(out / METRICS_FILE)
+    rec.finish(
+        {"texts_in": len(corpus.rows), "sequences": len(corpus.examples), "tokens": corpus.used},
+        outputs={"final": out / FINAL_DIR, "metrics": out / METRICS_FILE, "train_rows": rows},
+        summary=summary,
+    )
+    tracker.log_dict(summary, "finetune_summary.json")
+    tracker.finish()
 
 
 @contextlib.contextmanager
@@ -338,22 +373,9 @@ def _save_final(model, tokenizer, dest: Path, adapter_dir: Path | None) -> None:
     """``save_pretrained`` (safetensors) + tokenizer into ``dest`` atomically; LoRA adapters are merged."""
     if hasattr(model, "merge_and_unload"):
         if adapter_dir is not None:
-            _atomic_dir(adapter_dir, lambda tmp: model.save_pretrained(tmp, safe_serialization=True))
+            with atomic_dir(adapter_dir) as tmp:
+                model.save_pretrained(tmp, safe_serialization=True)
         model = model.merge_and_unload()
-
-    def write(tmp: Path) -> None:
+    with atomic_dir(dest) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-
-    _atomic_dir(dest, write)
-
-
-def _atomic_dir(dest: Path, writer: Callable[[Path], None]) -> None:
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    writer(tmp)
-    if dest.exists():
-        shutil.rmtree(dest)
-    os.replace(tmp, dest)

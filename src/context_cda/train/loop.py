@@ -4,9 +4,9 @@
   process takes every ``world_size``-th batch of the epoch's (seeded) batch order.
 * Gradient accumulation (``grad_accum`` micro-batches per optimizer step, gradients synchronised once per step),
   mixed precision (bf16/fp16 on GPU), gradient clipping, AdamW with linear warm-up and decay.
-* A checkpoint after every epoch in ``checkpoints/epoch-N`` (model, optimizer, scheduler and RNG states through
-  ``accelerator.save_state``, then ``state.json`` as the completion marker); :func:`train` resumes from the last
-  complete checkpoint. Batch order and masking depend only on (seed, epoch, batch), and evaluation runs with the
+* A checkpoint after every epoch (after that epoch's evaluation) in ``checkpoints/epoch-N`` (model, optimizer,
+  scheduler and RNG states through ``accelerator.save_state``, then ``state.json`` as the completion marker);
+  :func:`train` resumes from the last complete checkpoint. Batch order and masking depend only on (seed, epoch, batch), and evaluation runs with the
   RNG state forked, so a resumed run ends with the same weights as an uninterrupted one.
 """
 
@@ -115,8 +115,7 @@ def data_fingerprint(examples: Sequence[dict[str, list[int]]], tcfg, seed: int, 
     for ex in examples:
         h.update(np.asarray(ex["input_ids"], dtype=np.int64).tobytes())
         h.update(b"|")
-    settings = tcfg.model_dump(mode="json")
-    settings.pop("eval_every", None)
+    settings = tcfg.model_dump(mode="json", exclude={"eval_every", "arms", "seeds", "k"})
     h.update(json.dumps([settings, seed, family], sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -147,6 +146,24 @@ def preserved_rng() -> Iterator[None]:
             np.random.set_state(npy)
 
 
+@dataclass
+class _Session:
+    """What one training run carries from step to step (prepared by accelerate)."""
+
+    acc: Any
+    model: Any
+    optimizer: Any
+    scheduler: Any
+    objective: Objective
+    world: int
+    rank: int
+    start_epoch: int = 1
+    global_step: int = 0
+    resumed: int | None = None
+    epoch_losses: dict[int, float] = field(default_factory=dict)
+    losses: list[float] = field(default_factory=list)
+
+
 def train(
     model,
     tokenizer,
@@ -167,11 +184,12 @@ def train(
     """Fine-tune ``model`` on ``examples`` (token id rows) for ``tcfg.epochs`` epochs, checkpointing each epoch.
 
     ``evaluate(model, tokenizer, epoch)`` runs after epoch 0 (the untouched model; skipped when resuming) and
-    after every ``tcfg.eval_every``-th epoch and the last one. ``on_step(epoch, global_step)`` is called after
-    every optimizer step (tests use it to interrupt training). ``fingerprint`` (see :func:`data_fingerprint`) is
-    stored in each checkpoint; a checkpoint with another fingerprint is discarded instead of resumed.
+    after every ``tcfg.eval_every``-th epoch and the last one, *before* that epoch's checkpoint is written: a run
+    killed between the two redoes the epoch, so no epoch's metrics are ever lost. ``on_step(epoch, global_step)``
+    is called after every optimizer step (tests use it to interrupt training). ``fingerprint`` (see
+    :func:`data_fingerprint`) is stored in each checkpoint; a checkpoint with another fingerprint is discarded
+    instead of resumed.
     """
-    import torch
     from accelerate.utils import set_seed
 
     if not examples:
@@ -180,6 +198,37 @@ def train(
     say = log or (lambda _msg: None)
     acc = accelerator or make_accelerator(tcfg, device)
     set_seed(seed)
+    run = _prepare(acc, model, tokenizer, family, tcfg, len(examples))
+    _resume(run, out, fingerprint, say)
+    if run.resumed is None and evaluate is not None:
+        _run_eval(acc, run.model, tokenizer, evaluate, 0)
+    epochs_done = run.start_epoch - 1
+    for epoch in range(run.start_epoch, tcfg.epochs + 1):
+        if tcfg.max_steps is not None and run.global_step >= tcfg.max_steps:
+            break
+        _train_epoch(run, examples, tcfg, seed, epoch, max_grad_norm, on_step)
+        say(f"epoch {epoch}: loss {run.epoch_losses[epoch]:.4f} (step {run.global_step})")
+        last = epoch == tcfg.epochs or (tcfg.max_steps is not None and run.global_step >= tcfg.max_steps)
+        if evaluate is not None and (epoch % tcfg.eval_every == 0 or last):
+            _run_eval(acc, run.model, tokenizer, evaluate, epoch)
+        _save_checkpoint(acc, out, epoch, run.global_step, {"epoch_losses": run.epoch_losses}, fingerprint)
+        epochs_done = epoch
+    acc.wait_for_everyone()
+    return TrainResult(
+        model=acc.unwrap_model(run.model),
+        epochs_done=epochs_done,
+        global_step=run.global_step,
+        resumed_from=run.resumed,
+        losses=run.losses,
+        epoch_losses=dict(run.epoch_losses),
+        tokens=sum(len(e["input_ids"]) for e in examples),
+    )
+
+
+def _prepare(acc, model, tokenizer, family: str, tcfg, n_examples: int) -> _Session:
+    """Objective, AdamW with linear warm-up/decay, and accelerate's wrapping of the three."""
+    import torch
+
     objective = Objective(
         family,
         tokenizer,
@@ -189,17 +238,19 @@ def train(
         mean_span_length=tcfg.mean_span_length,
     )
     world, rank = acc.num_processes, acc.process_index
-    per_epoch = steps_per_epoch(len(examples), tcfg, world)
-    total_steps = per_epoch * tcfg.epochs
+    total_steps = steps_per_epoch(n_examples, tcfg, world) * tcfg.epochs
     if tcfg.max_steps is not None:
         total_steps = min(total_steps, tcfg.max_steps)
     optimizer = torch.optim.AdamW(param_groups(model, tcfg.weight_decay), lr=tcfg.learning_rate)
     # accelerate's prepared scheduler advances num_processes times per optimizer step: scale the schedule
     scheduler = linear_schedule(optimizer, int(tcfg.warmup_ratio * total_steps) * world, total_steps * world)
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
+    return _Session(acc, model, optimizer, scheduler, objective, world, rank)
 
-    start_epoch, global_step, resumed = 1, 0, None
-    history: dict[str, Any] = {"epoch_losses": {}}
+
+def _resume(run: _Session, out: Path, fingerprint: str | None, say: Callable[[str], None]) -> None:
+    """Continue from the last complete checkpoint of the same fingerprint (others are discarded)."""
+    acc = run.acc
     ckpt = last_checkpoint(out)
     if ckpt is not None and fingerprint is not None and checkpoint_fingerprint(ckpt[1]) != fingerprint:
         say(f"{ckpt[1]}: written for other data or settings; starting afresh")
@@ -208,66 +259,50 @@ def train(
             discard_checkpoints(out)
         acc.wait_for_everyone()
         ckpt = None
-    if ckpt is not None:
-        n, path = ckpt
-        acc.load_state(str(path))
-        state = json.loads((path / STATE_FILE).read_text())
-        start_epoch, global_step, resumed = n + 1, int(state["global_step"]), n
-        history["epoch_losses"] = {int(k): v for k, v in state.get("epoch_losses", {}).items()}
-        say(f"resumed from {path} (epoch {n}, step {global_step})")
-    elif evaluate is not None:
-        _run_eval(acc, model, tokenizer, evaluate, 0)
+    if ckpt is None:
+        return
+    n, path = ckpt
+    acc.load_state(str(path))
+    state = json.loads((path / STATE_FILE).read_text())
+    run.start_epoch, run.global_step, run.resumed = n + 1, int(state["global_step"]), n
+    run.epoch_losses = {int(k): v for k, v in state.get("epoch_losses", {}).items()}
+    say(f"resumed from {path} (epoch {n}, step {run.global_step})")
 
-    losses: list[float] = []
-    epochs_done = start_epoch - 1
-    for epoch in range(start_epoch, tcfg.epochs + 1):
-        if tcfg.max_steps is not None and global_step >= tcfg.max_steps:
+
+def _train_epoch(run: _Session, examples, tcfg, seed: int, epoch: int, max_grad_norm: float,
+                 on_step: Callable[[int, int], None] | None) -> None:
+    """One epoch of optimizer steps (``grad_accum`` micro-batches each); batch order and masking depend only on
+    (seed, epoch, batch)."""
+    acc, model = run.acc, run.model
+    model.train()
+    mine = shard_batches(epoch_batches(len(examples), tcfg.batch_size, seed, epoch), run.rank, run.world)
+    groups = [mine[i : i + tcfg.grad_accum] for i in range(0, len(mine), tcfg.grad_accum)]
+    ep_loss, ep_n = 0.0, 0
+    for group in groups:
+        step_loss = 0.0
+        for j, (b, idx) in enumerate(group):
+            rng = np.random.default_rng([seed, epoch, b])
+            batch = run.objective.collate([examples[i] for i in idx], rng)
+            batch = {k: v.to(acc.device) for k, v in batch.items()}
+            sync = j == len(group) - 1
+            ctx = contextlib.nullcontext() if sync or run.world == 1 else acc.no_sync(model)
+            with ctx, acc.autocast():
+                loss = model(**batch).loss / len(group)
+                acc.backward(loss)
+            step_loss += float(loss.detach())
+        if max_grad_norm and max_grad_norm > 0:
+            acc.clip_grad_norm_(model.parameters(), max_grad_norm)
+        run.optimizer.step()
+        run.scheduler.step()
+        run.optimizer.zero_grad(set_to_none=True)
+        run.global_step += 1
+        run.losses.append(step_loss)
+        ep_loss, ep_n = ep_loss + step_loss, ep_n + 1
+        if on_step is not None:
+            on_step(epoch, run.global_step)
+        if tcfg.max_steps is not None and run.global_step >= tcfg.max_steps:
             break
-        model.train()
-        mine = shard_batches(epoch_batches(len(examples), tcfg.batch_size, seed, epoch), rank, world)
-        groups = [mine[i : i + tcfg.grad_accum] for i in range(0, len(mine), tcfg.grad_accum)]
-        ep_loss, ep_n = 0.0, 0
-        for group in groups:
-            step_loss = 0.0
-            for j, (b, idx) in enumerate(group):
-                rng = np.random.default_rng([seed, epoch, b])
-                batch = objective.collate([examples[i] for i in idx], rng)
-                batch = {k: v.to(acc.device) for k, v in batch.items()}
-                sync = j == len(group) - 1
-                ctx = contextlib.nullcontext() if sync or world == 1 else acc.no_sync(model)
-                with ctx, acc.autocast():
-                    loss = model(**batch).loss / len(group)
-                    acc.backward(loss)
-                step_loss += float(loss.detach())
-            if max_grad_norm and max_grad_norm > 0:
-                acc.clip_grad_norm_(model.parameters(), max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            global_step += 1
-            losses.append(step_loss)
-            ep_loss, ep_n = ep_loss + step_loss, ep_n + 1
-            if on_step is not None:
-                on_step(epoch, global_step)
-            if tcfg.max_steps is not None and global_step >= tcfg.max_steps:
-                break
-        history["epoch_losses"][epoch] = ep_loss / max(ep_n, 1)
-        say(f"epoch {epoch}: loss {history['epoch_losses'][epoch]:.4f} (step {global_step})")
-        _save_checkpoint(acc, out, epoch, global_step, history, fingerprint)
-        epochs_done = epoch
-        last = epoch == tcfg.epochs or (tcfg.max_steps is not None and global_step >= tcfg.max_steps)
-        if evaluate is not None and (epoch % tcfg.eval_every == 0 or last):
-            _run_eval(acc, model, tokenizer, evaluate, epoch)
-    acc.wait_for_everyone()
-    return TrainResult(
-        model=acc.unwrap_model(model),
-        epochs_done=epochs_done,
-        global_step=global_step,
-        resumed_from=resumed,
-        losses=losses,
-        epoch_losses=dict(history["epoch_losses"]),
-        tokens=sum(len(e["input_ids"]) for e in examples),
-    )
+    run.epoch_losses[epoch] = ep_loss / max(ep_n, 1)
 
 
 def _run_eval(acc, model, tokenizer, evaluate: EpochEval, epoch: int) -> None:

@@ -12,30 +12,28 @@ from pathlib import Path
 from typing import Any
 
 from .. import schemas as S
+from ..layout import QUARANTINE_FILE, RESULTS_FILE, VALID_FILE
 
-#: boundary -> (suite module, default input relative to the run dir)
-BOUNDARIES: dict[str, tuple[str, str]] = {
-    "cda": ("context_cda.validation.cda", f"cda/{S.CDA_FILE}"),
-    "augment": ("context_cda.validation.augment", f"augment/{S.AUGMENT_FILE}"),
-    "entropy": ("context_cda.validation.entropy", f"entropy/{{target}}/{S.ENTROPY_FILE}"),
+#: boundary -> its suite module
+BOUNDARIES: dict[str, str] = {
+    "cda": "context_cda.validation.cda",
+    "augment": "context_cda.validation.augment",
+    "entropy": "context_cda.validation.entropy",
 }
 
-
-def default_input(config, boundary: str, target: str | None = None) -> Path:
-    rel = BOUNDARIES[boundary][1]
-    if "{target}" in rel:
-        rel = rel.format(target=target or next(iter(config.run.targets)))
-    return config.run_dir() / rel
+EXCLUDED = "excluded-by-reviewer"
 
 
 def run_validate(
     config,
-    inputs: Mapping[str, Path],
+    inputs: Mapping[str, Path] | None = None,
     out_dir: Path | None = None,
     boundary: str | None = None,
-    **options: Any,
+    target: str | None = None,
 ) -> dict[str, Any]:
-    """Validate the table at a boundary; the boundary is ``boundary`` or the single key of ``inputs``."""
+    """Validate the table at a boundary (``boundary``, or the single key of ``inputs``); write the valid rows,
+    the quarantined ones (with reasons) and the results (file names: :mod:`context_cda.layout`) below ``out_dir``. ``target`` only labels the
+    manifest (the entropy boundary is per target)."""
     from ..errors import ConfigError, InputError
     from ..io import StageRecorder, read_table
     from .core import validate_table
@@ -47,28 +45,44 @@ def run_validate(
         boundary = next(iter(inputs))
     if boundary not in BOUNDARIES:
         raise ConfigError(f"validate: unknown boundary {boundary!r}; known: {', '.join(BOUNDARIES)}.")
-    src = Path(inputs.get(boundary) or default_input(config, boundary, options.get("target")))
-    sub = boundary if not options.get("target") else f"{boundary}/{options['target']}"
-    out = Path(out_dir) if out_dir else config.run_dir() / "validate" / sub
-    module = importlib.import_module(BOUNDARIES[boundary][0])
+    from ..layout import BOUNDARY_STEPS
+    from ..stages import resolve_io
+
+    inputs, out = resolve_io(config, BOUNDARY_STEPS[boundary], inputs, out_dir,
+                             **({"target": target} if target is not None else {}))
+    src = inputs[boundary]
+    module = importlib.import_module(BOUNDARIES[boundary])
     rec = StageRecorder(f"validate-{boundary}", out, {"validate": config.validate_.model_dump(),
-                                                      "lexicon": config.lexicon.model_dump()}, {boundary: src})
+                                                      "lexicon": config.lexicon.model_dump(),
+                                                      "target": target}, {boundary: src})
     df = read_table(src)
     if S.ID not in df.columns:
         raise InputError(f"{src}: no '{S.ID}' column; validate reads stage outputs, which always have one.")
     prepared = module.prepare(df, config)
     with rec.timed("suite"):
-        summary = validate_table(prepared, module.checks(config), boundary, out, keep_columns=list(df.columns))
+        summary = validate_table(prepared, module.checks(config) + reviewer_checks(config), boundary, out,
+                                 keep_columns=list(df.columns))
     rec.finish(
         {"rows_in": summary["rows_in"], "rows_out": summary["rows_valid"],
          "rows_rejected": summary["rows_quarantined"]},
-        outputs={"valid": out / S.VALID_FILE, "quarantine": out / S.QUARANTINE_FILE,
-                 "results": out / S.RESULTS_FILE},
+        outputs={"valid": out / VALID_FILE, "quarantine": out / QUARANTINE_FILE, "results": out / RESULTS_FILE},
         summary=summary,
     )
     if config.validate_.fail_on_error and not summary["success"]:
         raise InputError(
-            f"validate {boundary}: {summary['rows_quarantined']} row(s) failed; see {out / S.RESULTS_FILE} and "
-            f"{out / S.QUARANTINE_FILE}."
+            f"validate {boundary}: {summary['rows_quarantined']} row(s) failed; see {out / RESULTS_FILE} and "
+            f"{out / QUARANTINE_FILE}."
         )
     return summary
+
+
+def reviewer_checks(config) -> list:
+    """Rows a reviewer excluded by id (``validate.exclude_ids``), at whichever boundary they appear."""
+    ids = list(config.validate_.exclude_ids)
+    if not ids:
+        return []
+    import great_expectations.expectations as gxe
+
+    from .core import Check
+
+    return [Check(gxe.ExpectColumnValuesToNotBeInSet(column=S.ID, value_set=ids), EXCLUDED)]

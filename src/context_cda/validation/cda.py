@@ -1,4 +1,4 @@
-"""Expectations at the CDA boundary (``<run>/cda/counterfactuals.parquet``).
+"""Expectations at the CDA boundary (the cda step's counterfactuals table).
 
 * ids are unique (later copies of an id are quarantined as ``duplicate-id``);
 * original and counterfactual are non-empty and within ``validate.min_chars``..``max_chars``;

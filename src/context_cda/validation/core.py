@@ -8,7 +8,8 @@ A boundary's suite module (``validation/<boundary>.py``) provides two functions:
 
 :func:`validate_table` runs the suite in an ephemeral GX context with ``COMPLETE`` results indexed by the row
 ``id``, so every failing row is known by id; rows failing any expectation go to ``quarantine.parquet`` with all
-their reasons joined by ``; ``, the rest to ``valid.parquet``, and the GX result (JSON) to ``results.json``.
+their reasons joined by ``; ``, the rest to the valid table, and the GX result (JSON) to the results file (names:
+:mod:`context_cda.layout`).
 Table-level expectations (those without row results) fail the suite without quarantining rows.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from .. import schemas as S
 from ..io import write_json, write_table
+from ..layout import QUARANTINE_FILE, RESULTS_FILE, VALID_FILE
 
 
 @dataclass
@@ -110,8 +112,8 @@ def validate_table(
     quarantine[S.REASON] = pd.Series(
         ["; ".join(dict.fromkeys(reasons_by_row[int(r)])) for r in df.loc[bad, ROW]], dtype="string"
     )
-    write_table(valid, out_dir / S.VALID_FILE)
-    write_table(quarantine, out_dir / S.QUARANTINE_FILE)
+    write_table(valid, out_dir / VALID_FILE)
+    write_table(quarantine, out_dir / QUARANTINE_FILE)
     reason_counts: dict[str, int] = defaultdict(int)
     for reasons in reasons_by_row.values():
         for r in dict.fromkeys(reasons):
@@ -126,5 +128,5 @@ def validate_table(
         "rows_quarantined": len(quarantine),
         "quarantined_by_reason": dict(sorted(reason_counts.items())),
     }
-    write_json(out_dir / S.RESULTS_FILE, {"summary": summary, "failed": failed_expectations, "gx": result_json})
+    write_json(out_dir / RESULTS_FILE, {"summary": summary, "failed": failed_expectations, "gx": result_json})
     return summary

@@ -1,4 +1,4 @@
-"""Great-expectations suite at the entropy -> filter boundary (``entropy/<target>/scores.parquet``).
+"""Great-expectations suite at the entropy -> filter boundary (the entropy step's scores table of one target).
 
 * ids are unique and present; ``text`` is non-empty;
 * ``se`` and every estimator are finite and >= 0; the ``plogp`` and ``discrete`` estimators are at most log M

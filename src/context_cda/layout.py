@@ -1,0 +1,273 @@
+"""The run layout: the one place where a run folder's paths are spelled.
+
+A run folder holds one folder per *step* (a stage applied to one target, arm, seed, ...), each with the step's
+tables, a ``manifest.json`` and nothing else. Stages, stage commands, the local runner, DVC (``dvc.yaml`` is
+generated from :mod:`context_cda.stages`, which reads paths from here), the Kubeflow components and the report ask
+this module for paths; none of them joins a file name of its own::
+
+    <run>/layout.json                               {"layout_version": 2}
+    <run>/ingest/sentences.parquet
+    <run>/cda/counterfactuals.parquet
+    <run>/validate/<boundary>[/<target>]/           valid.parquet, quarantine.parquet, results.json
+    <run>/augment/augmented.parquet
+    <run>/entropy/<target>/scores.parquet           (+ audit.parquet)
+    <run>/filter/<target>/k<k>/corpus.parquet       one folder per k (+ se_hist.png)
+    <run>/finetune/<target>/<arm>/seed-<seed>/      final/, checkpoints/, metrics.csv, train_rows.parquet
+    <run>/evaluate/<target>/vanilla/                aggregate.json, <benchmark>/{predictions.parquet,aggregate.json}
+    <run>/evaluate/<target>/<arm>/seed-<seed>/      (the same, for a fine-tuned model)
+    <run>/register/<target>/<arm>/                  promotion.json
+    <run>/report/                                   report.md, report.html, table1.csv, ...
+
+Names that become path parts (targets, arms) must match :data:`NAME_PATTERN`; :func:`safe_name` refuses
+anything else (separators, ``..``, empty names), so no name can write outside the run folder.
+
+A run folder records its layout version in ``layout.json``. A folder written by an older version (layout 1:
+no ``layout.json``, no ``seed-<n>`` level, validated tables not used for training) is refused with a message
+naming its version, never silently mixed with the new layout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigError
+
+LAYOUT_VERSION = 2
+LAYOUT_FILE = "layout.json"
+
+# ---- files inside step folders
+SENTENCES_FILE = "sentences.parquet"
+COUNTERFACTUALS_FILE = "counterfactuals.parquet"
+VALID_FILE = "valid.parquet"
+QUARANTINE_FILE = "quarantine.parquet"
+RESULTS_FILE = "results.json"
+AUGMENTED_FILE = "augmented.parquet"
+SCORES_FILE = "scores.parquet"
+AUDIT_FILE = "audit.parquet"
+FILTERED_FILE = "corpus.parquet"
+SE_HIST_FILE = "se_hist.png"
+METRICS_FILE = "metrics.csv"
+FINAL_DIR = "final"
+ADAPTER_DIR = "adapter"
+CHECKPOINTS_DIR = "checkpoints"
+TRAIN_ROWS_FILE = "train_rows.parquet"
+CORPUS_STATS_FILE = "corpus_stats.json"
+AGGREGATE_FILE = "aggregate.json"
+PREDICTIONS_FILE = "predictions.parquet"
+PROMOTION_FILE = "promotion.json"
+REPORT_FILE = "report.md"
+
+#: step folder templates, relative to the run folder (keys in braces are filled per step)
+FOLDERS: dict[str, str] = {
+    "ingest": "ingest",
+    "cda": "cda",
+    "validate-cda": "validate/cda",
+    "augment": "augment",
+    "validate-augment": "validate/augment",
+    "entropy": "entropy/{target}",
+    "validate-entropy": "validate/entropy/{target}",
+    "filter": "filter/{target}",
+    "finetune": "finetune/{target}/{arm}/seed-{seed}",
+    "evaluate-vanilla": "evaluate/{target}/vanilla",
+    "evaluate": "evaluate/{target}/{arm}/seed-{seed}",
+    "register": "register/{target}",
+    "report": "report",
+}
+
+#: validation boundary -> its step
+BOUNDARY_STEPS = {"cda": "validate-cda", "augment": "validate-augment", "entropy": "validate-entropy"}
+
+_KEYS = ("target", "arm", "seed")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
+VANILLA = "vanilla"
+
+
+def safe_name(value: str, what: str) -> str:
+    """``value`` unchanged when it can be one path part, else a ConfigError naming ``what`` and the rule."""
+    text = str(value)
+    if not NAME_PATTERN.match(text) or set(text) <= {"."}:
+        raise ConfigError(
+            f"{what} {text!r}: names become folder names, so they must start with a letter or digit and hold "
+            "only letters, digits and . _ + - (no / or \\, at most 128 characters), e.g. 'gpt2-small'."
+        )
+    return text
+
+
+def folder(step: str, names: Mapping[str, str], fanin: bool = False) -> str:
+    """The folder template of ``step`` filled with ``names`` (not checked: see :meth:`RunLayout.step_dir`), as a
+    relative path; ``fanin``: only the leading parts that ``names`` fix (the parent of all matching steps)."""
+    try:
+        template = FOLDERS[step]
+    except KeyError:
+        raise ConfigError(f"unknown step {step!r}; steps: {', '.join(FOLDERS)}.") from None
+    parts = []
+    for part in template.split("/"):
+        if fanin and any(f"{{{k}}}" in part for k in _KEYS if k not in names):
+            break
+        try:
+            parts.append(part.format(**names))
+        except KeyError as e:
+            raise ConfigError(f"step {step}: needs {e.args[0]!r} (folder {template}).") from None
+    return "/".join(parts)
+
+
+def _checked(keys: Mapping[str, object]) -> dict[str, str]:
+    return {k: safe_name(str(v), k) for k, v in keys.items()}
+
+
+def fanin_dir(root: Path, step: str, keys: Mapping[str, object]) -> Path:
+    """The folder holding every ``step`` folder that shares ``keys`` (e.g. ``finetune/<target>``)."""
+    return root / folder(step, _checked(keys), fanin=True)
+
+
+def within(parent: Path | str, fanin_step: str, fixed: Mapping[str, object], step: str | None = None,
+           **keys: object) -> Path:
+    """The folder of ``step`` (default: ``fanin_step``) for ``fixed`` + ``keys`` inside ``parent``, which is
+    ``fanin_step``'s fan-in folder for ``fixed`` (:func:`fanin_dir`), wherever that folder lies (a run folder, a
+    Kubeflow artifact). ``within(<finetune/t>, "finetune", {"target": t}, arm=a, seed=s)`` -> ``.../a/seed-s``;
+    ``within(<evaluate/t>, "evaluate", {"target": t}, "evaluate-vanilla")`` -> ``.../vanilla``."""
+    base = fanin_dir(Path("/"), fanin_step, fixed)
+    full = RunLayout(Path("/")).step_dir(step or fanin_step, **fixed, **keys)
+    try:
+        return Path(parent) / full.relative_to(base)
+    except ValueError:
+        raise ConfigError(f"step {step}: its folder {full} is not inside {fanin_step}'s {base}.") from None
+
+
+def discover(parent: Path | str, fanin_step: str, step: str | None = None,
+             fixed: Mapping[str, object] | None = None) -> list[tuple[dict[str, str], Path]]:
+    """Every ``step`` folder (default: ``fanin_step``) that exists inside ``parent``, ``fanin_step``'s fan-in folder
+    for ``fixed`` keys, with the keys its path spells: e.g. ``discover(<run>/finetune, "finetune")`` ->
+    ``[({"target": "gpt2", "arm": "cda", "seed": "13"}, <run>/finetune/gpt2/cda/seed-13), ...]``."""
+    fixed = dict(fixed or {})
+    base = folder(fanin_step, _checked(fixed), fanin=True).split("/")
+    rest = FOLDERS[step or fanin_step].split("/")[len(base):]
+    pattern = re.compile("/".join(re.sub(r"\\{(\w+)\\}", r"(?P<\1>[^/]+)", re.escape(p)) for p in rest) + "$")
+    glob = "/".join(re.sub(r"\{\w+\}", "*", p) for p in rest)
+    out = []
+    for path in sorted(Path(parent).glob(glob)) if rest else []:
+        m = pattern.match(path.relative_to(parent).as_posix())
+        if m and path.is_dir() and all(NAME_PATTERN.match(v) for v in m.groupdict().values()):
+            out.append(({**{k: str(v) for k, v in fixed.items()}, **m.groupdict()}, path))
+    return out
+
+
+def k_dirname(k: float) -> str:
+    """Folder of one filtered corpus: 30.0 -> ``k30``, 12.5 -> ``k12.5``."""
+    return f"k{float(k):g}"
+
+
+def filtered_in(filter_dir: Path | str, k: float) -> Path:
+    """The filtered corpus for ``k`` inside a filter step's folder (also a KFP ``filtered`` artifact)."""
+    return Path(filter_dir) / k_dirname(k) / FILTERED_FILE
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Paths of one run folder. Built with :meth:`of` (a config) or directly from a root folder."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, config) -> RunLayout:
+        return cls(config.run_dir())
+
+    # ---------------------------------------------------------------------------------------- step folders
+
+    def step_dir(self, step: str, **keys: object) -> Path:
+        """The folder of ``step`` for ``keys`` (target, arm, seed), each checked with :func:`safe_name`."""
+        return self.root / folder(step, _checked(keys))
+
+    def validate_dir(self, boundary: str, target: str | None = None) -> Path:
+        step = BOUNDARY_STEPS.get(boundary)
+        if step is None:
+            raise ConfigError(f"validate: unknown boundary {boundary!r}; known: {', '.join(BOUNDARY_STEPS)}.")
+        return self.step_dir(step, **({"target": target} if target is not None else {}))
+
+    # ---------------------------------------------------------------------------------------- named files
+
+    @property
+    def sentences(self) -> Path:
+        return self.step_dir("ingest") / SENTENCES_FILE
+
+    @property
+    def counterfactuals(self) -> Path:
+        return self.step_dir("cda") / COUNTERFACTUALS_FILE
+
+    @property
+    def augmented(self) -> Path:
+        return self.step_dir("augment") / AUGMENTED_FILE
+
+    def validated(self, boundary: str, target: str | None = None) -> Path:
+        return self.validate_dir(boundary, target) / VALID_FILE
+
+    def scores(self, target: str) -> Path:
+        return self.step_dir("entropy", target=target) / SCORES_FILE
+
+    def filtered(self, target: str, k: float) -> Path:
+        return filtered_in(self.step_dir("filter", target=target), k)
+
+    def final_model(self, target: str, arm: str, seed: int) -> Path:
+        return self.step_dir("finetune", target=target, arm=arm, seed=seed) / FINAL_DIR
+
+    def metrics(self, target: str, arm: str, seed: int) -> Path:
+        return self.step_dir("finetune", target=target, arm=arm, seed=seed) / METRICS_FILE
+
+    def evaluation_dir(self, target: str, arm: str = VANILLA, seed: int | None = None) -> Path:
+        if arm == VANILLA:
+            return self.step_dir("evaluate-vanilla", target=target)
+        return self.step_dir("evaluate", target=target, arm=arm, seed=seed)
+
+    def register_dir(self, target: str, arm: str | None = None) -> Path:
+        d = self.step_dir("register", target=target)
+        return d / safe_name(arm, "arm") if arm is not None else d
+
+    @property
+    def report_dir(self) -> Path:
+        return self.step_dir("report")
+
+    # ---------------------------------------------------------------------------------------- version
+
+    def version(self) -> int | None:
+        """The folder's layout version: from layout.json; 1 for an older folder with stage outputs; None when
+        the folder is new (nothing of a run in it yet)."""
+        marker = self.root / LAYOUT_FILE
+        if marker.is_file():
+            try:
+                return int(json.loads(marker.read_text())["layout_version"])
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise ConfigError(f"{marker}: unreadable layout record ({e}); delete it only if the run "
+                                  "folder is new.") from None
+        if any((self.root / top).exists() for top in ("ingest", "cda", "augment", "finetune", "filter")):
+            return 1
+        return None
+
+    def check(self, create: bool = True) -> RunLayout:
+        """Refuse a run folder of another layout version; record the version in a new one (``create``)."""
+        found = self.version()
+        if found is None:
+            if create:
+                _write_marker(self.root)
+            return self
+        if found != LAYOUT_VERSION:
+            older = found < LAYOUT_VERSION
+            raise ConfigError(
+                f"{self.root}: this run folder uses run layout {found}, and this context-cda reads layout "
+                f"{LAYOUT_VERSION}. "
+                + ("It was written by an older version (no validated training inputs, no seed-<n> folders): "
+                   "start a new run folder (--run-dir, or run.run_dir) and rerun; the old one stays readable "
+                   "with the version that wrote it." if older else
+                   "It was written by a newer version: upgrade context-cda or use another run folder.")
+            )
+        return self
+
+
+def _write_marker(root: Path) -> None:
+    from .io import write_json
+
+    root.mkdir(parents=True, exist_ok=True)
+    write_json(root / LAYOUT_FILE, {"layout_version": LAYOUT_VERSION})
