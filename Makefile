@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow lint params clean-runs
+.PHONY: install demo test test-slow lint params dvc docs clean-runs
 
 install: $(VENV)/.installed
 
@@ -33,3 +33,12 @@ lint: install
 
 params: install
 	$(BIN)/ccda config defaults > params.yaml
+
+# dvc.yaml is generated from the stage table (src/context_cda/stages.py); a test keeps the committed one current
+dvc: install
+	$(BIN)/ccda config dvc > dvc.yaml
+
+# the stage table in docs/architecture.md, between its markers
+docs: install
+	$(BIN)/python -c "import re, pathlib; from context_cda.stages import markdown; p = pathlib.Path('docs/architecture.md'); \
+	  p.write_text(re.sub(r'(<!-- stage-table:begin -->\n).*?(<!-- stage-table:end -->)', lambda m: m[1] + markdown() + m[2], p.read_text(), flags=re.S))"

@@ -161,10 +161,10 @@ class ValidateConfig(Section):
     fail_on_error: bool = Field(
         False, description="Exit non-zero when any row fails (otherwise failing rows are quarantined)."
     )
-    exclude_ids: list[str] = Field(
-        default_factory=list,
-        description="Row ids a reviewer rejected by hand: quarantined at whichever boundary they appear (reason "
-        "excluded-by-reviewer), so no later stage reads them.",
+    exclude_ids: dict[Literal["cda", "augment", "entropy"], list[str]] = Field(
+        default_factory=dict,
+        description="Row ids a reviewer rejected by hand, per boundary (cda | augment | entropy -> ids): the "
+        "boundary's suite quarantines them (reason excluded-by-reviewer), so no later stage reads them.",
     )
 
 

@@ -234,3 +234,23 @@ def fanout_values(config: Config, key: str, targets: Iterable[str] | None = None
     if key == "seed":
         return list(config.train.seeds)
     raise ConfigError(f"unknown fan-out key {key!r}.")
+
+
+# ---------------------------------------------------------------------------------------- documentation
+
+
+def markdown() -> str:
+    """The stage table and each step's folder as Markdown (docs/architecture.md embeds it; a test keeps the
+    two equal; ``ccda config stages`` prints it)."""
+    lines = ["| step | `ccda` | library function | config keys | fan-out | inputs (step: file) | GPU | folder |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in TABLE:
+        inputs = "<br>".join(f"{i.name} = {i.step}" + (f": {i.file}" if i.file else "") + (" (opt.)" if i.optional
+                             else "") for i in r.inputs) or "–"
+        when = f" (when {r.when})" if r.when else ""
+        lines.append(
+            f"| {r.step}{when} | {' '.join([r.command, *r.cli_args[:2]]).replace('${run.run_dir}', 'RUN_DIR')} "
+            f"| `{r.function}` | {', '.join(r.sections)} | {' × '.join(r.fanout) or '–'} | {inputs} | {r.gpu} "
+            f"| `{L.FOLDERS[r.step]}` |"
+        )
+    return "\n".join(lines) + "\n"

@@ -10,14 +10,8 @@ for those params by `ccda config dvc`, as a user running another profile would.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -27,15 +21,12 @@ HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 sys.path.insert(0, str(HELPERS))
 
 import tiny_pipeline as tp  # noqa: E402
+from dvc_project import BUCKET, RUN_DIR, Project  # noqa: E402
 from fake_openai import FakeOpenAIServer  # noqa: E402
+from seaweed import WEED, SeaweedS3  # noqa: E402
 
 pytest.importorskip("dvc")
 ROOT = tp.ROOT
-BIN = Path(sys.executable).parent
-DVC = str(BIN / "dvc") if (BIN / "dvc").exists() else (shutil.which("dvc") or "dvc")
-WEED = str(BIN / "weed") if (BIN / "weed").exists() else shutil.which("weed")
-RUN_DIR = "runs/tiny"
-BUCKET = "ccda-dvc-test"
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -43,142 +34,6 @@ BUCKET = "ccda-dvc-test"
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-class Project:
-    """A throwaway git + DVC repository with the project's dvc.yaml and the tiny params."""
-
-    def __init__(self, root: Path, base_url: str):
-        self.root = root
-        for d in ("src", "configs"):
-            shutil.copytree(ROOT / d, root / d, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        shutil.copytree(ROOT / "tests" / "fixtures" / "corpus", root / "tests" / "fixtures" / "corpus")
-        shutil.copytree(ROOT / "tests" / "fixtures" / "evaluate", root / "tests" / "fixtures" / "evaluate")
-        shutil.copytree(ROOT / ".dvc", root / ".dvc", ignore=shutil.ignore_patterns("cache", "tmp", "config.local"))
-        shutil.copy(ROOT / ".dvcignore", root / ".dvcignore")
-        (root / ".gitignore").write_text("/runs/\n/mlflow.db\n/mlruns/\n")
-        self.env = {
-            **os.environ,
-            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            "HF_HUB_OFFLINE": "1",
-            "DVC_NO_ANALYTICS": "1",
-            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-        }
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_ENDPOINT_URL", "CCDA_PARAMS"):
-            self.env.pop(key, None)
-        self.set_params(self.tiny_params(base_url))
-        # as a user running another profile does: regenerate dvc.yaml for these params (`ccda config dvc`), so
-        # the local corpus (ingest.path) becomes a dependency of ingest
-        (root / "dvc.yaml").write_text(self.run(str(BIN / "ccda"), "config", "dvc", "--params", "params.yaml").stdout)
-        self.run("git", "init", "-q")
-        # the project's S3 remote, pointed at the test bucket (every commit must name it: push --all-commits
-        # reads each commit's .dvc/config); endpoint and credentials go to the git-ignored config.local later
-        self.dvc("remote", "modify", "storage", "url", f"s3://{BUCKET}/store")
-        self.commit("tiny project")
-
-    @staticmethod
-    def tiny_params(base_url: str) -> dict:
-        cfg = tp.tiny_config(base_url, run_dir=RUN_DIR, absolute=False)
-        return cfg.to_dict()
-
-    def set_params(self, params: dict) -> None:
-        (self.root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-
-    def params(self) -> dict:
-        return yaml.safe_load((self.root / "params.yaml").read_text())
-
-    def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-        r = subprocess.run(args, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
-        if check and r.returncode != 0:
-            raise AssertionError(f"{' '.join(args)} failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
-        return r
-
-    def dvc(self, *args: str, **kw) -> subprocess.CompletedProcess:
-        return self.run(DVC, *args, **kw)
-
-    def repro(self, *targets: str) -> set[str]:
-        """Run `dvc repro`; return the stages that actually ran."""
-        out = self.dvc("repro", *targets).stdout
-        return {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage '")}
-
-    def commit(self, message: str) -> str:
-        self.run("git", "add", "-A")
-        self.run("git", "commit", "-q", "--allow-empty", "-m", message)
-        return self.run("git", "rev-parse", "HEAD").stdout.strip()
-
-    def path(self, rel: str) -> Path:
-        return self.root / RUN_DIR / rel
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class SeaweedS3:
-    """`weed server` with its S3 gateway, all on 127.0.0.1 random ports, data in a temp folder."""
-
-    def __init__(self, data: Path):
-        self.data = data
-        self.port = _free_port()
-        ports = {k: _free_port() for k in ("master", "master_g", "volume", "volume_g", "filer", "filer_g", "s3_g")}
-        self.cmd = [
-            WEED, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={data}",
-            f"-master.port={ports['master']}", f"-master.port.grpc={ports['master_g']}",
-            "-master.volumeSizeLimitMB=64", "-volume.max=0",
-            f"-volume.port={ports['volume']}", f"-volume.port.grpc={ports['volume_g']}",
-            "-filer", f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer_g']}",
-            "-s3", f"-s3.port={self.port}", f"-s3.port.grpc={ports['s3_g']}", "-s3.port.iceberg=0", "-s3.port.lance=0",
-        ]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-
-    def __enter__(self) -> SeaweedS3:
-        self.data.mkdir(parents=True, exist_ok=True)
-        self.log = open(self.data.parent / "weed.log", "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"weed exited early: {(self.data.parent / 'weed.log').read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(self.url + "/", timeout=1)
-                return self
-            except urllib.error.HTTPError:
-                return self
-            except OSError:
-                time.sleep(0.25)
-        self.__exit__()
-        raise RuntimeError("SeaweedFS S3 gateway did not come up within 60 s")
-
-    def create_bucket(self, name: str) -> None:
-        import botocore.session
-
-        s3 = botocore.session.get_session().create_client(
-            "s3", endpoint_url=self.url, region_name="us-east-1",
-            aws_access_key_id="test", aws_secret_access_key="test",
-        )
-        deadline = time.time() + 30
-        while True:  # the gateway answers before the filer is ready for writes
-            try:
-                s3.create_bucket(Bucket=name)
-                return
-            except Exception:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.5)
-
-    def __exit__(self, *exc) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.log.close()
 
 
 @pytest.fixture(scope="module")

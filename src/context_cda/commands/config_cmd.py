@@ -1,4 +1,5 @@
-"""`ccda config show|defaults|dvc`: print the resolved configuration, or the dvc.yaml the stage table makes."""
+"""`ccda config show|defaults|dvc|stages`: the resolved configuration, the dvc.yaml the stage table makes, the
+table itself."""
 
 from __future__ import annotations
 
@@ -42,3 +43,10 @@ def register(app: typer.Typer) -> None:
         from ..dvcgen import dvc_yaml
 
         typer.echo(dvc_yaml(resolve_config(profile, sets, params=params)), nl=False)
+
+    @cfg_app.command("stages")
+    def stages_cmd() -> None:
+        """Print the stage table (steps, functions, config keys, fan-out, inputs, folders) as Markdown."""
+        from ..stages import markdown
+
+        typer.echo(markdown(), nl=False)

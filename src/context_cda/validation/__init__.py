@@ -60,8 +60,8 @@ def run_validate(
         raise InputError(f"{src}: no '{S.ID}' column; validate reads stage outputs, which always have one.")
     prepared = module.prepare(df, config)
     with rec.timed("suite"):
-        summary = validate_table(prepared, module.checks(config) + reviewer_checks(config), boundary, out,
-                                 keep_columns=list(df.columns))
+        summary = validate_table(prepared, module.checks(config) + reviewer_checks(config, boundary), boundary,
+                                 out, keep_columns=list(df.columns))
     rec.finish(
         {"rows_in": summary["rows_in"], "rows_out": summary["rows_valid"],
          "rows_rejected": summary["rows_quarantined"]},
@@ -76,9 +76,9 @@ def run_validate(
     return summary
 
 
-def reviewer_checks(config) -> list:
-    """Rows a reviewer excluded by id (``validate.exclude_ids``), at whichever boundary they appear."""
-    ids = list(config.validate_.exclude_ids)
+def reviewer_checks(config, boundary: str) -> list:
+    """Rows a reviewer excluded by id at this boundary (``validate.exclude_ids[boundary]``)."""
+    ids = list(config.validate_.exclude_ids.get(boundary, []))
     if not ids:
         return []
     import great_expectations.expectations as gxe

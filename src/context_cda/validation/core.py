@@ -93,7 +93,9 @@ def validate_table(
         result_json = result.to_json_dict()
         reasons_by_row = defaultdict(list)
         failed_expectations = []
-        for check, res in zip(checks, result.results, strict=True):
+        by_id = {c.expectation.id: c for c in checks}  # GX does not keep the suite's order in its results
+        for res in result.results:
+            check = by_id[res.expectation_config.id]
             if res.success:
                 continue
             idx = res.result.get("unexpected_index_list") or []
