@@ -589,6 +589,12 @@ class PipelineSection(Section):
     augment_mode: Literal["service", "in-process"] = Field(
         "service", description="service: call the cluster's vLLM (openai backend); in-process: vLLM on the node."
     )
+    generation_shards: int = Field(
+        1, ge=1, le=256,
+        description="Split augment and the entropy step's sampling into this many shards run side by side (a "
+        "ParallelFor on the cluster; each shard resumable on its own), merged once with a check that no id is "
+        "missing or doubled. With the vLLM service, the shards share its replicas through the openai backend.",
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,56 @@
+"""`ccda plan`: the work each step of a profile will do and its GPU-hours, from a throughput table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._common import ParamsOpt, ProfileOpt, SetOpt, console, resolve_config
+
+
+def plan(
+    profile: ProfileOpt = None,
+    sets: SetOpt = None,
+    params: ParamsOpt = None,
+    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs the run may use side by side.")] = 1,
+    throughput: Annotated[
+        Path | None, typer.Option("--throughput", help="Throughput table (JSON; default: the packaged one).")
+    ] = None,
+    sentences: Annotated[
+        int | None, typer.Option("--sentences", help="Corpus size in sentences, when the plan cannot know it.")
+    ] = None,
+) -> None:
+    """Price a profile: work per step (generations, judge calls, training tokens, benchmark items), GPU-hours,
+    wall time on --gpus GPUs, and the assumptions behind each figure."""
+    from rich.table import Table
+
+    from ..costs import Assumptions, load_throughput, plan_costs, wall_hours
+
+    cfg = resolve_config(profile, sets, params=params)
+    table = load_throughput(throughput)
+    assume = Assumptions()
+    if sentences:
+        assume.corpus_sentences[cfg.ingest.corpus] = sentences
+    costs = plan_costs(cfg, table, assume)
+    out = Table(title=f"ccda plan: {cfg.profile or 'defaults'} on {gpus} x {table['gpu']['name']}",
+                header_style="bold")
+    for col in ("step", "parallel tasks", "work", "GPU-hours", f"wall h on {gpus} GPU(s)"):
+        out.add_column(col, justify="left" if col in ("step", "work") else "right")
+    for c in costs:
+        out.add_row(c.step, str(c.tasks), c.work, f"{c.gpu_hours:,.2f}", f"{c.gpu_hours / min(gpus, c.tasks):,.2f}")
+    total = sum(c.gpu_hours for c in costs)
+    out.add_row("total", "", "", f"{total:,.2f}", f"{wall_hours(costs, gpus):,.2f}", style="bold")
+    con = console()
+    con.print(out)
+    dominant = max(costs, key=lambda c: c.gpu_hours) if costs else None
+    if dominant:
+        con.print(f"dominant step: {dominant.step} ({dominant.gpu_hours / total:.0%} of the GPU-hours)")
+    con.print(f"throughput: {table['about']}", highlight=False)
+    for key, src in assume.sources().items():
+        con.print(f"  assumption {key} = {getattr(assume, key)} ({src})", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)

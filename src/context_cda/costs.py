@@ -1,0 +1,232 @@
+"""``ccda plan``: the work each step of a profile will do, and what it costs in GPU-hours.
+
+For every enabled row of the stage table (:mod:`context_cda.stages`) the plan counts the work (sentences,
+generations with the retries the acceptance rate implies, judge calls, training tokens x epochs x arms x seeds,
+benchmark items x epochs) and prices it with a **throughput table**: tokens/s (or pairs/s, items/s) per model and
+operation on one GPU. The table shipped with the package (``resources/throughput.json``) says where each figure
+comes from: ``measured`` (the GPU benchmark, ``benchmarks/gpu/``) or ``estimate`` (first principles: FLOPs per token
+over an assumed model-FLOP utilisation of the GPU's peak, stated in the file). ``--throughput FILE`` overrides it
+with another table or with the GPU benchmark's own ``--out`` JSON.
+
+Work counts come from the run folder when its steps already ran (their manifests), else from the assumptions below
+(corpus size, gendered share, acceptance rate, sequence lengths), each printed with its source, and overridable.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import stages as T
+from .errors import ConfigError, InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import Config
+
+
+@dataclass
+class Assumptions:
+    """What the plan assumes where the run folder does not tell (each with its source)."""
+
+    corpus_sentences: dict[str, int] = field(default_factory=lambda: {
+        "news-commentary-v15": 600_000,  # statmt.org news-commentary v15 English, ~600k lines of ~1 sentence
+        "wikitext-2-test": 9_036,  # measured: ccda ingest on the WikiText-2 raw test file
+    })
+    gendered_share: float = 0.248  # measured: 2,245 of 9,036 WikiText-2 test sentences kept by ingest
+    acceptance: float = 0.58  # measured: the demo's review accepted 56 of 96 first attempts (SmolLM2-135M)
+    prompt_tokens: int = 160  # augment prompt (system + instruction + sentence), chat template included
+    completion_tokens: int = 60  # one rephrasing
+    sentence_tokens: int = 32  # a gendered news sentence, subword tokens
+    judge_share: float = 0.67  # judge calls per item / M^2: measured 45-89 of 100 in bench_entropy (M = 10)
+    stereoset_items: int = 255  # gender intrasentence items
+    crows_items: int = 262  # gender pairs
+    extrinsic_examples: int = 20_000  # head training examples per extrinsic task (order of magnitude)
+
+    def sources(self) -> dict[str, str]:
+        return {
+            "corpus_sentences": "news-commentary: statmt.org size (~600k lines); wikitext-2: measured",
+            "gendered_share": "measured on WikiText-2 test (ingest keeps 24.8 % of sentences)",
+            "acceptance": "measured in make demo (56 of 96 accepted at the first attempt)",
+            "judge_share": "measured by benchmarks/bench_entropy.py (45-89 judge calls per item for M = 10)",
+        }
+
+
+@dataclass
+class StepCost:
+    step: str
+    tasks: int  # parallel tasks (fan-out x generation shards)
+    work: str  # human-readable count of the work
+    gpu_hours: float
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def load_throughput(path: Path | str | None = None) -> dict[str, Any]:
+    """The throughput table: the packaged one, or ``path`` (a table, or the GPU benchmark's JSON output)."""
+    if path is None:
+        text = resources.files("context_cda").joinpath("resources/throughput.json").read_text()
+        return json.loads(text)
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: not a readable throughput table ({e}).") from None
+    if "rates" not in data:
+        raise InputError(f"{path}: a throughput table needs a 'rates' mapping (see resources/throughput.json).")
+    return data
+
+
+def rate(table: Mapping[str, Any], op: str, model: str) -> tuple[float, str]:
+    """(per-second rate, source) of ``op`` (train | score | generate | judge) for ``model`` on one GPU."""
+    rates = table["rates"].get(op, {})
+    entry = rates.get(model) or rates.get(_family_key(table, model))
+    if entry is None:
+        params = table.get("models", {}).get(model, {}).get("params")
+        if params is None:
+            raise ConfigError(f"plan: no {op} throughput for {model!r} and its size is unknown; add it to a "
+                              "throughput file (--throughput) under rates.{op} or models.")
+        return _estimate(table, op, params), "estimate (size)"
+    return float(entry["per_s"]), entry.get("source", "table")
+
+
+def _family_key(table: Mapping[str, Any], model: str) -> str | None:
+    return table.get("models", {}).get(model, {}).get("alias")
+
+
+def _estimate(table: Mapping[str, Any], op: str, params: float) -> float:
+    """tokens/s from FLOPs per token: 6N to train, 2N to score or generate, at the table's assumed MFU."""
+    gpu = table["gpu"]
+    flops = {"train": 6.0, "score": 2.0, "generate": 2.0, "judge": 2.0}[op] * params
+    return gpu["peak_flops"] * gpu["mfu"][op] / flops
+
+
+# ---------------------------------------------------------------------------------------------- work per step
+
+
+def plan_costs(config: Config, table: Mapping[str, Any], assume: Assumptions | None = None) -> list[StepCost]:
+    """One :class:`StepCost` per enabled GPU row of the stage table (CPU steps cost no GPU time)."""
+    a = assume or Assumptions()
+    counts = _counts(config, a)
+    out = []
+    for row in T.TABLE:
+        if not row.enabled(config) or row.step not in _STEPS:
+            continue
+        out.append(_STEPS[row.step](config, table, a, counts))
+    return out
+
+
+def _counts(config: Config, a: Assumptions) -> dict[str, float]:
+    """Sentences and items the steps see: the run folder's manifests when they exist, else the assumptions."""
+    from .layout import RunLayout
+
+    known = _manifest_counts(RunLayout.of(config))
+    sentences = known.get("cda") or _sentences(config, a) * a.gendered_share
+    items = min(sentences, config.augment.limit or math.inf)
+    accepted = known.get("augment") or items * _acceptance_after_retries(a.acceptance, config.augment.max_retries)
+    entropy_items = min(accepted, config.entropy.limit or math.inf)
+    kept = entropy_items * (1 - max(config.filter.k) / 100.0)
+    return {"sentences": sentences, "items": items, "accepted": accepted, "entropy_items": entropy_items,
+            "kept": kept}
+
+
+def _manifest_counts(layout) -> dict[str, float]:
+    out = {}
+    for step, key in (("cda", "rows_out"), ("augment", "out")):
+        p = layout.step_dir(step) / "manifest.json"
+        if p.is_file():
+            counts = json.loads(p.read_text()).get("counts", {})
+            if key in counts:
+                out[step] = float(counts[key])
+    return out
+
+
+def _sentences(config: Config, a: Assumptions) -> float:
+    if config.ingest.sample_n:
+        return config.ingest.sample_n / a.gendered_share  # sampling happens after the gender filter
+    if config.ingest.corpus in a.corpus_sentences:
+        return a.corpus_sentences[config.ingest.corpus]
+    raise ConfigError(f"plan: the size of corpus {config.ingest.corpus!r} is unknown; set ingest.sample_n or "
+                      "pass --sentences N.")
+
+
+def _acceptance_after_retries(p: float, retries: int) -> float:
+    return 1 - (1 - p) ** (retries + 1)
+
+
+def _attempts(p: float, retries: int) -> float:
+    """Expected generations per item: 1 + (1-p) + (1-p)^2 + ... for up to ``retries`` retries."""
+    return sum((1 - p) ** i for i in range(retries + 1))
+
+
+def _augment(config, table, a, c) -> StepCost:
+    gens = c["items"] * _attempts(a.acceptance, config.augment.max_retries)
+    model = config.augment.model
+    per_s, src = rate(table, "generate", model)
+    tokens = gens * a.completion_tokens
+    prefill_s = gens * a.prompt_tokens / (per_s * table["gpu"]["prefill_speedup"])
+    hours = (tokens / per_s + prefill_s) / 3600
+    shards = max(1, config.pipeline.generation_shards)
+    return StepCost("augment", shards, f"{gens:,.0f} generations ({c['items']:,.0f} items)", hours,
+                    {"model": model, "tokens": tokens, "rate": per_s, "source": src})
+
+
+def _entropy(config, table, a, c) -> StepCost:
+    e, m = config.entropy, config.entropy.n_samples
+    n, targets = c["entropy_items"], list(config.run.targets.values())
+    gen_model = e.generator_model or config.augment.model
+    g_rate, g_src = rate(table, "generate", gen_model)
+    j_rate, _ = rate(table, "judge", e.judge_model)
+    hours = len(targets) * n * m * a.completion_tokens / g_rate / 3600  # M samples per item, per target
+    hours += len(targets) * n * m * m * a.judge_share * 2 * a.sentence_tokens / j_rate / 3600
+    for ref in targets:  # the target scores every sample
+        s_rate, _ = rate(table, "score", ref)
+        hours += n * m * 2 * a.sentence_tokens / s_rate / 3600
+    return StepCost("entropy", len(targets) * max(1, config.pipeline.generation_shards),
+                    f"{n * m * len(targets):,.0f} samples, {n * m * m * a.judge_share * len(targets):,.0f} "
+                    "judge calls", hours, {"generator": gen_model, "rate": g_rate, "source": g_src})
+
+
+def _finetune(config, table, a, c) -> StepCost:
+    t = config.train
+    runs = len(t.arms) * len(t.seeds)
+    budget = t.token_budget or c["kept"] * a.sentence_tokens  # the smallest arm: the filtered corpus
+    hours, evals = 0.0, 0.0
+    for ref in config.run.targets.values():
+        r_train, _ = rate(table, "train", ref)
+        r_score, _ = rate(table, "score", ref)
+        hours += runs * budget * t.epochs / r_train / 3600
+        n_evals = t.epochs // t.eval_every + 1
+        evals += runs * n_evals * _benchmark_tokens(a) / r_score / 3600
+    return StepCost("finetune", len(config.run.targets) * runs,
+                    f"{budget:,.0f} tokens x {t.epochs} epochs x {runs} runs x {len(config.run.targets)} targets",
+                    hours + evals, {"train_hours": hours, "per_epoch_eval_hours": evals})
+
+
+def _benchmark_tokens(a: Assumptions) -> float:
+    """Tokens scored for StereoSet (3 sentences per item) and CrowS (2 per pair); masked LMs score one mask per
+    token (pseudo-log-likelihood), so x ``sentence_tokens`` for them is an upper bound counted here."""
+    return (3 * a.stereoset_items + 2 * a.crows_items) * a.sentence_tokens * 4
+
+
+def _evaluate(config, table, a, c) -> StepCost:
+    models = len(config.run.targets) * (1 + len(config.train.arms) * len(config.train.seeds))
+    heads = [b for b in config.evaluate.benchmarks if b in ("glue", "biasbios", "stsb", "nli-bias")]
+    hours = 0.0
+    for ref in config.run.targets.values():
+        r_train, _ = rate(table, "train", ref)
+        r_score, _ = rate(table, "score", ref)
+        per_model = _benchmark_tokens(a) / r_score
+        per_model += len(heads) * 3 * a.extrinsic_examples * 2 * a.sentence_tokens / r_train  # ~3 tasks each
+        hours += (models / len(config.run.targets)) * per_model / 3600
+    return StepCost("evaluate", models, f"{models} models x {len(config.evaluate.benchmarks)} benchmarks", hours)
+
+
+_STEPS = {"augment": _augment, "entropy": _entropy, "finetune": _finetune, "evaluate": _evaluate}
+
+
+def wall_hours(costs: list[StepCost], gpus: int) -> float:
+    """Wall time on ``gpus`` GPUs: each step spreads over min(gpus, its parallel tasks); steps run in order."""
+    return sum(c.gpu_hours / max(1, min(gpus, c.tasks)) for c in costs)

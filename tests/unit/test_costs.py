@@ -1,0 +1,108 @@
+"""`ccda plan`: the work counts and their prices, on a hand-made throughput table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from context_cda.config import load_config
+from context_cda.costs import Assumptions, _attempts, load_throughput, plan_costs, rate, wall_hours
+from context_cda.errors import ConfigError, InputError
+
+TABLE = {
+    "about": "test",
+    "gpu": {"name": "G", "peak_flops": 1e12, "mfu": {"train": 0.5, "score": 0.5, "judge": 0.5, "generate": 0.5},
+            "prefill_speedup": 4.0},
+    "models": {"gen": {"params": 1e9}, "tgt": {"params": 1e8}, "judge": {"params": 1e8}},
+    "rates": {"generate": {"gen": {"per_s": 100.0, "source": "measured"}}, "train": {}, "score": {}, "judge": {}},
+}
+
+
+def cfg(tmp_path, **over):
+    base = {
+        "run": {"run_dir": str(tmp_path / "run"), "targets": {"t": "tgt"}},
+        "ingest": {"corpus": "path", "sample_n": 100},
+        "augment": {"model": "gen", "max_retries": 1, "backend": "vllm"},
+        "entropy": {"n_samples": 4, "judge_model": "judge", "generator_model": None},
+        "filter": {"k": [25.0]},
+        "train": {"arms": ["cda", "context-cda"], "seeds": [1, 2], "epochs": 3, "token_budget": 1000},
+        "evaluate": {"after_training": False},
+    }
+    for k, v in over.items():
+        base.setdefault(k, {}).update(v)
+    return load_config(None, base, params_file=None)
+
+
+def test_rates_measured_or_estimated_from_size():
+    assert rate(TABLE, "generate", "gen") == (100.0, "measured")
+    per_s, src = rate(TABLE, "train", "tgt")  # 0.5 * 1e12 / (6 * 1e8)
+    assert per_s == pytest.approx(1e12 * 0.5 / 6e8) and src.startswith("estimate")
+    with pytest.raises(ConfigError, match="no score throughput for 'nope'"):
+        rate(TABLE, "score", "nope")
+
+
+def test_expected_attempts_follow_the_acceptance_rate():
+    assert _attempts(0.5, 0) == 1 and _attempts(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
+
+
+def test_augment_entropy_and_finetune_by_hand(tmp_path):
+    a = Assumptions(gendered_share=1.0, acceptance=0.5, prompt_tokens=40, completion_tokens=10, sentence_tokens=5,
+                    judge_share=0.5)
+    costs = {c.step: c for c in plan_costs(cfg(tmp_path), TABLE, a)}
+    # 100 items x 1.5 attempts = 150 generations of 10 tokens at 100 tok/s, prompts 40 tokens at 400 tok/s
+    assert costs["augment"].gpu_hours == pytest.approx((150 * 10 / 100 + 150 * 40 / 400) / 3600)
+    # accepted after one retry: 75 items; 4 samples each at 100 tok/s; 75*16*0.5 judge calls of 2*5 tokens;
+    # the target scores 75*4 samples of 2*5 tokens
+    judge = 1e12 * 0.5 / 2e8
+    expect = (75 * 4 * 10 / 100 + 75 * 16 * 0.5 * 10 / judge + 75 * 4 * 10 / judge) / 3600
+    assert costs["entropy"].gpu_hours == pytest.approx(expect)
+    # 2 arms x 2 seeds, 1000 tokens x 3 epochs each, + 4 evaluations (epochs 0..3) each
+    train = 1e12 * 0.5 / 6e8
+    assert costs["finetune"].detail["train_hours"] == pytest.approx(4 * 3000 / train / 3600)
+    assert costs["finetune"].tasks == 4 and "evaluate" not in costs  # evaluate.after_training is off
+
+
+def test_wall_time_spreads_each_step_over_its_parallel_tasks(tmp_path):
+    costs = plan_costs(cfg(tmp_path), TABLE, Assumptions(gendered_share=1.0))
+    total = sum(c.gpu_hours for c in costs)
+    assert wall_hours(costs, 1) == pytest.approx(total)
+    ft = next(c for c in costs if c.step == "finetune")
+    assert wall_hours(costs, 4) == pytest.approx(total - ft.gpu_hours + ft.gpu_hours / 4)
+
+
+def test_counts_come_from_the_run_folder_when_the_steps_ran(tmp_path):
+    from context_cda.io import StageRecorder
+    from context_cda.layout import RunLayout
+
+    c = cfg(tmp_path)
+    StageRecorder("cda", RunLayout.of(c).step_dir("cda"), {}).finish({"rows_out": 10})
+    costs = {k.step: k for k in plan_costs(c, TABLE, Assumptions(acceptance=1.0, gendered_share=1.0))}
+    assert costs["augment"].work.endswith("(10 items)")
+
+
+def test_the_packaged_table_prices_the_paper_profile():
+    table = load_throughput()
+    assert table["gpu"]["peak_flops"] == 9.89e14
+    paper = load_config("paper")
+    costs = plan_costs(paper, table)
+    assert {c.step for c in costs} >= {"augment", "entropy", "finetune"}
+    assert all(c.gpu_hours > 0 for c in costs)
+
+
+def test_bad_throughput_file(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"gpu": {}}))
+    with pytest.raises(InputError, match="rates"):
+        load_throughput(p)
+    p.write_text("{")
+    with pytest.raises(InputError, match="not a readable throughput table"):
+        load_throughput(p)
+
+
+def test_plan_command_prints_the_steps_and_the_total(capsys):
+    from context_cda.cli import main
+
+    assert main(["plan", "--profile", "paper", "--gpus", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "entropy" in out and "total" in out and "dominant step" in out
