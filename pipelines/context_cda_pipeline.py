@@ -5,7 +5,23 @@
 mount the model-cache PVC; every step gets its secrets as environment variables (S3 for data and artifacts,
 MLflow for tracking, the hub token for gated models); augment talks to the cluster's vLLM service through the
 ``openai`` backend (``augment_mode: service``) or runs vLLM in-process on its GPU node (``augment_mode:
-in-process``). ``cpu``: the same DAG with no Kubernetes settings, for ``kfp.local`` and CPU-only clusters.
+in-process``). ``cpu``: the same DAG with no Kubernetes settings, for ``kfp.local`` (a cluster without GPUs
+runs ``gpu`` with ``accelerator_count: 0``).
+
+What every ``gpu``-variant task gets besides (settings in the config's ``pipeline`` section):
+
+* retries with exponential backoff (``set_retry``: ``retries``, ``retry_backoff_s``, ``retry_backoff_factor``),
+  except the steps with side effects in the stage table (register) and the exit handler; Argo's backoff
+  ``maxDuration`` counts from the first attempt's start and also cuts the pod of a later attempt, so it is derived
+  per task as ``(retries + 1) * timeout + the waits`` instead of KFP's default of one hour;
+* a timeout, the pod's ``activeDeadlineSeconds`` (``kubernetes.set_timeout``): ``timeouts[step]``, else
+  ``default_timeout_s``;
+* runAsUser/runAsGroup (the images' UID 10001) and runAsNonRoot (``kubernetes.set_security_context``); the KFP
+  backend adds allowPrivilegeEscalation=false, drop ALL capabilities and the RuntimeDefault seccomp profile to
+  every task container itself; readOnlyRootFilesystem cannot be expressed (see docs/kubernetes.md);
+* pod labels the NetworkPolicies in ``k8s/`` select on (``app.kubernetes.io/component: pipeline-step``, and
+  ``context-cda.io/egress: internet`` on the steps that may download, see ``internet_egress``);
+* GPU tasks: a memory-backed ``/dev/shm`` of ``shm_size`` (``kubernetes.empty_dir_mount``, medium Memory).
 
 ::
 
@@ -37,6 +53,7 @@ from components.images import tagged
 from kfp import compiler, dsl, kubernetes
 
 from context_cda import stages as T
+from context_cda.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from context_cda.config import Config
@@ -45,6 +62,10 @@ VARIANTS = ("gpu", "cpu")
 
 #: steps whose results are side effects (MLflow registry, status records): never served from the KFP cache
 UNCACHED = frozenset({r.step for r in T.TABLE if r.side_effects} | {"record_status"})
+#: ... and never retried: a registration must not run twice, and the exit handler reports the run as it ended
+NO_RETRY = UNCACHED
+#: the GPU tasks' memory limit; their /dev/shm (memory-backed) must fit well inside it
+GPU_MEMORY_LIMIT = "32Gi"
 
 
 @dataclass(frozen=True)
@@ -81,12 +102,26 @@ class ClusterSettings:
         default_factory=lambda: {
             k: k
             for k in ("MLFLOW_TRACKING_URI", "AWS_ENDPOINT_URL", "HF_HOME", "CCDA_MODEL_CACHE",
-                      "CCDA_VLLM_BASE_URL", "CCDA_VLLM_MODEL")
+                      "CCDA_VLLM_BASE_URL", "CCDA_VLLM_MODEL", "CCDA_VLLM_ALLOW_INSECURE")
         }
     )
     model_cache_pvc: str = "ccda-model-cache"
     model_cache_mount: str = "/models"
     enable_caching: bool = True
+    retries: int = 2
+    retry_backoff_s: int = 60
+    retry_backoff_factor: int = 2
+    timeouts: dict[str, int] = field(default_factory=dict)  # stage-table step -> seconds
+    default_timeout_s: int = 3600
+    shm_size: str = "8Gi"
+    run_as_user: int = 10001
+    run_as_group: int = 10001
+    internet_egress: str = "downloads"
+    #: labels of every task pod; the NetworkPolicies in k8s/base/networkpolicies.yaml select on them
+    pod_labels: dict[str, str] = field(
+        default_factory=lambda: {"app.kubernetes.io/part-of": "context-cda", "app.kubernetes.io/component": "pipeline-step"}
+    )
+    internet_label: tuple[str, str] = ("context-cda.io/egress", "internet")
 
     @classmethod
     def from_config(cls, config: "Config", **overrides: Any) -> "ClusterSettings":
@@ -98,6 +133,9 @@ class ClusterSettings:
             "accelerator_count": p.accelerator_count,
             "augment_mode": p.augment_mode,
             "namespace": p.namespace,
+            **{k: getattr(p, k) for k in ("retries", "retry_backoff_s", "retry_backoff_factor", "default_timeout_s",
+                                          "shm_size", "run_as_user", "run_as_group", "internet_egress")},
+            "timeouts": dict(p.timeouts),
         }
         values.update(overrides)
         return cls(**values)
@@ -105,14 +143,27 @@ class ClusterSettings:
     def generator_overrides(self) -> list[str]:
         """Config overrides for the generating steps (augment, entropy's sampler) on the cluster.
 
-        ``service``: the openai backend against the cluster's vLLM Service; URL and served model name come from
-        the ``ccda-pipeline-config`` ConfigMap (``$VAR`` is expanded inside the pod). ``in-process``: vLLM in
-        the step's own process on its GPU node.
+        ``service``: the openai backend against the cluster's vLLM Service; URL, served model name and whether
+        the API key may travel over the Service's plain http come from the ``ccda-pipeline-config`` ConfigMap
+        (``$VAR`` is expanded inside the pod). ``in-process``: vLLM in the step's own process on its GPU node.
         """
         if self.augment_mode == "service":
             return ["augment.backend=openai", "augment.openai.base_url=$CCDA_VLLM_BASE_URL",
-                    "augment.model=$CCDA_VLLM_MODEL"]
+                    "augment.model=$CCDA_VLLM_MODEL", "augment.openai.allow_insecure=$CCDA_VLLM_ALLOW_INSECURE"]
         return ["augment.backend=vllm"]
+
+    def timeout(self, name: str) -> int:
+        """Seconds task ``name`` (a stage-table step or one of the pipeline's own tasks) may run."""
+        return int(self.timeouts.get(name, self.default_timeout_s))
+
+    def retry_window(self, name: str) -> int:
+        """Argo's backoff maxDuration for task ``name``: every attempt's timeout plus every wait between them.
+
+        Argo measures it from the first attempt's start and makes it the deadline of later attempts' pods, so
+        anything shorter would cut a long task's retries short (KFP's default is 3600 s).
+        """
+        waits = sum(self.retry_backoff_s * self.retry_backoff_factor**i for i in range(self.retries))
+        return (self.retries + 1) * self.timeout(name) + waits
 
 
 def config_yaml(config: "Config") -> str:
@@ -151,10 +202,13 @@ def _cpu_step(task: dsl.PipelineTask, s: ClusterSettings, name: str, memory: str
     return task
 
 
-def _gpu_step(task: dsl.PipelineTask, s: ClusterSettings, memory: str = "32Gi") -> dsl.PipelineTask:
+def _gpu_step(task: dsl.PipelineTask, s: ClusterSettings, memory: str = GPU_MEMORY_LIMIT) -> dsl.PipelineTask:
     task.set_container_image(s.gpu_image)
     task.set_accelerator_type(s.accelerator_type).set_accelerator_limit(s.accelerator_count)
     task.set_cpu_request("4").set_cpu_limit("8").set_memory_request("16Gi").set_memory_limit(memory)
+    # NCCL and vLLM's workers exchange tensors through /dev/shm: memory-backed, counted against the memory limit
+    kubernetes.empty_dir_mount(task, volume_name="dshm", mount_path="/dev/shm", medium="Memory",
+                               size_limit=s.shm_size)
     for key, value in s.gpu_node_selector.items():
         kubernetes.add_node_selector(task, label_key=key, label_value=value)
     for tol in s.gpu_tolerations:
@@ -172,8 +226,36 @@ def _service_step(task: dsl.PipelineTask, s: ClusterSettings) -> dsl.PipelineTas
     task.set_cpu_request("1").set_cpu_limit("4").set_memory_request("2Gi").set_memory_limit("8Gi")
     _model_cache(task, s)
     _common(task, s)
-    kubernetes.use_secret_as_env(task, s.vllm_secret, dict(s.vllm_env), optional=True)
     return task
+
+
+def _hardening(task: dsl.PipelineTask, s: ClusterSettings, name: str, internet: bool) -> dsl.PipelineTask:
+    """Every cluster task: a timeout, retries (unless it has side effects), its UID, and the pod labels the
+    NetworkPolicies select on (``internet``: the label that lets it reach the internet over https)."""
+    kubernetes.set_timeout(task, s.timeout(name))
+    kubernetes.set_security_context(task, run_as_user=s.run_as_user, run_as_group=s.run_as_group,
+                                    run_as_non_root=True)
+    for key, value in s.pod_labels.items():
+        kubernetes.add_pod_label(task, key, value)
+    if internet:
+        kubernetes.add_pod_label(task, *s.internet_label)
+    if name not in NO_RETRY and s.retries > 0:
+        task.set_retry(s.retries, backoff_duration=f"{s.retry_backoff_s}s", backoff_factor=float(s.retry_backoff_factor),
+                       backoff_max_duration=f"{s.retry_window(name)}s")
+    return task
+
+
+def _may_download(s: ClusterSettings, name: str, kind: str) -> bool:
+    """Whether task ``name`` gets the internet egress label: a step that loads a model (a GPU step of the table,
+    run on a GPU or not) or reads input files from outside the run (the table's ``config_files``: ingest)."""
+    if s.internet_egress != "downloads":
+        return s.internet_egress == "all"
+    return kind == "yes" or (name in T.STAGES and bool(T.get(name).config_files))
+
+
+def _quantity(q: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    return int(q[:-2]) * units[q[-2:]] if q[-2:] in units else int(q)
 
 
 # ---------------------------------------------------------------------------------------------- the pipeline
@@ -262,10 +344,15 @@ def build_pipeline(
 
 
 def _task_settings(variant: str, s: ClusterSettings):
-    """``step(task, name)``: caching, and on the cluster the resources and mounts of the table's kind of step."""
+    """``step(task, name, generates=False)``: caching, and on the cluster the resources, mounts, secrets, timeout,
+    retries and security settings of the table's kind of step (``generates``: it calls the generator, which in
+    service mode is the cluster's vLLM and needs its API key)."""
     gpu = variant == "gpu" and s.accelerator_count > 0
+    if variant == "gpu" and _quantity(s.shm_size) >= _quantity(GPU_MEMORY_LIMIT) // 2:
+        raise ConfigError(f"pipeline.shm_size {s.shm_size}: /dev/shm is memory-backed and counts against the GPU "
+                         f"tasks' memory limit ({GPU_MEMORY_LIMIT}); keep it below half of that.")
 
-    def step(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
+    def step(task: dsl.PipelineTask, name: str, generates: bool = False) -> dsl.PipelineTask:
         task.set_caching_options(enable_caching=s.enable_caching and name not in UNCACHED)
         if variant != "gpu":
             return task
@@ -273,10 +360,14 @@ def _task_settings(variant: str, s: ClusterSettings):
         if kind == "generator":
             kind = "service" if s.augment_mode == "service" else "yes"
         if kind == "yes" and gpu:
-            return _gpu_step(task, s)
-        if kind == "service":
-            return _service_step(task, s)
-        return _cpu_step(task, s, name)
+            _gpu_step(task, s)
+        elif kind == "service":
+            _service_step(task, s)
+        else:
+            _cpu_step(task, s, name)
+        if generates and s.augment_mode == "service":
+            kubernetes.use_secret_as_env(task, s.vllm_secret, dict(s.vllm_env))
+        return _hardening(task, s, name, _may_download(s, name, kind))
 
     return step
 
@@ -292,7 +383,7 @@ def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides) -> bool:
     if not wanted("augment"):
         return False
     w.add("augment", step(C.augment(config_yaml=config_yaml, counterfactuals=w.feed("augment", "counterfactuals"),
-                                    overrides=gen_overrides), "augment"))
+                                    overrides=gen_overrides), "augment", generates=True))
     w.add("validate-augment", step(C.validate(config_yaml=config_yaml, boundary="augment",
                                               data=w.feed("validate-augment", "augment")), "validate-augment"))
     return True
@@ -302,7 +393,7 @@ def _target_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, targets,
     """Per target: entropy -> validate(entropy) -> filter -> (arm, seed) loop -> register -> collect; report."""
     with dsl.ParallelFor(targets, name="targets") as target:
         w.add("entropy", step(C.entropy(config_yaml=config_yaml, target=target, augmented=w.feed("entropy", "augmented"),
-                                        overrides=gen_overrides), "entropy"))
+                                        overrides=gen_overrides), "entropy", generates=True))
         w.add("validate-entropy", step(C.validate(config_yaml=config_yaml, boundary="entropy", target=target,
                                                   data=w.feed("validate-entropy", "entropy")), "validate-entropy"))
         if not wanted("filter"):

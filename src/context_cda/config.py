@@ -189,6 +189,22 @@ class OpenAIServerConfig(Section):
     max_attempts: int = Field(6, ge=1, description="Attempts per request on 429/5xx/connection errors.")
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
     backoff_max_s: float = Field(30.0, gt=0, description="Largest retry delay.")
+    allow_insecure: bool = Field(
+        False,
+        description="Send the API key over plain http to a host other than this machine (http to a loopback "
+        "address is always allowed). Only for a trusted network path, e.g. the cluster's vLLM Service behind its "
+        "NetworkPolicy; otherwise use an https:// base_url.",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str) -> str:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("expected an http:// or https:// URL with a host, e.g. https://llm.example.com/v1")
+        return v
 
 
 class ReviewConfig(Section):
@@ -579,6 +595,13 @@ class ReportConfig(Section):
     formats: list[Literal["md", "html"]] = Field(default_factory=lambda: ["md", "html"], description="Outputs.")
 
 
+#: default timeouts (seconds) of the long stage-table steps on the cluster; the others get default_timeout_s
+STEP_TIMEOUTS: dict[str, int] = {
+    "ingest": 2 * 3600, "augment": 24 * 3600, "entropy": 24 * 3600, "finetune": 48 * 3600,
+    "evaluate-vanilla": 12 * 3600, "evaluate": 12 * 3600,
+}
+
+
 class PipelineSection(Section):
     host: str | None = Field(None, description="Kubeflow Pipelines API host (for submit/schedule).")
     namespace: str = Field("kubeflow", description="Kubernetes namespace of the pipeline runs.")
@@ -595,6 +618,51 @@ class PipelineSection(Section):
         "ParallelFor on the cluster; each shard resumable on its own), merged once with a check that no id is "
         "missing or doubled. With the vLLM service, the shards share its replicas through the openai backend.",
     )
+    retries: int = Field(
+        2, ge=0, le=10,
+        description="Kubeflow retries of every task after a failure or a timeout, with exponential backoff; "
+        "register (its registry writes are side effects) and the exit handler are never retried.",
+    )
+    retry_backoff_s: int = Field(60, ge=0, description="Wait before the first retry of a task, in seconds.")
+    retry_backoff_factor: int = Field(
+        2, ge=1, description="Each further wait is this many times the previous one (a whole number: Argo Workflows "
+        "reads the factor as an integer).",
+    )
+    timeouts: dict[str, int] = Field(
+        default_factory=lambda: dict(STEP_TIMEOUTS),
+        description="Seconds a stage-table step's pod may run on the cluster (its activeDeadlineSeconds; a timed "
+        "out pod fails and is retried). Steps not named here keep their default, or default_timeout_s.",
+    )
+    default_timeout_s: int = Field(
+        3600, ge=60, description="Timeout of the steps not in timeouts and of the pipeline's own tasks "
+        "(arm_matrix, collect_arms, record_status), in seconds.",
+    )
+    shm_size: str = Field(
+        "8Gi", pattern=r"^[0-9]+(Ki|Mi|Gi|Ti)$",
+        description="Size of the memory-backed /dev/shm of GPU tasks (NCCL, vLLM and DataLoader workers need more "
+        "than the container runtime's 64 MiB); it counts against the task's memory limit.",
+    )
+    run_as_user: int = Field(10001, ge=1, description="UID the task containers run as (the project's images: 10001).")
+    run_as_group: int = Field(10001, ge=1, description="GID the task containers run as (the project's images: 10001).")
+    internet_egress: Literal["downloads", "none", "all"] = Field(
+        "downloads",
+        description="Which task pods k8s/'s NetworkPolicies let reach the internet over https: downloads: the steps "
+        "that load models or external data (GPU steps, ingest); none: no step (models from the model-cache PVC, "
+        "data from a mirror, S3 at an in-cluster endpoint); all: every step (e.g. S3 outside the cluster).",
+    )
+
+    @field_validator("timeouts")
+    @classmethod
+    def _timeouts(cls, v: dict[str, int]) -> dict[str, int]:
+        from .stages import ORDER
+
+        unknown = sorted(set(v) - set(ORDER))
+        if unknown:
+            raise ValueError(f"unknown step(s) {', '.join(unknown)}; steps: {', '.join(ORDER)}")
+        short = {k: t for k, t in v.items() if not isinstance(t, int) or t < 60}
+        if short:
+            raise ValueError(f"timeouts are whole seconds, at least 60: {short}")
+        return {**STEP_TIMEOUTS, **v}
 
 
 # --------------------------------------------------------------------------------------------------------------

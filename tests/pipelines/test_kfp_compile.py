@@ -26,8 +26,8 @@ import components  # noqa: E402
 from components import _runtime  # noqa: E402
 
 from context_cda import __version__  # noqa: E402
-from context_cda.config import Config, load_config  # noqa: E402
 from context_cda import stages as T  # noqa: E402
+from context_cda.config import Config, load_config  # noqa: E402
 from pipelines import DAG_STAGES, ClusterSettings, build_pipeline, compile_pipeline  # noqa: E402
 
 GPU_EXECUTORS = ("exec-entropy", "exec-finetune", "exec-evaluate", "exec-evaluate-target")  # see the table test
@@ -425,3 +425,168 @@ def test_collect_arms_copies_evaluation_aggregates_without_predictions(tmp_path)
     assert (root / "filter" / "t1" / "k30" / "corpus.parquet").is_file()
     assert (root / "entropy" / "t1" / "scores.parquet").is_file() and not (root / "entropy" / "t1" / "samples").exists()
     assert summary.metadata["steps"] == [{"target": "t1", "arm": "cda", "seed": 13}]
+
+
+# ------------------------------------------------------------------ cluster settings of the paper package (issue 16/18)
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory):
+    """`ccda pipeline compile --profile paper`: (pipeline spec, Kubernetes platform spec, resolved config)."""
+    from context_cda.cli import main
+
+    out = tmp_path_factory.mktemp("paper") / "paper.yaml"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)
+        assert main(["pipeline", "compile", "--profile", "paper", "--out", str(out)]) == 0
+    spec, platform = yaml.safe_load_all(out.read_text())
+    return spec, platform, load_config("paper", params_file=ROOT / "params.yaml")
+
+
+def _task_steps(spec: dict) -> dict[str, tuple[str, dict]]:
+    """executor label -> (stage-table step or the pipeline's own task name, the task), for every container task."""
+    by_component = {c.component_spec.name.replace("_", "-"): step for step, c in components.STAGE_COMPONENTS.items()
+                    if T.get(step).command != "validate"}
+    out = {}
+    for task in _all_tasks(spec).values():
+        comp = spec["components"][task["componentRef"]["name"]]
+        if "executorLabel" not in comp:
+            continue  # a ParallelFor / exit-handler DAG
+        base = re.sub(r"-\d+$", "", task["componentRef"]["name"].removeprefix("comp-"))
+        if base == "validate":
+            boundary = task["inputs"]["parameters"]["boundary"]["runtimeValue"]["constant"]
+            step = f"validate-{boundary}"
+        else:
+            step = by_component.get(base, base.replace("-", "_"))
+        out[comp["executorLabel"]] = (step, task)
+    return out
+
+
+def test_paper_package_covers_every_step_of_the_table(paper):
+    spec, _, _ = paper
+    steps = {step for step, _ in _task_steps(spec).values()}
+    assert set(T.ORDER) <= steps  # the paper profile evaluates and registers: every step is a task
+    assert {"arm_matrix", "collect_arms", "record_status"} <= steps
+
+
+def test_paper_package_retries_with_backoff_except_side_effects_and_the_exit_handler(paper):
+    spec, _, cfg = paper
+    p = cfg.pipeline
+    exit_task = next(n for n, t in spec["root"]["dag"]["tasks"].items()
+                     if t.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED")
+    no_retry = {r.step for r in T.TABLE if r.side_effects}
+    assert no_retry == {"register"}  # what the table says today; the loop below derives from it either way
+    for _, (step, task) in _task_steps(spec).items():
+        policy = task.get("retryPolicy")
+        if step in no_retry or task is spec["root"]["dag"]["tasks"][exit_task]:
+            assert policy is None, step
+            continue
+        assert policy["maxRetryCount"] == p.retries == 2, step
+        assert policy["backoffDuration"] == f"{p.retry_backoff_s}s" and policy["backoffFactor"] == p.retry_backoff_factor
+        timeout = p.timeouts.get(step, p.default_timeout_s)
+        waits = sum(p.retry_backoff_s * p.retry_backoff_factor**i for i in range(p.retries))
+        # Argo's maxDuration runs from the first attempt's start: it must leave room for every attempt
+        assert policy["backoffMaxDuration"] == f"{(p.retries + 1) * timeout + waits}s", step
+
+
+def test_paper_package_gives_every_task_a_timeout(paper):
+    spec, platform, cfg = paper
+    k8s = _k8s(platform)
+    execs = _task_steps(spec)
+    assert set(execs) == set(k8s)
+    for ex, (step, _) in execs.items():
+        expected = cfg.pipeline.timeouts.get(step, cfg.pipeline.default_timeout_s)
+        assert int(k8s[ex]["activeDeadlineSeconds"]) == expected, (ex, step)
+    assert int(k8s["exec-finetune"]["activeDeadlineSeconds"]) == 48 * 3600
+    assert int(k8s["exec-register"]["activeDeadlineSeconds"]) == cfg.pipeline.default_timeout_s
+
+
+def test_paper_package_gpu_tasks_get_a_memory_backed_dev_shm(paper):
+    spec, platform, cfg = paper
+    k8s = _k8s(platform)
+    execs = _task_steps(spec)
+    gpu_steps = {r.step for r in T.TABLE if r.gpu == "yes"}  # augment runs on the vLLM service in this package
+    gpu_execs = {ex for ex, (step, _) in execs.items() if step in gpu_steps}
+    assert len(gpu_execs) == len(gpu_steps) == 4
+    for ex in k8s:
+        has_gpu = "accelerator" in _executors(spec)[ex]["container"].get("resources", {})
+        assert has_gpu == (ex in gpu_execs), ex
+        mounts = k8s[ex].get("emptyDirMounts", [])
+        if has_gpu:
+            assert mounts == [{"volumeName": "dshm", "mountPath": "/dev/shm", "medium": "Memory",
+                               "sizeLimit": cfg.pipeline.shm_size}], ex
+        else:
+            assert not mounts, ex
+
+
+def test_paper_package_runs_every_task_as_the_images_non_root_user(paper):
+    _, platform, _ = paper
+    for ex, cfg in _k8s(platform).items():
+        assert cfg["securityContext"] == {"runAsUser": "10001", "runAsGroup": "10001", "runAsNonRoot": True}, ex
+
+
+def test_paper_package_labels_pods_for_the_network_policies(paper):
+    spec, platform, _ = paper
+    k8s = _k8s(platform)
+    downloads = {r.step for r in T.TABLE if r.gpu == "yes" or r.config_files}  # models, or input files (ingest)
+    for ex, (step, _) in _task_steps(spec).items():
+        labels = k8s[ex]["podMetadata"]["labels"]
+        assert labels["app.kubernetes.io/component"] == "pipeline-step", ex
+        assert labels["app.kubernetes.io/part-of"] == "context-cda", ex
+        assert (labels.get("context-cda.io/egress") == "internet") == (step in downloads), (ex, step)
+    assert "context-cda.io/egress" not in k8s["exec-register"]["podMetadata"]["labels"]
+
+
+def test_paper_package_sends_the_vllm_key_to_the_generating_steps_only(paper):
+    spec, platform, _ = paper
+    k8s = _k8s(platform)
+    tasks = _all_tasks(spec)
+    for ex, (step, task) in _task_steps(spec).items():
+        secrets = {s["secretName"]: s for s in k8s[ex].get("secretAsEnv", [])}
+        overrides = task["inputs"]["parameters"].get("overrides", {}).get("runtimeValue", {}).get("constant", [])
+        generates = "augment.backend=openai" in overrides
+        assert ("ccda-vllm-api-key" in secrets) == generates, step
+        if generates:  # the server requires the key (--api-key): a missing Secret stops the pod before it starts
+            assert secrets["ccda-vllm-api-key"]["keyToEnv"] == [{"secretKey": "OPENAI_API_KEY", "envVar": "OPENAI_API_KEY"}]
+            assert not secrets["ccda-vllm-api-key"].get("optional", False)
+            assert "augment.openai.allow_insecure=$CCDA_VLLM_ALLOW_INSECURE" in overrides
+    assert {s for s, (step, _) in _task_steps(spec).items() if step in ("augment", "entropy")} == {
+        "exec-augment", "exec-entropy"}
+    assert "overrides" in tasks["entropy"]["inputs"]["parameters"]
+
+
+def test_cluster_settings_follow_the_pipeline_section(tmp_path):
+    cfg = _config(pipeline={"retries": 0, "timeouts": {"filter": 120}, "default_timeout_s": 600, "shm_size": "2Gi",
+                            "internet_egress": "none", "run_as_user": 2000, "run_as_group": 3000})
+    assert cfg.pipeline.timeouts["finetune"] == 48 * 3600  # a partial map keeps the other steps' defaults
+    spec, platform = _compile(tmp_path, "gpu", cfg)
+    k8s = _k8s(platform)
+    assert not any("retryPolicy" in t for t in _all_tasks(spec).values())
+    assert int(k8s["exec-filter"]["activeDeadlineSeconds"]) == 120
+    assert int(k8s["exec-arm-matrix"]["activeDeadlineSeconds"]) == 600
+    assert k8s["exec-finetune"]["emptyDirMounts"][0]["sizeLimit"] == "2Gi"
+    assert not any("context-cda.io/egress" in e["podMetadata"]["labels"] for e in k8s.values())
+    assert k8s["exec-ingest"]["securityContext"] == {"runAsUser": "2000", "runAsGroup": "3000", "runAsNonRoot": True}
+    _, everyone = _compile(tmp_path / "all", "gpu", _config(pipeline={"internet_egress": "all"}))
+    assert all(e["podMetadata"]["labels"]["context-cda.io/egress"] == "internet" for e in _k8s(everyone).values())
+
+
+def test_bad_cluster_settings_are_config_errors(tmp_path):
+    from context_cda.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="shm_size"):
+        _compile(tmp_path, "gpu", _config(pipeline={"shm_size": "16Gi"}))  # half the GPU tasks' memory limit
+    with pytest.raises(ConfigError, match="unknown step.*fine-tune"):
+        _config(pipeline={"timeouts": {"fine-tune": 3600}})
+    with pytest.raises(ConfigError, match="at least 60"):
+        _config(pipeline={"timeouts": {"finetune": 5}})
+    with pytest.raises(ConfigError, match="retry_backoff_factor"):
+        _config(pipeline={"retry_backoff_factor": 1.5})  # Argo reads the factor as an integer
+    with pytest.raises(ConfigError, match="shm_size"):
+        _config(pipeline={"shm_size": "lots"})
+
+
+def test_cpu_variant_has_no_retries_or_timeouts(cpu):
+    spec, platform = cpu  # kfp.local would wait out the backoff of a failing task: cluster settings only
+    assert platform is None
+    assert not any("retryPolicy" in t for t in _all_tasks(spec).values())

@@ -112,3 +112,51 @@ def test_random_faults_no_item_lost_or_duplicated(tmp_path, fault_rate):
     assert {"cda0005", "cda0006"} <= set(rej["cda_id"]) and "cda0007" in set(aug["cda_id"])
     assert s["accepted"] + s["rejected"] == n and s["duplicates_dropped"] == 0
     assert any(f for (*_, f) in srv.log)  # faults really happened
+
+
+# ---- the API key only over https (or to this machine) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["http://ccda-vllm:8000/v1", "http://10.0.0.7:8000/v1", "http://[2001:db8::1]/v1",
+                                 "http://localhost.example.com/v1"])
+def test_api_key_is_never_sent_over_plain_http_to_another_host(url, monkeypatch):
+    from context_cda.errors import ConfigError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    # refused before any request (these hosts are not even looked up), naming both fixes
+    with pytest.raises(ConfigError, match=r"OPENAI_API_KEY.*plain http.*https://.*allow_insecure=true"):
+        make_generator("openai", "fake-model", openai=_server_cfg(url, max_attempts=1))
+
+
+def test_api_key_over_https_or_with_allow_insecure_is_sent(monkeypatch):
+    from context_cda.generation.openai import OpenAIGenerator
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for cfg in (_server_cfg("https://llm.example.com/v1"), _server_cfg("http://ccda-vllm:8000/v1", allow_insecure=True)):
+        gen = OpenAIGenerator("fake-model", cfg, check=False)
+        assert gen.headers["Authorization"] == "Bearer sk-test"
+
+
+def test_plain_http_without_a_key_is_allowed(monkeypatch):
+    from context_cda.generation.openai import OpenAIGenerator
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    gen = OpenAIGenerator("fake-model", _server_cfg("http://ccda-vllm:8000/v1"), check=False)
+    assert "Authorization" not in gen.headers  # nothing secret travels
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_api_key_to_a_loopback_server_over_http_is_allowed(server, host, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    url = server.base_url.replace("127.0.0.1", host)
+    gen = make_generator("openai", "fake-model", openai=_server_cfg(url))  # the key never leaves the machine
+    assert gen.headers["Authorization"] == "Bearer sk-test"
+    assert gen.generate([build_messages("He stayed.", few_shot=False)], SamplingParams())[0].ok
+
+
+def test_base_url_must_be_an_http_url():
+    from pydantic import ValidationError
+
+    for bad in ("ccda-vllm:8000/v1", "ftp://host/v1", "http:///v1"):
+        with pytest.raises(ValidationError, match="http:// or https://"):
+            OpenAIServerConfig(base_url=bad)

@@ -8,22 +8,50 @@
   the run records it with its reason instead of stopping;
 * :class:`~context_cda.errors.ServiceError` before any work when the server cannot be reached or does not serve
   the named model (``GET /models``), and when every prompt of a call failed to connect (server gone mid-run;
-  finished work is kept, rerun to resume).
+  finished work is kept, rerun to resume);
+* the API key (``$api_key_env``) travels only over https, or over plain http to a loopback address (it never
+  leaves the machine); plain http to any other host is a :class:`~context_cda.errors.ConfigError` before any
+  request unless ``allow_insecure`` is set. Redirects are not followed, so the key cannot be sent on elsewhere.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import random
 import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ServiceError
+from ..errors import ConfigError, ServiceError
 from .base import Conversation, GenerationResult, SamplingParams, truncate_at_stop
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def check_key_transport(base_url: str, key_env: str, allow_insecure: bool) -> None:
+    """Refuse to send the API key in ``$key_env`` over plain http to a host other than this machine."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    if parts.scheme == "https" or allow_insecure or _is_loopback(parts.hostname or ""):
+        return
+    raise ConfigError(
+        f"openai backend: ${key_env} is set and base_url {base_url} is plain http to {parts.hostname}, so the API "
+        "key would travel unencrypted. Use an https:// base_url, or set augment.openai.allow_insecure=true (also "
+        "read by entropy's sampler) if that network path is trusted, e.g. the cluster's vLLM Service behind its "
+        "NetworkPolicy."
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _Retryable(Exception):
@@ -52,6 +80,7 @@ class OpenAIGenerator:
         key = os.environ.get(server.api_key_env or "", "")
         self.headers = {"Content-Type": "application/json"}
         if key:
+            check_key_transport(self.base_url, server.api_key_env, getattr(server, "allow_insecure", False))
             self.headers["Authorization"] = f"Bearer {key}"
         self.stats = {"requests": 0, "retries": 0, "failed": 0}
         self._rng = random.Random()
