@@ -332,6 +332,12 @@ class EntropyConfig(Section):
     length_normalised: bool = Field(
         True, description="Use length-normalised log-likelihoods for cluster probabilities (both are stored)."
     )
+    clustering: Literal["greedy", "semantic-uncertainty"] = Field(
+        "greedy",
+        description="greedy: each sample joins the first cluster whose first member it is equivalent to (Kuhn et "
+        "al.'s algorithm); semantic-uncertainty: jlko/semantic_uncertainty's get_semantic_ids exactly (a later "
+        "founder takes back the samples it is equivalent to). They differ only when equivalence is not transitive.",
+    )
     batch_size: int = Field(16, ge=1, description="Batch size for the scorer and the judge.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus mass for the M rephrasings (1: plain sampling).")
     min_samples: int = Field(
@@ -465,6 +471,17 @@ class NextTokenConfig(Section):
     )
 
 
+class BootstrapConfig(Section):
+    level: float = Field(0.95, gt=0, lt=1, description="Confidence level of every interval (and of the significance "
+                         "marks and the promotion gate: a difference is significant when its interval excludes 0).")
+    resamples: int = Field(1000, ge=10, description="Bootstrap resamples per interval.")
+    seed: int = Field(0, description="Seed of the resampling (the same items are drawn for every model compared).")
+    min_items: int = Field(
+        20, ge=1, description="Fewer items: the interval is still given but marked too small to decide on, and the "
+        "promotion gate refuses."
+    )
+
+
 class EvaluateConfig(Section):
     benchmarks: list[str] = Field(
         default_factory=lambda: ["stereoset", "crows"],
@@ -474,6 +491,16 @@ class EvaluateConfig(Section):
     bias_type: str = Field("gender", description="Bias type filter: gender | race | religion | profession | all.")
     crows_mode: Literal["auto", "nangia", "bias-bench", "lm-eval"] = Field(
         "auto", description="CrowS-Pairs scoring; auto: nangia for masked LMs, bias-bench otherwise."
+    )
+    start_token: str = Field(
+        "auto",
+        description="What a causal LM's first token is conditioned on: auto | bos | eos | a literal token. auto: "
+        "bias-bench's literal <|endoftext|> for the bias-bench scoring (StereoSet; CrowS bias-bench mode) when the "
+        "tokenizer has it as one token, else BOS, else EOS; BOS, else EOS, for lm-eval mode (as the harness). "
+        "Every aggregate records the token used.",
+    )
+    bootstrap: BootstrapConfig = Field(
+        default_factory=BootstrapConfig, description="Seeded bootstrap intervals and paired comparisons."
     )
     stereoset_path: str | None = Field(None, description="Local StereoSet file (JSON or flattened JSONL).")
     crows_path: str | None = Field(None, description="Local CrowS-Pairs CSV.")
@@ -574,10 +601,16 @@ class TrainConfig(Section):
 
 class PromotionConfig(Section):
     lms_delta: float = Field(
-        2.0, ge=0, description="A candidate's LMS may fall at most this many points below the vanilla model's."
+        2.0, ge=0, description="LMS non-inferiority margin: the lower bound of the paired interval of "
+        "(LMS - vanilla's LMS) must be at least -lms_delta."
+    )
+    min_effect: float = Field(
+        0.0, ge=0, description="Less biased than vanilla: the upper bound of the paired interval of "
+        "(|m-50| - vanilla's |m-50|) must lie below -min_effect, for m = SS and CS (0: significantly less biased)."
     )
     require_improvement: bool = Field(
-        False, description="Require |SS-50| and |CS-50| strictly better than the champion (default: not worse)."
+        True, description="Against the current champion: significantly better on at least one of |SS-50|, "
+        "|CS-50|, LMS (false: not significantly worse on any suffices)."
     )
 
 
@@ -588,6 +621,13 @@ class TrackingConfig(Section):
     )
     experiment: str = Field("context-cda", description="MLflow experiment name.")
     register_model: bool = Field(True, description="Register final models as <target>-debiased.")
+    model_flavor: Literal["auto", "folder", "pyfunc"] = Field(
+        "auto",
+        description="How a registered model is stored. auto: MLflow's transformers flavour (safetensors weights, "
+        "no pickled code) where transformers has a pipeline task for the family (causal, masked), else the "
+        "save_pretrained folder as plain artifacts; folder: always the plain folder; pyfunc: a cloudpickled "
+        "python model that scores sentences (executes code on load: opt in only for trusted registries).",
+    )
     promotion: PromotionConfig = Field(default_factory=PromotionConfig, description="Promotion gate policy.")
 
 

@@ -12,10 +12,12 @@ this module for paths; none of them joins a file name of its own::
     <run>/augment/augmented.parquet
     <run>/entropy/<target>/scores.parquet           (+ audit.parquet)
     <run>/filter/<target>/k<k>/corpus.parquet       one folder per k (+ se_hist.png)
-    <run>/finetune/<target>/<arm>/seed-<seed>/      final/, checkpoints/, metrics.csv, train_rows.parquet
+    <run>/finetune/<target>/<arm>/seed-<seed>/      final/, checkpoints/, metrics.csv, train_rows.parquet,
+                                                    predictions/epoch-<N>/<benchmark>/predictions.parquet
+                                                    (per-epoch intrinsic scores: epoch 0 and the last epoch)
     <run>/evaluate/<target>/vanilla/                aggregate.json, <benchmark>/{predictions.parquet,aggregate.json}
     <run>/evaluate/<target>/<arm>/seed-<seed>/      (the same, for a fine-tuned model)
-    <run>/register/<target>/<arm>/                  promotion.json
+    <run>/register/<target>/<arm>/                  promotion.json, evidence.parquet
     <run>/report/                                   report.md, report.html, table1.csv, ...
 
 Names that become path parts (targets, arms) must match :data:`NAME_PATTERN`; :func:`safe_name` refuses
@@ -59,6 +61,8 @@ CORPUS_STATS_FILE = "corpus_stats.json"
 AGGREGATE_FILE = "aggregate.json"
 PREDICTIONS_FILE = "predictions.parquet"
 PROMOTION_FILE = "promotion.json"
+EVIDENCE_FILE = "evidence.parquet"
+EPOCH_PREDICTIONS_DIR = "predictions"
 REPORT_FILE = "report.md"
 
 #: step folder templates, relative to the run folder (keys in braces are filled per step)
@@ -154,6 +158,24 @@ def discover(parent: Path | str, fanin_step: str, step: str | None = None,
         if m and path.is_dir() and all(NAME_PATTERN.match(v) for v in m.groupdict().values()):
             out.append(({**{k: str(v) for k, v in fixed.items()}, **m.groupdict()}, path))
     return out
+
+
+def epoch_predictions_dir(finetune_dir: Path | str, epoch: int) -> Path:
+    """The per-epoch intrinsic predictions of one epoch inside a finetune step's folder (holding
+    ``<benchmark>/predictions.parquet``): ``predictions/epoch-<epoch>``."""
+    return Path(finetune_dir) / EPOCH_PREDICTIONS_DIR / f"epoch-{int(epoch)}"
+
+
+def epoch_predictions_dirs(finetune_dir: Path | str) -> list[Path]:
+    """Every ``predictions/epoch-<N>`` folder of a finetune step, in epoch order."""
+    found = [d for d in (Path(finetune_dir) / EPOCH_PREDICTIONS_DIR).glob("epoch-*") if epoch_of(d) is not None]
+    return sorted(found, key=lambda d: epoch_of(d) or 0)
+
+
+def epoch_of(folder: Path | str) -> int | None:
+    """``.../epoch-3`` -> 3; None for another name."""
+    m = re.fullmatch(r"epoch-(\d+)", Path(folder).name)
+    return int(m.group(1)) if m else None
 
 
 def k_dirname(k: float) -> str:

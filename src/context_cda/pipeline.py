@@ -127,7 +127,13 @@ def is_fresh(step: Step, config: Config) -> bool:
     if rec.get("key") != step.key(config):
         return False
     hashes = _input_hashes(step)
-    return hashes is not None and rec.get("inputs") == hashes and _outputs_exist(step.out_dir)
+    return (hashes is not None and rec.get("inputs") == hashes and _outputs_exist(step.out_dir)
+            and _row_fresh(step, config))
+
+
+def _row_fresh(step: Step, config: Config) -> bool:
+    """The row's own up-to-date check (``Stage.fresh``: e.g. the register step asks the model registry)."""
+    return step.row.fresh is None or bool(T.resolve(step.row.fresh)(config, step.out_dir, **step.keys))
 
 
 def _manifests(out_dir: Path) -> list[Path]:

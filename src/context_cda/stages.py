@@ -63,6 +63,9 @@ class Stage:
     artifact: str = "out"  # the KFP output artifact holding the step folder
     when: str | None = None  # a boolean config key that switches the step on
     side_effects: bool = False  # writes outside the run folder (the model registry): Kubeflow never caches it
+    # "module:attr" of an extra up-to-date check, fn(config, out_dir, **keys) -> bool, for a step whose outputs
+    # live outside the run folder too (the runner reruns the step when it says False)
+    fresh: str | None = None
     config_files: tuple[str, ...] = ()  # config keys naming input files outside the run folder
     cli_args: tuple[str, ...] = ()  # fixed arguments of `ccda <command>` (the fan-out keys are added as flags)
     # what DVC tracks in the step folder: ``outs`` (none named: the whole folder), ``metrics`` and ``plots``
@@ -84,7 +87,7 @@ class Stage:
 
 _GEN = ("generation", "models.py", "tiny.py")
 _VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_FILE,)}
-_MODEL = ("models.py", "tiny.py", "scoring")
+_MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
 
 TABLE: tuple[Stage, ...] = (
     Stage("ingest", "ingest", "context_cda.corpus:run_ingest", ("run.seed", "lexicon", "ingest"),
@@ -128,17 +131,18 @@ TABLE: tuple[Stage, ...] = (
           artifact="evaluation", when="evaluate.after_training", cli_args=("--no-progress",),
           metrics=(L.AGGREGATE_FILE,)),
     Stage("register", "register", "context_cda.tracking:run_register_target",
-          ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "tracking"),
+          ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "tracking", "evaluate.bootstrap"),
           (Input("finetune", "finetune", None, ("target",)),
            Input("evaluations", "evaluate", None, ("target",), optional=True),
            Input("filtered", "filter", None, ("target",))),
-          fanout=("target",), code=("tracking",), artifact="registration", when="tracking.enabled", side_effects=True,
-          cache=False),
-    Stage("report", "report", "context_cda.report:run_report", ("report", "tracking.enabled", "train.arms"),
+          fanout=("target",), code=("tracking", "evaluate", "stats.py"), artifact="registration", when="tracking.enabled",
+          side_effects=True, cache=False, fresh="context_cda.tracking:registered_versions_exist"),
+    Stage("report", "report", "context_cda.report:run_report",
+          ("report", "tracking.enabled", "train.arms", "train.seeds", "evaluate.bootstrap"),
           (Input("finetune", "finetune"), Input("evaluations", "evaluate", optional=True),
            Input("registrations", "register", optional=True), Input("augment", "augment"),
            Input("entropy", "entropy"), Input("filtered", "filter")),
-          code=("report",), artifact="report", cli_args=("${run.run_dir}",)),
+          code=("report", "stats.py"), artifact="report", cli_args=("${run.run_dir}",)),
 )
 
 STAGES: dict[str, Stage] = {s.step: s for s in TABLE}
@@ -153,13 +157,18 @@ def get(step: str) -> Stage:
         raise ConfigError(f"unknown step {step!r}; steps: {', '.join(ORDER)}.") from None
 
 
+def resolve(ref: str) -> Callable[..., Any]:
+    """The object a lazy ``"module:attr"`` reference names (imported now)."""
+    module, attr = ref.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 def get_stage(name: str) -> Callable[..., dict[str, Any]]:
     """Import and return the library function of step (or command) ``name`` (heavy libraries load only now)."""
     row = STAGES.get(name) or next((s for s in TABLE if s.command == name), None)
     if row is None:
         raise KeyError(f"unknown stage {name!r}; stages: {', '.join(ORDER)}")
-    module, func = row.function.split(":")
-    return getattr(importlib.import_module(module), func)
+    return resolve(row.function)
 
 
 def config_value(config: Config, key: str) -> Any:

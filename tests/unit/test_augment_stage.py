@@ -171,3 +171,28 @@ def test_missing_input_column_is_a_clear_error(tmp_path):
     pd.DataFrame({"id": ["a"], "counterfactual": ["x"]}).to_parquet(p)
     with pytest.raises(InputError, match="swapped_terms"):
         run_augment(_cfg(tmp_path), {"counterfactuals": p}, tmp_path / "o", generator=ScriptedGenerator())
+
+
+class DriftJudge:
+    """An embedding-style judge: cosine 0.1 for outputs of sentences marked [DRIFT], else 0.9."""
+
+    name = "embedding"
+    symmetric = True
+
+    def __init__(self):
+        self.batches = []
+
+    def similarity(self, pairs):
+        self.batches.append(len(pairs))
+        return [0.1 if "[DRIFT]" in b else 0.9 for _, b in pairs]
+
+
+def test_meaning_judge_in_the_stage(tmp_path):
+    src = write_cda_table(tmp_path / "cda.parquet", 6, {2: "[DRIFT]"})
+    judge = DriftJudge()
+    cfg = _cfg(tmp_path, max_retries=1, review={"meaning": "embedding"})
+    s = run_augment(cfg, {"counterfactuals": src}, tmp_path / "out", generator=ScriptedGenerator(), judge=judge)
+    rej = pd.read_parquet(tmp_path / "out" / "rejected.parquet")
+    assert list(rej["cda_id"]) == ["cda0002"] and rej["reason"].iloc[0] == "meaning: cosine 0.10 < 0.65"
+    assert s["reasons_per_attempt"] == {"1": {"meaning": 1}, "2": {"meaning": 1}} and s["review"]["meaning"] == "embedding"
+    assert judge.batches == [4, 1, 2]  # one call per generate batch: shard 1 (4 items), its retry, shard 2

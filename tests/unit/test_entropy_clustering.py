@@ -1,6 +1,12 @@
 import pytest
 
-from context_cda.entropy.clustering import greedy_cluster, greedy_cluster_many
+from context_cda.entropy.clustering import (
+    cluster_ids,
+    greedy_cluster,
+    greedy_cluster_many,
+    su_cluster,
+    su_cluster_many,
+)
 from context_cda.entropy.judges import PairDecider, equivalent, label_map, parse_llm_label
 from context_cda.errors import ConfigError, ModelError
 
@@ -142,3 +148,87 @@ def test_llm_judge_prompts_through_a_generator():
     dec = PairDecider(LLMJudge(gen), "strict", batch_size=8)
     assert dec.equivalent_many([("apple pie", "a pie of apples"), ("apple", "banana")]) == [True, False]
     assert gen.calls[0][0] == 4 and gen.calls[0][1].temperature == 0.0  # both directions, one batch, greedy
+
+
+# ------------------------------------------------------------------------------------------ semantic-uncertainty
+
+
+def _jlko_semantic_ids(strings, are_equivalent):
+    """jlko/semantic_uncertainty's get_semantic_ids loop, restated: an unassigned string founds the next id and
+    claims every later string equivalent to it, assigned or not."""
+    ids = [-1] * len(strings)
+    next_id = 0
+    for i, s1 in enumerate(strings):
+        if ids[i] == -1:
+            ids[i] = next_id
+            for j in range(i + 1, len(strings)):
+                if are_equivalent(s1, strings[j]):
+                    ids[j] = next_id
+            next_id += 1
+    return ids
+
+
+def test_semantic_uncertainty_lets_a_later_founder_take_a_sample_back():
+    # A~C, B~C, not A~B: the default joins C to A (first founder it matches); jlko's loop gives C to B
+    table = {**both("A", "C"), **both("B", "C")}
+    dec = PairDecider(TableJudge(table))
+    eq = lambda f, j: dec.equivalent("ABC"[f], "ABC"[j])  # noqa: E731
+    assert greedy_cluster(3, eq) == [0, 1, 0]
+    assert su_cluster(3, eq) == [0, 1, 1]
+    assert _jlko_semantic_ids(list("ABC"), dec.equivalent) == [0, 1, 1]
+    # A~B, B~C, not A~C: B is claimed by A and never founds, so C founds cluster 1 in both
+    dec2 = PairDecider(TableJudge({**both("A", "B"), **both("B", "C")}))
+    eq2 = lambda f, j: dec2.equivalent("ABC"[f], "ABC"[j])  # noqa: E731
+    assert greedy_cluster(3, eq2) == su_cluster(3, eq2) == [0, 0, 1]
+
+
+def test_semantic_uncertainty_drivers_match_jlko_and_each_other():
+    import random
+
+    rng = random.Random(1)
+    items = []
+    for _ in range(40):
+        n = rng.randint(1, 8)
+        sym = {}
+        for i in range(n):
+            for j in range(i + 1, n):
+                sym[(i, j)] = sym[(j, i)] = rng.random() < 0.4
+        items.append((n, sym))
+    one = [su_cluster(n, lambda f, j, rel=rel: rel[(f, j)]) for n, rel in items]
+    ref = [_jlko_semantic_ids(list(range(n)), lambda a, b, rel=rel: rel[(a, b)]) for n, rel in items]
+    assert one == ref
+    calls = []
+
+    def batch(queries):
+        calls.append(len(queries))
+        return [items[k][1][(f, j)] for k, f, j in queries]
+
+    assert su_cluster_many([n for n, _ in items], batch) == one
+    assert len(calls) <= max(n for n, _ in items)
+    assert any(a != b for a, b in zip(one, [greedy_cluster(n, lambda f, j, rel=rel: rel[(f, j)])
+                                            for n, rel in items], strict=True))
+
+
+def test_both_algorithms_agree_when_equivalence_is_transitive():
+    import random
+
+    rng = random.Random(2)
+    for _ in range(30):
+        n = rng.randint(1, 9)
+        label = [rng.randint(0, 3) for _ in range(n)]
+        eq = lambda f, j, label=label: label[f] == label[j]  # noqa: E731
+        assert greedy_cluster(n, eq) == su_cluster(n, eq)
+
+
+def test_cluster_ids_by_name_and_the_stage_option():
+    from context_cda.entropy.stage import cluster_samples
+
+    assert cluster_ids("greedy") == (greedy_cluster, greedy_cluster_many)
+    assert cluster_ids("semantic-uncertainty") == (su_cluster, su_cluster_many)
+    with pytest.raises(ConfigError, match="entropy.clustering"):
+        cluster_ids("kmeans")
+    dec = PairDecider(TableJudge({**both("A", "C"), **both("B", "C")}))
+    for batched in (True, False):
+        assert cluster_samples(dec, [list("ABC")], [None], batched=batched) == [[0, 1, 0]]
+        assert cluster_samples(dec, [list("ABC")], [None], batched=batched, method="semantic-uncertainty") == [
+            [0, 1, 1]]

@@ -274,3 +274,30 @@ def test_import_is_light():
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_meaning_judge_is_the_entropy_stages():
+    """The review builds its judge with the entropy stage's make_judge (named, not imported: no package cycle)."""
+    from context_cda.augment.checks.meaning import _judge_factory, make_meaning_judge
+    from context_cda.entropy import judges
+
+    assert _judge_factory() is judges.make_judge
+    cfg = Config()
+    assert make_meaning_judge(cfg) is None  # off by default
+    cfg.augment.review.meaning = "llm"
+    built = []
+    cfg.augment.model = "tiny:llama"
+
+    class Gen:
+        def __init__(self, ref):
+            built.append(ref)
+
+    import context_cda.generation as generation
+
+    orig = generation.make_generator
+    generation.make_generator = lambda backend, ref, **kw: Gen(ref)
+    try:
+        judge = make_meaning_judge(cfg)
+    finally:
+        generation.make_generator = orig
+    assert isinstance(judge, judges.LLMJudge) and built == ["tiny:llama"]

@@ -273,3 +273,46 @@ def test_sliding_window_shorter_than_the_text_is_not_packed():
         assert not sc._can_pack(5) and sc._can_pack(4)
     finally:
         sc.model.config.sliding_window = before
+
+
+# ------------------------------------------------------------------------------------------------ start token
+
+
+def test_start_token_rules_per_tokenizer():
+    """auto: bias-bench's literal <|endoftext|> where it is one token (GPT-2), else BOS (Llama-style), else EOS;
+    lm-eval's auto: the tokenizer's own leading tokens, else BOS; bos / eos / a literal on request."""
+    from context_cda.errors import ConfigError
+    from context_cda.scoring import load_scorer
+
+    gpt2 = load_scorer("tiny:gpt2", device="cpu")
+    st = gpt2.start_token("auto", "bias-bench")
+    assert (st.text, st.id) == ("<|endoftext|>", gpt2.tokenizer.convert_tokens_to_ids("<|endoftext|>"))
+    llama = load_scorer("tiny:llama", device="cpu")
+    st = llama.start_token("auto", "bias-bench")
+    assert st.text == "<s>" and st.id == llama.tokenizer.bos_token_id and "bos" in st.rule
+    lm = llama.start_token("auto", "lm-eval")
+    assert lm.id is None and lm.text == "<s>"  # the tokenizer adds <s> itself: the default context
+    assert llama.start_token("eos", "bias-bench").text == "<|im_end|>"
+    assert llama.start_token("<|im_start|>", "lm-eval").id == llama.tokenizer.convert_tokens_to_ids("<|im_start|>")
+    with pytest.raises(ConfigError, match="not one"):
+        llama.start_token("two words", "bias-bench")
+    model, tok = fake_lm.make(masked=False)  # WordLevel: <|endoftext|> would be [UNK], not a token of its own
+    from context_cda.scoring import scorer_for
+
+    assert scorer_for(model, tok).start_token("auto", "bias-bench").text == "<eos>"
+
+
+def test_start_token_changes_the_first_token_only():
+    """The two-pass scores under two start tokens differ only in the first token's log-probability, which is
+    the start pass's; lm-eval's empty context with an explicit start token equals a prefix of that token."""
+    from context_cda.scoring import load_scorer
+
+    sc = load_scorer("tiny:llama", device="cpu", batch_size=4)
+    seq = sc.encode(["The nurse said that she was tired."], add_special_tokens=False)[0]
+    bos, other = sc.tokenizer.bos_token_id, sc.tokenizer.convert_tokens_to_ids("<|im_start|>")
+    a, b = sc.two_pass_logprobs([seq], bos)[0], sc.two_pass_logprobs([seq], other)[0]
+    assert a[1:] == pytest.approx(b[1:], abs=1e-6) and abs(a[0] - b[0]) > 1e-6
+    assert a[0] == pytest.approx(sc.first_token_logprobs([seq[0]], bos)[0], abs=1e-6)
+    ll = sc.sentence_loglik(["The nurse said that she was tired."], start_id=other)[0]
+    ref = sc.reference().token_logprobs([[other, *seq]])[0]
+    assert ll.sum == pytest.approx(sum(ref), abs=1e-4) and ll.n_tokens == len(seq)

@@ -18,8 +18,11 @@ def print_metrics(title: str, summary: dict[str, Any], aggregate: dict[str, Any]
     from ..evaluate.registry import better_text
 
     table = Table(title=title, header_style="bold")
-    for col, just in (("benchmark", "left"), ("metric", "left"), ("value", "right"), ("better", "left"),
-                      ("N", "right"), ("notes", "left")):
+    level = next((a["overall"]["ci_level"] for a in aggregate.get("benchmarks", {}).values()
+                  if "ci_level" in a.get("overall", {})), None)
+    ci_col = f"{level:.0%} interval" if level else "interval"
+    for col, just in (("benchmark", "left"), ("metric", "left"), ("value", "right"), (ci_col, "right"),
+                      ("better", "left"), ("N", "right"), ("notes", "left")):
         table.add_column(col, justify=just)
     for bname, agg in aggregate.get("benchmarks", {}).items():
         bench = get_benchmark(bname)
@@ -29,17 +32,24 @@ def print_metrics(title: str, summary: dict[str, Any], aggregate: dict[str, Any]
             note += f"; neutral={overall.get('neutral')}"
         if "seconds" in agg:
             note += ("; " if note else "") + f"{agg['seconds']:.0f} s"
+        if agg.get("start_token"):
+            note += ("; " if note else "") + f"start token {agg['start_token']}"
+        if overall.get("too_small"):
+            note += ("; " if note else "") + "too few items to decide on"
+        ci = overall.get("ci") or {}
         for j, m in enumerate(bench.metrics):
             v = overall.get(m.key)
             if v is None or v != v:
                 continue
             digits = 2 if abs(v) >= 1.5 or m.ideal in (50.0, 100.0) else 4
-            table.add_row(bname if j == 0 else "", m.key.upper(), f"{v:.{digits}f}", better_text(m),
+            lo, hi = ci.get(m.key) or (None, None)
+            interval = f"[{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None else ""
+            table.add_row(bname if j == 0 else "", m.key.upper(), f"{v:.{digits}f}", interval, better_text(m),
                           str(overall.get("count", "")) if j == 0 else "", note if j == 0 else "")
         for bt, sub in agg.get("by_bias_type", {}).items():
             if len(agg.get("by_bias_type", {})) > 1:
                 for m in bench.metrics[:1]:
-                    table.add_row(bname, f"{m.key.upper()} [{bt}]", f"{sub.get(m.key, float('nan')):.2f}", "",
+                    table.add_row(bname, f"{m.key.upper()} [{bt}]", f"{sub.get(m.key, float('nan')):.2f}", "", "",
                                   str(sub.get("count", "")), "")
     console().print(table)
     console().print(

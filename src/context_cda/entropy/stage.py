@@ -30,7 +30,7 @@ from .. import layout as L
 from .. import schemas as S
 from ..errors import ConfigError, InputError
 from ..io import StageRecorder, json_hash, read_table, stable_id, write_rejected, write_table
-from .clustering import Query, greedy_cluster, greedy_cluster_many
+from .clustering import Query, cluster_ids
 from .estimators import semantic_entropies
 from .judges import EntailmentJudge, PairDecider
 from .likelihood import sample_logliks
@@ -69,15 +69,18 @@ def cluster_samples(
     samples: Sequence[Sequence[str]],
     contexts: Sequence[str | None],
     batched: bool = True,
+    method: str = "greedy",
 ) -> list[list[int]]:
-    """Greedy bidirectional-entailment cluster ids for each item's samples.
+    """Bidirectional-entailment cluster ids for each item's samples (``method``: ``entropy.clustering``, see
+    :mod:`.clustering`).
 
     ``batched``: all items in lock-step, one judge batch per step; otherwise one item and one pair at a time.
     Both give the same ids.
     """
+    one, many = cluster_ids(method)
     if not batched:
         return [
-            greedy_cluster(len(ss), lambda f, j, ss=ss, c=c: decider.equivalent(ss[f], ss[j], c))
+            one(len(ss), lambda f, j, ss=ss, c=c: decider.equivalent(ss[f], ss[j], c))
             for ss, c in zip(samples, contexts, strict=True)
         ]
 
@@ -85,7 +88,7 @@ def cluster_samples(
         pairs = [(samples[k][f], samples[k][j]) for k, f, j in queries]
         return decider.equivalent_many(pairs, [contexts[k] for k, _, _ in queries])
 
-    return greedy_cluster_many([len(ss) for ss in samples], decide)
+    return many([len(ss) for ss in samples], decide)
 
 
 def process_items(
@@ -119,7 +122,7 @@ def process_items(
     sc = scorer if batched else scorer.with_batch_size(1) if hasattr(scorer, "with_batch_size") else scorer
     logliks = sample_logliks(sc, k_texts, k_samples)
     contexts = [t if cfg.condition_on_x else None for t in k_texts]
-    clusters = cluster_samples(decider, k_samples, contexts, batched=batched)
+    clusters = cluster_samples(decider, k_samples, contexts, batched=batched, method=cfg.clustering)
     for item_id, text, ss, lls, cids in zip(k_ids, k_texts, k_samples, logliks, clusters, strict=True):
         values = [ll.mean if cfg.length_normalised else ll.sum for ll in lls]
         if not all(math.isfinite(v) for v in values) or any(ll.n_tokens <= 0 for ll in lls):

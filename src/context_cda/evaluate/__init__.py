@@ -106,9 +106,11 @@ def evaluate_model(
     data_cache: str | None = None,
     batch_size: int | None = None,
     progress: bool = False,
-) -> dict[str, float]:
+    with_predictions: bool = False,
+) -> dict[str, float] | tuple[dict[str, float], dict[str, list[dict[str, Any]]]]:
     """The per-epoch benchmarks of a loaded model, flat: stereoset_ss/lms/icat, crows_cs/stereo/antistereo,
-    next_token_* (the benchmarks that fine-tune a head are skipped: the evaluate stage runs them).
+    next_token_* with their bootstrap intervals (``<name>_ci_low`` / ``_ci_high``; the benchmarks that fine-tune
+    a head are skipped: the evaluate stage runs them). ``with_predictions``: (flat, {benchmark: per-item rows}).
 
     The model is left in eval mode; callers in a training loop switch it back to train()."""
     from ..scoring import scorer_for
@@ -118,6 +120,8 @@ def evaluate_model(
     flat: dict[str, float] = {}
     for name, res in results.items():
         flat.update(get_benchmark(name).flat(res["aggregate"]))
+    if with_predictions:
+        return flat, {name: res["rows"] for name, res in results.items()}
     return flat
 
 

@@ -41,9 +41,16 @@ class Benchmark:
 
     def flat(self, agg: dict[str, Any]) -> dict[str, float]:
         """``{stereoset_ss: ..., ...}`` from an aggregate (overall block); metrics it lacks (e.g. a GLUE task that
-        was not run) are left out."""
+        was not run) are left out. Metrics with a bootstrap interval (the overall block's ``ci``) add
+        ``<name>_ci_low`` and ``<name>_ci_high``."""
         overall = agg.get("overall", {})
-        return {m.name: float(overall[m.key]) for m in self.metrics if overall.get(m.key) is not None}
+        out = {m.name: float(overall[m.key]) for m in self.metrics if overall.get(m.key) is not None}
+        ci = overall.get("ci") or {}
+        for m in self.metrics:
+            bounds = ci.get(m.key)
+            if m.name in out and bounds and all(b is not None for b in bounds):
+                out[f"{m.name}_ci_low"], out[f"{m.name}_ci_high"] = float(bounds[0]), float(bounds[1])
+        return out
 
 
 def _load_stereoset(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
@@ -61,27 +68,28 @@ def _load_crows(cfg: EvaluateConfig, path: str | None, cache: str | None) -> lis
 def _score_stereoset(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig):
     from . import stereoset
 
-    rows, rejected = stereoset.score(scorer, items)
-    return rows, rejected, {"method": stereoset.METHODS[scorer.family]}
+    rows, rejected = stereoset.score(scorer, items, cfg.start_token)
+    return rows, rejected, {"method": stereoset.METHODS[scorer.family],
+                            "start_token": stereoset.start_token_used(scorer, cfg.start_token)}
 
 
 def _score_crows(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig):
     from . import crows
 
-    rows, rejected, mode = crows.score(scorer, items, cfg.crows_mode)
-    return rows, rejected, {"mode": mode}
+    rows, rejected, mode = crows.score(scorer, items, cfg.crows_mode, cfg.start_token)
+    return rows, rejected, {"mode": mode, "start_token": crows.start_token_used(scorer, mode, cfg.start_token)}
 
 
 def _agg_stereoset(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
     from . import stereoset
 
-    return stereoset.aggregate(rows)
+    return stereoset.aggregate(rows, cfg.bootstrap)
 
 
 def _agg_crows(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
     from . import crows
 
-    return crows.aggregate(rows)
+    return crows.aggregate(rows, cfg.bootstrap)
 
 
 def _load_next_token(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
@@ -137,6 +145,16 @@ def _extrinsic(fn: str) -> Callable[..., Any]:
     return call
 
 
+def _with_intervals(benchmark: str, aggregate: Callable[..., Any]) -> Callable[..., Any]:
+    """``aggregate`` plus bootstrap intervals of the benchmark's accuracies (:mod:`.intervals`)."""
+
+    def call(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
+        from .intervals import with_intervals
+
+        return with_intervals(benchmark, aggregate)(rows, cfg)
+
+    call.__name__ = aggregate.__name__
+    return call
 
 
 REGISTRY: dict[str, Benchmark] = {
@@ -199,7 +217,7 @@ REGISTRY: dict[str, Benchmark] = {
         ),
         load=_extrinsic("load_glue"),
         score=_extrinsic("score_glue"),
-        aggregate=_extrinsic("aggregate_glue"),
+        aggregate=_with_intervals("glue", _extrinsic("aggregate_glue")),
         per_epoch=False,
         path_key="glue.path",
     ),
@@ -213,7 +231,7 @@ REGISTRY: dict[str, Benchmark] = {
         ),
         load=_extrinsic("load_biasbios"),
         score=_extrinsic("score_biasbios"),
-        aggregate=_extrinsic("aggregate_biasbios"),
+        aggregate=_with_intervals("biasbios", _extrinsic("aggregate_biasbios")),
         per_epoch=False,
         path_key="biasbios.path",
     ),
@@ -249,7 +267,7 @@ REGISTRY: dict[str, Benchmark] = {
         ),
         load=_extrinsic("load_nli_bias"),
         score=_extrinsic("score_nli_bias"),
-        aggregate=_extrinsic("aggregate_nli_bias"),
+        aggregate=_with_intervals("nli-bias", _extrinsic("aggregate_nli_bias")),
         per_epoch=False,
         path_key="nli_bias.words_path",
     ),

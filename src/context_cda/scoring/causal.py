@@ -1,22 +1,88 @@
 """Causal LMs (GPT-2, Llama, SmolLM2, Gemma, any ``*ForCausalLM``): left-to-right token log-probabilities.
 
-BOS/EOS come from the tokenizer: the *start token* (what an empty context is conditioned on) is the tokenizer's
-BOS token, else its EOS token (GPT-2's ``<|endoftext|>`` is both); a tokenizer that adds BOS by itself keeps it.
+BOS/EOS come from the tokenizer: the default *start token* (what an empty context is conditioned on) is the
+tokenizer's BOS token, else its EOS token (GPT-2's ``<|endoftext|>`` is both); a tokenizer that adds BOS by itself
+keeps it. ``evaluate.start_token`` chooses another (:func:`resolve_start_token`): ``bos``, ``eos``, a literal
+token, or ``auto`` - for bias-bench's scoring (StereoSet; CrowS ``bias-bench`` mode) bias-bench's own literal
+``<|endoftext|>`` when the tokenizer has it as one token (GPT-2, SmolLM2, ...), else BOS, else EOS; for
+``lm-eval`` mode what lm-evaluation-harness uses (the tokenizer's own leading tokens, else BOS, else EOS).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..errors import ModelError
+from ..errors import ConfigError, ModelError
 from .base import LogLik, PositionScorerMixin, Scorer, _accepts
 
 #: packed rows hold about this many tokens (more makes the masked attention grow quadratically)
 PACK_WIDTH = 128
 #: tokens per packed forward pass = batch_size * PACK_TOKENS_PER_SEQ
 PACK_TOKENS_PER_SEQ = 8
+#: the start token bias-bench hard-codes for every causal LM (GPT-2's BOS/EOS)
+BIAS_BENCH_START = "<|endoftext|>"
+#: whose rule ``auto`` follows: bias-bench's two-pass scoring, or lm-evaluation-harness's empty context
+START_STYLES = ("bias-bench", "lm-eval")
+
+
+@dataclass(frozen=True)
+class StartToken:
+    """The token an empty context is conditioned on: ``id`` (None: the scorer's default context, the tokenizer's
+    own leading tokens or :attr:`CausalScorer.start_id`), its text as recorded in aggregates, and the rule."""
+
+    id: int | None
+    text: str
+    rule: str
+
+
+def _one_token(tokenizer: Any, text: str) -> int | None:
+    """The id of ``text`` when the tokenizer encodes it as exactly one token, else None."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    if len(ids) != 1 or (ids[0] == unknown and text != getattr(tokenizer, "unk_token", None)):
+        return None
+    return int(ids[0])
+
+
+def resolve_start_token(tokenizer: Any, spec: str = "auto", style: str = "bias-bench",
+                        default_ids: Sequence[int] | None = None) -> StartToken:
+    """The start token ``evaluate.start_token`` = ``spec`` names for a ``style`` of scoring (see the module).
+
+    ``default_ids``: what the scorer conditions an empty context on by default (lm-eval's ``auto``)."""
+    if style not in START_STYLES:
+        raise ValueError(f"start token style {style!r}; use {' or '.join(START_STYLES)}")
+
+    def special(kind: str) -> StartToken | None:
+        tid = getattr(tokenizer, f"{kind}_token_id", None)
+        return None if tid is None else StartToken(int(tid), str(getattr(tokenizer, f"{kind}_token")), kind)
+
+    if spec in ("bos", "eos"):
+        found = special(spec)
+        if found is None:
+            raise ConfigError(f"evaluate.start_token={spec}: the tokenizer has no {spec.upper()} token; use auto, "
+                              f"{'eos' if spec == 'bos' else 'bos'} or a literal token of its vocabulary.")
+        return found
+    if spec != "auto":
+        tid = _one_token(tokenizer, spec)
+        if tid is None:
+            n = len(tokenizer(spec, add_special_tokens=False)["input_ids"])
+            raise ConfigError(f"evaluate.start_token={spec!r}: the tokenizer encodes it as {n} tokens, not one; "
+                              "name one token of its vocabulary, or bos, eos, auto.")
+        return StartToken(tid, spec, "literal")
+    if style == "lm-eval" and default_ids:
+        return StartToken(None, tokenizer.decode(list(default_ids)), "auto: the tokenizer's leading tokens")
+    if style == "bias-bench":
+        tid = _one_token(tokenizer, BIAS_BENCH_START)
+        if tid is not None:
+            return StartToken(tid, BIAS_BENCH_START, "auto: bias-bench's literal start token")
+    for kind in ("bos", "eos"):
+        found = special(kind)
+        if found is not None:
+            return StartToken(found.id, found.text, f"auto: {kind}")
+    raise ModelError("the tokenizer has neither a BOS nor an EOS token; set evaluate.start_token to a literal token.")
 
 
 class CausalScorer(PositionScorerMixin, Scorer):
@@ -220,35 +286,49 @@ class CausalScorer(PositionScorerMixin, Scorer):
             bar.update(len(seqs) - bar.n)
         return out
 
-    @cached_property
-    def _start_logprobs(self):
-        """log p(token | start token) over the vocabulary, from one pass over the start token alone."""
+    def start_token(self, spec: str = "auto", style: str = "bias-bench") -> StartToken:
+        """The start token ``evaluate.start_token`` = ``spec`` gives for ``style`` (:func:`resolve_start_token`)."""
+        return resolve_start_token(self.tokenizer, spec, style, self.lead_ids or [self.start_id])
+
+    def _start_logprobs(self, start_id: int):
+        """log p(token | start token) over the vocabulary, from one pass over the start token alone (cached)."""
         import torch
 
-        with torch.inference_mode():
-            ids = torch.tensor([[self.start_id]], device=self.device)
-            logits = self.model(input_ids=ids).logits[0, -1].float()
-            return torch.log_softmax(logits, dim=-1).cpu()
+        cache = self.__dict__.setdefault("_start_cache", {})
+        if start_id not in cache:
+            with torch.inference_mode():
+                ids = torch.tensor([[int(start_id)]], device=self.device)
+                logits = self.model(input_ids=ids).logits[0, -1].float()
+                cache[start_id] = torch.log_softmax(logits, dim=-1).cpu()
+        return cache[start_id]
 
-    def first_token_logprobs(self, token_ids: Sequence[int]) -> list[float]:
-        lp = self._start_logprobs
+    def first_token_logprobs(self, token_ids: Sequence[int], start_id: int | None = None) -> list[float]:
+        lp = self._start_logprobs(self.start_id if start_id is None else start_id)
         return [float(lp[t]) for t in token_ids]
 
-    def two_pass_logprobs(self, seqs: Sequence[Sequence[int]]) -> list[list[float]]:
-        """bias-bench's sentence scoring: the first token from a pass over the start token alone, the rest from
-        a separate pass over the sentence with no prefix (so token 1 sees only token 0)."""
-        firsts = self.first_token_logprobs([s[0] for s in seqs])
+    def two_pass_logprobs(self, seqs: Sequence[Sequence[int]], start_id: int | None = None) -> list[list[float]]:
+        """bias-bench's sentence scoring: the first token from a pass over the start token alone (``start_id``,
+        default :attr:`start_id`), the rest from a separate pass over the sentence with no prefix (so token 1
+        sees only token 0)."""
+        firsts = self.first_token_logprobs([s[0] for s in seqs], start_id)
         rest = self.token_logprobs(seqs)
         return [[f, *r] for f, r in zip(firsts, rest, strict=True)]
 
-    def conditional_loglik(self, prefixes: Sequence[str], continuations: Sequence[str]) -> list[LogLik]:
+    def sentence_loglik(self, sentences: Sequence[str], start_id: int | None = None) -> list[LogLik]:
+        """log p(sentence | empty context): the context is ``[start_id]`` when given, else the default."""
+        return self.conditional_loglik([""] * len(sentences), sentences, start_id=start_id)
+
+    def conditional_loglik(self, prefixes: Sequence[str], continuations: Sequence[str],
+                           start_id: int | None = None) -> list[LogLik]:
+        """``start_id``: what an *empty* prefix is conditioned on instead of the tokenizer's leading tokens (or
+        :attr:`start_id` when it adds none)."""
         if len(prefixes) != len(continuations):
             raise ValueError("prefixes and continuations must have the same length")
         pre_ids = self.encode(prefixes, add_special_tokens=False)
         cont_ids = self.encode(continuations, add_special_tokens=False)
         seqs, n_ctx = [], []
         for p, c in zip(pre_ids, cont_ids, strict=True):
-            ctx = self.lead_ids + p
+            ctx = [int(start_id)] if start_id is not None and not p else self.lead_ids + p
             if not ctx:
                 ctx = [self.start_id]
             seqs.append(ctx + c)

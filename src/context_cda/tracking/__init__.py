@@ -3,7 +3,8 @@
 * :func:`tracker_for` - log params/metrics/artifacts into the (target, arm) run nested under the pipeline run;
 * :func:`pipeline_run_id` / :func:`finish_pipeline_run` - the parent run of a run directory;
 * :func:`run_register` - the ``register`` stage (log model, register ``<target>-debiased``, gate, aliases);
-* :func:`decide` - the promotion gate, a pure function on metric dicts.
+* :func:`decide` - the promotion gate, a pure function on per-item evidence (:mod:`.evidence`, paired bootstrap
+  intervals from :mod:`context_cda.stats`).
 
 mlflow is imported only when something is logged.
 """
@@ -13,7 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from .promotion import CS, ICAT, LMS, SS, Decision, PromotionPolicy, decide
-from .register import register_inputs, registered_name, run_register, run_register_target
+from .register import (
+    register_inputs,
+    registered_name,
+    registered_versions_exist,
+    run_register,
+    run_register_target,
+)
 from .runs import NullTracker, Tracker, arm_run_id, get_client, pipeline_run_id, tracker_for, tracking_uri
 
 
@@ -35,7 +42,7 @@ def finish_pipeline_run(config: Any, status: str = "FINISHED") -> None:
 
 __all__ = [
     "CS", "ICAT", "LMS", "SS", "Decision", "NullTracker", "PromotionPolicy", "Tracker", "arm_run_id", "decide",
-    "finish_pipeline_run", "get_client", "log_stage_summary", "pipeline_run_id", "register_inputs", "registered_name", "run_register",
-    "run_register_target",
+    "finish_pipeline_run", "get_client", "log_stage_summary", "pipeline_run_id", "register_inputs", "registered_name",
+    "registered_versions_exist", "run_register", "run_register_target",
     "tracker_for", "tracking_uri",
 ]

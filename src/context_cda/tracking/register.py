@@ -1,20 +1,29 @@
 """The ``register`` stage: log a fine-tuned model to MLflow, register it and run the promotion gate.
 
-Inputs (``inputs`` mapping):
+Inputs (``inputs`` mapping, found by :func:`register_inputs` in the register step's folders):
 
-* ``model`` (required): the ``save_pretrained`` folder, ``finetune/<target>/<arm>/seed-<seed>/final``;
-* ``metrics``: that step's ``metrics.csv``; its last row is the candidate's metrics and its epoch-0 row the
-  vanilla model's, unless
-* ``evaluation`` / ``vanilla``: JSON files of ``{metric: value}`` (or ``{"metrics": {...}}``, the evaluate
-  stage's ``aggregate.json``), which take precedence (:func:`register_inputs` picks up the evaluate steps'
-  ``aggregate.json`` of the arm and of the vanilla target when present);
+* ``model`` (required): the ``save_pretrained`` folder of the *registered* seed,
+  ``finetune/<target>/<arm>/seed-<first of train.seeds>/final`` (the first seed's weights are registered; the
+  gate judges the arm by every seed's pooled evidence);
+* ``metrics``: that step's ``metrics.csv`` (its last row: the candidate's metrics; its epoch-0 row: vanilla's),
+  overridden by ``evaluation`` / ``vanilla``: the evaluate steps' ``aggregate.json`` (or any JSON of
+  ``{metric: value}``), when present. These flat metrics become version tags;
+* ``items_seed-<s>`` (one per training seed) and ``items_vanilla``: folders holding
+  ``<benchmark>/predictions.parquet``, the per-item scores the gate decides on (:mod:`.evidence`);
 * any other key: a file or folder logged as an artifact under ``inputs/<key>`` (stage summaries, the SE
   histogram, corpus statistics).
 
-The stage table's ``register`` step is :func:`run_register_target`: every arm of one target, in order.
-The version is registered as ``<target>-debiased`` with its bias metrics as version tags, gets the alias
-``candidate``, and ``champion`` when :func:`~context_cda.tracking.promotion.decide` says so. The decision and its
-reasons go to version and run tags, to ``promotion.json`` in the run's artifacts and in ``out_dir``.
+The stage table's ``register`` step is :func:`run_register_target`: every arm of one target, in order (so the
+gate sees the previous arm's decision). Each version is registered as ``<target>-debiased`` in the flavour
+``tracking.model_flavor`` names (:mod:`.flavors`; no pickled code by default), with its metrics and the pooled
+evidence (``evidence/v<version>/evidence.parquet``, so a later candidate can be compared with it item by item),
+gets the alias ``candidate``, and ``champion`` when :func:`~context_cda.tracking.promotion.decide` says so. The
+decision, its reasons and the paired comparisons go to version and run tags, to ``promotion.json`` in the run's
+artifacts and in ``out_dir`` (with ``evidence.parquet``).
+
+The runner's up-to-date check of this step also asks the registry (:func:`registered_versions_exist`): a
+version recorded in ``promotion.json`` that no longer exists (the MLflow database was deleted, another tracking
+URI) makes the step run again.
 """
 
 from __future__ import annotations
@@ -22,16 +31,20 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-from collections.abc import Iterator, Mapping
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
 from ..config import arm_k
 from ..errors import InputError
-from ..io import MANIFEST, StageRecorder, read_json, write_json
-from .promotion import CS, ICAT, LMS, SS, PromotionPolicy, decide
+from ..io import MANIFEST, StageRecorder, read_json, write_json, write_table
+from . import evidence as E
+from .flavors import fluent_uri as _fluent_uri
+from .flavors import log_model_version
+from .promotion import CS, ICAT, LMS, SS, Decision, PromotionPolicy, decide
 from .runs import get_client, tracker_for, tracking_uri
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,8 +53,13 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = logging.getLogger(__name__)
 
 KNOWN_INPUTS = {"model", "metrics", "evaluation", "vanilla"}
-TASKS: dict[str, str] = {"causal": "text-generation", "masked": "fill-mask"}
+ITEMS_PREFIX = "items_seed-"
+VANILLA_ITEMS = "items_vanilla"
 TAG_METRICS = (SS, LMS, ICAT, CS)
+EVIDENCE_TAG = "evidence"
+
+__all__ = ["_fluent_uri", "register_inputs", "registered_name", "registered_versions_exist", "run_register",
+           "run_register_target"]
 
 
 def registered_name(target: str) -> str:
@@ -54,8 +72,8 @@ def register_inputs(
     """The per-arm ``inputs`` of :func:`run_register`, found in the register step's folders (``folders``: the
     stage table's ``finetune``, ``evaluations`` and ``filtered`` inputs; default: the run folder's).
 
-    ``seed`` (default: the first of ``train.seeds``) picks the fine-tuned model that is registered.
-    """
+    ``seed`` (default: the first of ``train.seeds``) picks the fine-tuned model that is registered; the per-item
+    scores of every seed of ``train.seeds`` that has them are inputs of the gate."""
     from .. import stages as T
 
     folders = folders or T.step_inputs(config, "register", target=target)
@@ -63,15 +81,22 @@ def register_inputs(
     fixed = {"target": target}
     ft = L.within(folders["finetune"], "finetune", fixed, arm=arm, seed=seed)
     out: dict[str, Path] = {"model": ft / L.FINAL_DIR, "metrics": ft / L.METRICS_FILE}
-    extras = {"finetune_summary": ft / MANIFEST, "corpus_stats": ft / L.CORPUS_STATS_FILE}
+    extras: dict[str, Path] = {"finetune_summary": ft / MANIFEST, "corpus_stats": ft / L.CORPUS_STATS_FILE}
     k = arm_k(arm, config.train.k)
     if k is not None and folders.get("filtered"):
         corpus = L.filtered_in(folders["filtered"], k)
         extras.update(se_hist=corpus.parent / L.SE_HIST_FILE, filter_summary=corpus.parent / MANIFEST)
-    if folders.get("evaluations"):
-        ev = folders["evaluations"]
+    ev = folders.get("evaluations")
+    if ev:
         extras["evaluation"] = L.within(ev, "evaluate", fixed, arm=arm, seed=seed) / L.AGGREGATE_FILE
         extras["vanilla"] = L.within(ev, "evaluate", fixed, "evaluate-vanilla") / L.AGGREGATE_FILE
+    for s in config.train.seeds:
+        found = E.model_items_dir(ev, folders["finetune"], target, arm, s)
+        if found is not None:
+            extras[f"{ITEMS_PREFIX}{s}"] = found
+    found = E.vanilla_items_dir(ev, folders["finetune"], target)
+    if found is not None:
+        extras[VANILLA_ITEMS] = found
     out.update({k: Path(v) for k, v in extras.items() if Path(v).exists()})
     return out
 
@@ -88,6 +113,9 @@ def run_register_target(
         results[arm] = run_register(config, arm_inputs, Path(out_dir) / L.safe_name(arm, "arm"), target, arm,
                                     discover=False, seed=seed)
     return {"target": target, "arms": results}
+
+
+# ------------------------------------------------------------------------------------------------ inputs
 
 
 def _metrics_json(path: Path | str) -> dict[str, float]:
@@ -113,7 +141,7 @@ def metrics_from_csv(path: Path | str) -> tuple[dict[str, float], dict[str, floa
     df = pd.read_csv(p).sort_values("epoch")
     if df.empty:
         return {}, {}
-    cols = [c for c in df.columns if c not in ("epoch", "arm", "target")]
+    cols = [c for c in df.columns if c not in ("epoch", "arm", "target", "seed")]
 
     def row(r) -> dict[str, float]:
         return {c: float(r[c]) for c in cols if pd.notna(r[c])}
@@ -123,89 +151,60 @@ def metrics_from_csv(path: Path | str) -> tuple[dict[str, float], dict[str, floa
     return vanilla, row(df.iloc[-1])
 
 
-@contextlib.contextmanager
-def _fluent_uri(uri: str) -> Iterator[None]:
-    """Point mlflow's fluent API (needed by ``log_model``) at ``uri`` and put everything back afterwards,
-    including the MLFLOW_TRACKING_URI / MLFLOW_REGISTRY_URI variables mlflow sets as a side effect."""
-    import mlflow
-    from mlflow.tracking._model_registry import utils as registry_utils
-    from mlflow.tracking._tracking_service import utils as tracking_utils
-
-    env = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
-    old_t = getattr(tracking_utils, "_tracking_uri", None)
-    old_r = getattr(registry_utils, "_registry_uri", None)
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    try:
-        yield
-    finally:
-        mlflow.set_tracking_uri(old_t)
-        registry_utils._registry_uri = old_r
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def flat_metrics(inputs: Mapping[str, Path]) -> tuple[dict[str, float], dict[str, float]]:
+    """(candidate, vanilla) flat metrics: metrics.csv's last and epoch-0 rows, overridden by the evaluate steps'."""
+    vanilla, final = metrics_from_csv(inputs["metrics"]) if "metrics" in inputs else ({}, {})
+    if "evaluation" in inputs:
+        final = {**final, **_metrics_json(inputs["evaluation"])}
+    if "vanilla" in inputs:
+        vanilla = {**vanilla, **_metrics_json(inputs["vanilla"])}
+    return final, vanilla
 
 
-def _version_metrics(mv) -> dict[str, float]:
-    out = {}
-    for k in TAG_METRICS:
-        with contextlib.suppress(KeyError, TypeError, ValueError):
-            out[k] = float(mv.tags[k])
-    return out
+def gate_evidence(inputs: Mapping[str, Path]) -> tuple[E.Evidence | None, E.Evidence | None]:
+    """(candidate pooled over its seeds, vanilla) per-item evidence from the ``items_*`` inputs (None: none)."""
+    seeds = {int(k[len(ITEMS_PREFIX):]): Path(v) for k, v in inputs.items() if k.startswith(ITEMS_PREFIX)}
+    cand = E.load(dict(sorted(seeds.items()))) if seeds else None
+    van = E.load([inputs[VANILLA_ITEMS]]) if VANILLA_ITEMS in inputs else None
+    return cand, van
 
 
-def pip_requirements() -> list[str]:
-    """Pinned requirements of a logged model (MLflow's own inference trips over optional torch extras)."""
-    from importlib import metadata
-
-    reqs = []
-    for pkg in ("torch", "transformers", "accelerate", "safetensors", "sentencepiece", "tokenizers"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            reqs.append(f"{pkg}=={metadata.version(pkg).split('+')[0]}")
-    return reqs
+# ------------------------------------------------------------------------------------------------ the stage
 
 
-def log_hf_model(model_dir: Path, family: str, run_id: str, name: str):
-    """Log a ``save_pretrained`` folder to ``run_id`` and register it as ``name``; returns (info, flavor).
+@dataclass
+class _Context:
+    """What one registration works with."""
 
-    The transformers flavour is used where transformers still has a pipeline task for the family
-    (text-generation, fill-mask). Seq2seq models have none in transformers 5 (``text2text-generation`` was
-    removed), so they are logged as a pyfunc model carrying the same folder (:class:`HFFolderModel`), which
-    ``mlflow.pyfunc.load_model`` serves as a sentence scorer.
-    """
-    import mlflow
-    from transformers import AutoTokenizer
+    config: Config
+    target: str
+    arm: str
+    seed: int | None
+    out: Path
+    inputs: dict[str, Path]
+    model_dir: Path
+    final: dict[str, float]
+    vanilla: dict[str, float]
+    candidate: E.Evidence | None
+    vanilla_items: E.Evidence | None
+    policy: PromotionPolicy
 
-    from ..models import auto_class_for
+    @property
+    def name(self) -> str:
+        return registered_name(self.target)
 
-    with mlflow.start_run(run_id=run_id):
-        task = TASKS.get(family)
-        if task is not None:
-            try:
-                model = auto_class_for(family).from_pretrained(model_dir)  # type: ignore[arg-type]
-                tok = AutoTokenizer.from_pretrained(model_dir)
-                info = mlflow.transformers.log_model(
-                    transformers_model={"model": model, "tokenizer": tok},
-                    task=task,
-                    name="model",
-                    registered_model_name=name,
-                    pip_requirements=pip_requirements(),
-                )
-                return info, "transformers"
-            except Exception as e:  # noqa: BLE001 - task unsupported by this transformers/mlflow pair
-                logger.warning("transformers flavour failed for %s (%s); logging a pyfunc model", model_dir, e)
-        from .pyfunc import HFFolderModel
 
-        info = mlflow.pyfunc.log_model(
-            name="model",
-            python_model=HFFolderModel(),
-            artifacts={"hf_model": str(model_dir)},
-            registered_model_name=name,
-            pip_requirements=pip_requirements(),
-        )
-        return info, "pyfunc"
+def _context(config: Config, inputs, out_dir, target: str, arm: str, discover: bool, seed: int | None) -> _Context:
+    given = {k: Path(v) for k, v in (inputs or {}).items()}
+    if discover or not given:
+        given = {**register_inputs(config, target, arm, seed), **given}
+    model_dir = Path(given.get("model", ""))
+    if not (model_dir / "config.json").is_file():
+        raise InputError(f"register {target}/{arm}: {model_dir} is not a save_pretrained folder; run finetune.")
+    final, vanilla = flat_metrics(given)
+    cand, van = gate_evidence(given)
+    policy = PromotionPolicy.from_config(config.tracking.promotion, config.evaluate.bootstrap)
+    return _Context(config, target, arm, seed, Path(out_dir), given, model_dir, final, vanilla, cand, van, policy)
 
 
 def run_register(
@@ -220,76 +219,137 @@ def run_register(
     """Log, register and gate the fine-tuned model of (target, arm); returns the decision summary.
 
     With ``discover`` (default), inputs not named in ``inputs`` are filled in from the run directory when they
-    exist *now* (see :func:`register_inputs`): the evaluate stage's aggregates, the SE histogram, summaries.
+    exist *now* (see :func:`register_inputs`): the evaluate stage's aggregates and predictions, summaries.
     """
+    ctx = _context(config, inputs, out_dir, target, arm, discover, seed)
+    rec = StageRecorder("register", ctx.out, {"tracking": config.tracking.model_dump(mode="json"),
+                                              "bootstrap": config.evaluate.bootstrap.model_dump(mode="json"),
+                                              "target": target, "arm": arm}, ctx.inputs)
+    summary: dict[str, Any] = {"target": target, "arm": arm, "model_name": ctx.name, "metrics": ctx.final,
+                               "vanilla": ctx.vanilla, "registered": False, "version": None,
+                               "registered_seed": seed, "evidence_seeds": ctx.candidate.seeds if ctx.candidate else []}
+    if not config.tracking.enabled or not config.tracking.register_model:
+        decision = decide(ctx.candidate, None, ctx.vanilla_items, ctx.policy)
+        record = {**decision.to_dict(), "model_name": ctx.name, "version": None, "champion_version": None}
+        summary.update(promote=decision.promote, reasons=decision.reasons)
+        return _finish(ctx, rec, record, summary, registered=False)
+    client = get_client(config)
+    tracker = tracker_for(config, target=target, arm=arm, seed=seed)
+    version, flavor = _register_version(ctx, client, tracker)
+    champion_mv, champion_ev = _champion(client, ctx.name, version)
+    decision = decide(ctx.candidate, champion_ev, ctx.vanilla_items, ctx.policy,
+                      champion_version=champion_mv.version if champion_mv is not None else None,
+                      has_champion=champion_mv is not None)
+    record = {**decision.to_dict(), "model_name": ctx.name, "version": version, "flavor": flavor,
+              "champion_version": champion_mv.version if champion_mv is not None else None}
+    _apply(ctx, client, tracker, version, decision, record)
+    summary.update(registered=True, version=version, flavor=flavor, promote=decision.promote,
+                   reasons=decision.reasons, previous_champion=record["champion_version"], aliases=decision.aliases,
+                   tracking_uri=tracking_uri(config), model_uri=f"models:/{ctx.name}/{version}")
+    logger.info("register %s v%s: %s", ctx.name, version, json.dumps(decision.reasons))
+    return _finish(ctx, rec, record, summary, registered=True)
+
+
+def _finish(ctx: _Context, rec: StageRecorder, record: dict[str, Any], summary: dict[str, Any],
+            registered: bool) -> dict[str, Any]:
+    outputs = {"promotion": write_json(ctx.out / L.PROMOTION_FILE, record)}
+    if ctx.candidate is not None:
+        outputs["evidence"] = write_table(E.to_table(ctx.candidate), ctx.out / L.EVIDENCE_FILE)
+    rec.finish({"registered": int(registered)}, outputs=outputs, summary=summary)
+    return summary
+
+
+def _register_version(ctx: _Context, client, tracker) -> tuple[str, str]:
+    """Log the model (and the inputs worth keeping) to the run, register a version, tag it; its evidence goes to
+    ``evidence/v<version>/`` in the run."""
     from transformers import AutoConfig
 
     from ..models import family_of_config
 
-    out = Path(out_dir)
-    inputs = dict(inputs or {})
-    if discover or not inputs:
-        inputs = {**register_inputs(config, target, arm, seed), **inputs}
-    model_dir = Path(inputs.get("model", ""))
-    if not (model_dir / "config.json").is_file():
-        raise InputError(f"register {target}/{arm}: {model_dir} is not a save_pretrained folder; run finetune.")
-    rec = StageRecorder(
-        "register", out, {"tracking": config.tracking.model_dump(mode="json"), "target": target, "arm": arm}, inputs
-    )
-    vanilla, final = metrics_from_csv(inputs["metrics"]) if "metrics" in inputs else ({}, {})
-    if "evaluation" in inputs:
-        final = {**final, **_metrics_json(inputs["evaluation"])}
-    if "vanilla" in inputs:
-        vanilla = {**vanilla, **_metrics_json(inputs["vanilla"])}
-    family = family_of_config(AutoConfig.from_pretrained(model_dir))
-    name = registered_name(target)
-    policy = PromotionPolicy.from_config(config.tracking.promotion)
-
-    summary: dict[str, Any] = {"target": target, "arm": arm, "model_name": name, "metrics": final,
-                               "vanilla": vanilla, "registered": False, "version": None}
-    tracker = tracker_for(config, target=target, arm=arm, seed=seed)
-    if not config.tracking.enabled or not config.tracking.register_model:
-        decision = decide(final, None, vanilla, policy)
-        summary.update(promote=decision.promote, reasons=decision.reasons, decision=decision.to_dict())
-        write_json(out / L.PROMOTION_FILE, summary)
-        rec.finish({"registered": 0}, outputs={"promotion": out / L.PROMOTION_FILE}, summary=summary)
-        return summary
-
-    client = get_client(config)
-    for key, path in inputs.items():
-        if key not in KNOWN_INPUTS:
+    for key, path in ctx.inputs.items():
+        if key not in KNOWN_INPUTS and not key.startswith("items_"):
             tracker.log_artifact(path, f"inputs/{key}" if Path(path).is_dir() else "inputs")
-    with _fluent_uri(tracking_uri(config)):
-        info, flavor = log_hf_model(model_dir, family, tracker.run_id, name)
-    version = str(info.registered_model_version)
-    # full precision: the promotion gate compares these tags with the next candidate's metrics
-    tags = {k: repr(float(v)) for k, v in final.items() if k in TAG_METRICS}
-    tags.update({"vanilla_" + k: repr(float(v)) for k, v in vanilla.items() if k in TAG_METRICS})
-    tags.update({"target": target, "arm": arm, "family": family, "flavor": flavor, "run_id": tracker.run_id,
-                 "run_dir": str(config.run_dir().resolve())})
+    family = family_of_config(AutoConfig.from_pretrained(ctx.model_dir))
+    version, flavor = log_model_version(client, tracking_uri(ctx.config), ctx.model_dir, family, tracker.run_id,
+                                        ctx.name, ctx.config.tracking.model_flavor)
+    # full precision: the tags are the version's metrics as the evaluation measured them
+    tags = {k: repr(float(v)) for k, v in ctx.final.items() if k in TAG_METRICS}
+    tags.update({"vanilla_" + k: repr(float(v)) for k, v in ctx.vanilla.items() if k in TAG_METRICS})
+    tags.update({"target": ctx.target, "arm": ctx.arm, "family": family, "flavor": flavor, "run_id": tracker.run_id,
+                 "run_dir": str(ctx.config.run_dir().resolve()), "registered_seed": str(ctx.seed),
+                 "evidence_seeds": ",".join(map(str, ctx.candidate.seeds)) if ctx.candidate else ""})
+    if ctx.candidate is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write_table(E.to_table(ctx.candidate), Path(tmp) / L.EVIDENCE_FILE)
+            tracker.log_artifact(path, f"evidence/v{version}")
+        tags[EVIDENCE_TAG] = f"evidence/v{version}/{L.EVIDENCE_FILE}"
     for k, v in tags.items():
-        client.set_model_version_tag(name, version, k, v)
+        client.set_model_version_tag(ctx.name, version, k, v)
+    return version, flavor
 
-    champion_mv = None
-    with contextlib.suppress(Exception):
-        champion_mv = client.get_model_version_by_alias(name, "champion")
-    champion = _version_metrics(champion_mv) if champion_mv is not None else None
-    decision = decide(final, champion, vanilla, policy)
+
+def _champion(client, name: str, new_version: str):
+    """(the current champion's model version or None, its evidence or None when it carries none)."""
+    try:
+        mv = client.get_model_version_by_alias(name, "champion")
+    except Exception:  # noqa: BLE001 - no alias yet
+        return None, None
+    if mv is None or str(mv.version) == str(new_version):
+        return None, None
+    path = (mv.tags or {}).get(EVIDENCE_TAG)
+    if not path or not mv.run_id:
+        return mv, None
+    import pandas as pd
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            local = client.download_artifacts(mv.run_id, path, tmp)
+            return mv, E.from_table(pd.read_parquet(local), f"{name} v{mv.version}")
+    except Exception as e:  # noqa: BLE001 - artifacts gone: the gate refuses and says so
+        logger.warning("champion %s v%s: evidence %s unreadable (%s)", name, mv.version, path, e)
+        return mv, None
+
+
+def _apply(ctx: _Context, client, tracker, version: str, decision: Decision, record: dict[str, Any]) -> None:
+    """Aliases, decision tags, the decision record and the gate's numbers as run metrics."""
     for alias in decision.aliases:
-        client.set_registered_model_alias(name, alias, version)
+        client.set_registered_model_alias(ctx.name, alias, version)
     reasons = "; ".join(decision.reasons)
-    client.set_model_version_tag(name, version, "promotion_decision", "promoted" if decision.promote else "refused")
-    client.set_model_version_tag(name, version, "promotion_reasons", reasons[:4000])
-    tracker.set_tags({"promotion_decision": "promoted" if decision.promote else "refused",
-                      "promotion_reasons": reasons[:4000], "registered_version": version})
-    record = {**decision.to_dict(), "model_name": name, "version": version,
-              "champion_version": champion_mv.version if champion_mv is not None else None}
+    verdict = "promoted" if decision.promote else "refused"
+    client.set_model_version_tag(ctx.name, version, "promotion_decision", verdict)
+    client.set_model_version_tag(ctx.name, version, "promotion_reasons", reasons[:4000])
+    tracker.set_tags({"promotion_decision": verdict, "promotion_reasons": reasons[:4000],
+                      "registered_version": version})
     tracker.log_dict(record, "promotion.json")
-    tracker.log_metrics({f"final_{k}": v for k, v in final.items()}, step=0)
-    summary.update(registered=True, version=version, promote=decision.promote, reasons=decision.reasons,
-                   previous_champion=record["champion_version"], aliases=decision.aliases,
-                   tracking_uri=tracking_uri(config), model_uri=f"models:/{name}/{version}")
-    write_json(out / L.PROMOTION_FILE, record)
-    rec.finish({"registered": 1}, outputs={"promotion": out / L.PROMOTION_FILE}, summary=summary)
-    logger.info("register %s v%s: %s", name, version, json.dumps(decision.reasons))
-    return summary
+    metrics = {f"final_{k}": v for k, v in ctx.final.items()}
+    metrics.update({f"gate_{k}": v for k, v in decision.candidate.items()})
+    for side, diffs in decision.comparisons.items():
+        for metric, d in diffs.items():
+            for part, value in (("diff", d["diff"]), ("ci_low", d["ci"][0]), ("ci_high", d["ci"][1]), ("p", d["p"])):
+                if value is not None:
+                    metrics[f"{side}_{metric}_{part}"] = value
+    tracker.log_metrics(metrics, step=0)
+
+
+# ------------------------------------------------------------------------------------------------ freshness
+
+
+def registered_versions_exist(config: Config, out_dir: Path | str, **keys: Any) -> bool:
+    """Whether every version the register step's ``promotion.json`` files record still exists in the registry
+    (the runner's extra up-to-date check of the step: False makes it register again)."""
+    if not config.tracking.enabled or not config.tracking.register_model:
+        return True
+    records = sorted(Path(out_dir).glob(f"*/{L.PROMOTION_FILE}"))  # none: nothing recorded to look for
+    try:
+        client = get_client(config)
+        for p in records:
+            rec = read_json(p)
+            if rec.get("version") is None:
+                return False
+            mv = client.get_model_version(rec["model_name"], str(rec["version"]))
+            if (mv.tags or {}).get("run_dir") not in (None, str(config.run_dir().resolve())):
+                return False
+    except Exception as e:  # noqa: BLE001 - version (or the whole database) gone, or unreachable
+        logger.info("register %s: registered versions not found (%s); registering again", out_dir, e)
+        return False
+    return True

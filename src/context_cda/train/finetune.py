@@ -38,7 +38,8 @@ EvaluateFn = Callable[[Any, Any, Any], Mapping[str, float]]
 
 def default_evaluate_fn(config: Config) -> EvaluateFn | None:
     """:func:`context_cda.evaluate.evaluate_model` (StereoSet + CrowS-Pairs, ``config.evaluate``), or None when
-    the benchmarks cannot be imported."""
+    the benchmarks cannot be imported. The function keeps its last per-item predictions in ``.predictions``
+    (``{benchmark: rows}``), which the per-epoch evaluation saves for epoch 0 and the last epoch."""
     try:
         from ..evaluate import evaluate_model
     except ImportError as e:
@@ -46,9 +47,29 @@ def default_evaluate_fn(config: Config) -> EvaluateFn | None:
         return None
 
     def evaluate(model, tokenizer, eval_config) -> Mapping[str, float]:
-        return evaluate_model(model, tokenizer, eval_config, data_cache=config.run.data_cache)
+        flat, evaluate.predictions = evaluate_model(model, tokenizer, eval_config, data_cache=config.run.data_cache,
+                                                    with_predictions=True)
+        return flat
 
+    evaluate.predictions = None  # type: ignore[attr-defined]
     return evaluate
+
+
+def save_epoch_predictions(out: Path, epoch: int, predictions: Mapping[str, list[dict[str, Any]]]) -> Path:
+    """An epoch's per-item intrinsic predictions into ``predictions/epoch-<epoch>/<benchmark>/`` of the step
+    folder; a later epoch replaces the earlier ones (epoch 0, the vanilla model, stays)."""
+    import shutil
+
+    import pandas as pd
+
+    dest = L.epoch_predictions_dir(out, epoch)
+    for name, rows in predictions.items():
+        write_table(pd.DataFrame(rows), dest / name / L.PREDICTIONS_FILE)
+    if epoch > 0:
+        for other in L.epoch_predictions_dirs(out):
+            if L.epoch_of(other) not in (0, epoch):
+                shutil.rmtree(other, ignore_errors=True)
+    return dest
 
 
 def model_ref(config: Config, target: str) -> str:
@@ -241,6 +262,8 @@ def _corpus(config: Config, inputs, arm: str, tok, family: str, token_budget: in
 def _train(config, model, tok, family, corpus: _Corpus, out: Path, target, arm, seed, evaluate_fn, evaluate,
            vanilla_metrics, on_step, say, rec: StageRecorder):
     """Resume or start, evaluating each epoch into metrics.csv (and MLflow), then save the final model."""
+    import shutil
+
     from ..tracking import NullTracker, tracker_for
     from .loop import (
         checkpoint_fingerprint,
@@ -268,6 +291,7 @@ def _train(config, model, tok, family, corpus: _Corpus, out: Path, target, arm, 
                              keep_until=ckpt[0] if ckpt else None)
     if ckpt is None and main:
         metrics_log.write()
+        shutil.rmtree(out / L.EPOCH_PREDICTIONS_DIR, ignore_errors=True)  # a fresh start: no older epoch's scores
     on_eval = _epoch_evaluator(config, evaluate_fn, evaluate, vanilla_metrics, metrics_log, tracker, say,
                                f"{target}/{arm}/seed-{seed}")
     tracker.log_params(_params(config, target, arm, seed, family, corpus.budget))
@@ -296,7 +320,11 @@ def _epoch_evaluator(config, evaluate_fn, evaluate: bool, vanilla_metrics, metri
         if epoch == 0 and vanilla_metrics is not None:
             metrics = dict(vanilla_metrics)
         else:
+            if hasattr(fn, "predictions"):
+                fn.predictions = None
             metrics = dict(fn(m, t, config.evaluate))
+            if getattr(fn, "predictions", None):
+                save_epoch_predictions(metrics_log.path.parent, epoch, fn.predictions)
         metrics_log.add(epoch, metrics)
         tracker.log_metrics(metrics, step=epoch)
         say(f"finetune {label} epoch {epoch}: " + ", ".join(f"{k}={v:.2f}" for k, v in metrics.items()))

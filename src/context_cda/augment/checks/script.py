@@ -10,7 +10,7 @@
   than the input's a probability of at least ``language_min_confidence``; when the input's own language is
   unclear (probability < 0.5, e.g. "OK.") the check abstains. Short or name-heavy English outputs get low
   confidences, so they are never rejected on a guess. Fast path: when input and output both consist of at least
-  four words of which 35 % or more are English function words (the, and, of, she, ...: never that common in
+  four words of which 30 % or more are English function words (the, and, of, she, ...: never that common in
   another language), both are English and py3langid is not asked (a third of the review's time otherwise).
 """
 
@@ -93,8 +93,8 @@ _ENGLISH = frozenset(
 
 
 def looks_english(ws: Sequence[str]) -> bool:
-    """Four or more words, 35 % of them English function words."""
-    return len(ws) >= 4 and sum(w in _ENGLISH for w in ws) >= 0.35 * len(ws)
+    """Four or more words, 30 % of them English function words."""
+    return len(ws) >= 4 and sum(w in _ENGLISH for w in ws) >= 0.3 * len(ws)
 
 
 def language_problem(source: str, output: str, min_confidence: float, source_words: Sequence[str] = (),

@@ -1,0 +1,398 @@
+"""Seeded bootstrap intervals and paired bootstrap differences (pure numpy, vectorised).
+
+A benchmark's metrics are functions of per-item scores (:class:`Items`): StereoSet's SS is the mean over target
+terms of each term's share of clusters preferring the stereotype, CrowS-Pairs' CS the share of pairs preferring
+``sent_more``, an accuracy the share of correct items. The bootstrap resamples items *within their group* (the
+stratum: a StereoSet target term, a GLUE task; one group = plain resampling over items), so each resample keeps
+the group sizes and a macro-average over groups stays a macro-average. A metric is written as a function of
+per-group ratios (:class:`Means`): ``m("ss")`` is the macro-average of column ``ss``, ``m("win", "stereo")`` the
+macro-average of per-group ratios sum(win)/sum(stereo), ``m.group("correct", name="rte")`` one group's value.
+
+* :func:`bootstrap` -> ``{metric: Interval}``: the point estimate and the percentile interval at ``level``.
+* :func:`paired` -> ``{metric: Difference}``: two models scored on the same items (aligned by id) are resampled
+  with the *same* draws, so the interval of ``metric(a) - metric(b)`` reflects only how the items were sampled,
+  not which items each model saw. ``ideals`` adds distance metrics ``<metric>_dist = |metric - ideal|`` (SS, CS:
+  the distance to 50), compared the same way. The two-sided p-value is the bootstrap's achieved significance
+  level: ``min(1, 2 * min(#(d* <= 0) + 1, #(d* >= 0) + 1) / (B + 1))`` over the B resampled differences d*; a
+  difference is *significant* at ``level`` when its interval excludes 0 (identical models: interval [0, 0],
+  p = 1, not significant).
+
+The draws depend only on the seed, the number of resamples and the group of each item (in order), so two calls
+with the same settings on the same items draw the same resamples. Percentile intervals of a non-smooth metric
+(ICAT's min(SS, 100 - SS) near 50, a distance |x - 50| near 0) need not contain the point estimate; the
+point estimate is always the metric on the original items. Fewer than ``min_items`` items: the interval is
+computed and flagged ``too_small`` (the promotion gate refuses to decide on it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: largest number of drawn indices held at once (resamples are drawn in blocks of this many items)
+BLOCK = 4_000_000
+
+
+@dataclass(frozen=True)
+class Settings:
+    level: float = 0.95
+    resamples: int = 1000
+    seed: int = 0
+    min_items: int = 20
+
+    @classmethod
+    def of(cls, cfg: Any = None) -> Settings:
+        """From an ``evaluate.bootstrap`` config section (or anything with those attributes); None: defaults."""
+        if cfg is None:
+            return cls()
+        if isinstance(cfg, Settings):
+            return cfg
+        return cls(level=float(cfg.level), resamples=int(cfg.resamples), seed=int(cfg.seed),
+                   min_items=int(cfg.min_items))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "resamples": self.resamples, "seed": self.seed, "min_items": self.min_items}
+
+
+@dataclass(frozen=True)
+class Items:
+    """Per-item scores of one benchmark: ``ids`` (aligning two models), ``groups`` (the stratum of each item) and
+    named numeric ``columns``, each one value per item."""
+
+    ids: np.ndarray
+    groups: np.ndarray
+    columns: Mapping[str, np.ndarray]
+
+    @classmethod
+    def build(cls, ids: Iterable[Any], groups: Iterable[Any] | None, **columns: Iterable[float]) -> Items:
+        id_arr = np.asarray([str(i) for i in ids], dtype=object)
+        grp = np.asarray([str(g) for g in groups], dtype=object) if groups is not None else np.full(
+            len(id_arr), "all", dtype=object)
+        cols = {k: np.asarray(list(v), dtype=float) for k, v in columns.items()}
+        for k, v in cols.items():
+            if v.shape != id_arr.shape:
+                raise ValueError(f"column {k}: {v.shape[0]} values for {id_arr.shape[0]} items")
+        if grp.shape != id_arr.shape:
+            raise ValueError(f"groups: {grp.shape[0]} values for {id_arr.shape[0]} items")
+        return cls(id_arr, grp, cols)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def subset(self, index: np.ndarray) -> Items:
+        return Items(self.ids[index], self.groups[index], {k: v[index] for k, v in self.columns.items()})
+
+
+@dataclass(frozen=True)
+class Interval:
+    point: float
+    low: float
+    high: float
+    n: int
+    level: float
+    too_small: bool = False
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def text(self, digits: int = 2) -> str:
+        """``61.20 [55.10, 67.30]``."""
+        return f"{_f(self.point, digits)} [{_f(self.low, digits)}, {_f(self.high, digits)}]"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``metric(a) - metric(b)`` on the items both were scored on."""
+
+    point: float
+    low: float
+    high: float
+    p: float
+    n: int
+    level: float
+    too_small: bool = False
+
+    @property
+    def significant(self) -> bool:
+        return bool(self.low > 0 or self.high < 0)
+
+    def text(self, digits: int = 2) -> str:
+        """``-3.40 [-6.10, -0.80], p=0.012``."""
+        return (f"{_f(self.point, digits, sign=True)} [{_f(self.low, digits, sign=True)}, "
+                f"{_f(self.high, digits, sign=True)}], p={_p(self.p)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"diff": _j(self.point), "ci": [_j(self.low), _j(self.high)], "p": _j(self.p), "n": self.n,
+                "level": self.level, "significant": self.significant, "too_small": self.too_small}
+
+
+def _f(v: float, digits: int, sign: bool = False) -> str:
+    if v != v:
+        return "nan"
+    return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"
+
+
+def _p(p: float) -> str:
+    return "nan" if p != p else f"{p:.3f}" if p >= 0.001 else "<0.001"
+
+
+def _j(v: float) -> float | None:
+    """JSON-friendly: NaN -> None."""
+    return None if v != v else float(v)
+
+
+# --------------------------------------------------------------------------------------------------- draws
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Items ordered by group (stable), so that each group's positions are contiguous."""
+
+    order: np.ndarray  # position -> original item index
+    starts: np.ndarray  # first position of each group
+    sizes: np.ndarray
+    names: list[str]  # group names, in position order
+    pos_start: np.ndarray  # per position: its group's first position
+    pos_size: np.ndarray
+
+
+def _layout(groups: np.ndarray) -> _Layout:
+    names, codes = np.unique(groups.astype(str), return_inverse=True)
+    codes = codes.reshape(-1)
+    order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes, minlength=len(names))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if len(names) else np.zeros(0, np.int64)
+    sorted_codes = codes[order]
+    return _Layout(order, starts, sizes, [str(n) for n in names], starts[sorted_codes], sizes[sorted_codes])
+
+
+def _blocks(lay: _Layout, resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """The resamples in blocks of at most :data:`BLOCK` indices, all from one generator seeded with ``seed``."""
+    rng = np.random.default_rng(seed)
+    n = lay.order.shape[0]
+    per = max(1, BLOCK // max(n, 1))
+    for start in range(0, resamples, per):
+        size = min(per, resamples - start)
+        if n == 0:
+            yield np.zeros((size, 0), dtype=np.int64)
+            continue
+        yield lay.order[lay.pos_start + rng.integers(0, lay.pos_size, size=(size, n))]
+
+
+def draws(groups: Sequence[Any] | np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """``(resamples, n)`` item indices, the resamples :func:`bootstrap` and :func:`paired` use: row b is one
+    resample, each group's positions filled with draws (with replacement) from that group's items; positions are
+    ordered by group (:func:`group_layout`)."""
+    lay = _layout(np.asarray(groups, dtype=object))
+    return np.concatenate(list(_blocks(lay, resamples, seed)), axis=0)
+
+
+def group_layout(groups: Sequence[Any] | np.ndarray) -> tuple[list[str], np.ndarray]:
+    """(group names, start position of each) of the positions :func:`draws` fills."""
+    lay = _layout(np.asarray(groups, dtype=object))
+    return lay.names, lay.starts
+
+
+# --------------------------------------------------------------------------------------------------- metrics
+
+
+class Means:
+    """Per-group ratios of columns over one set of resamples (or the original items), for a metric function.
+
+    ``values[col]`` is ``(B, n)`` (resampled, positions ordered by group) and ``starts`` the groups' first
+    positions; ratios of groups whose denominator is 0 are NaN and left out of the macro-average."""
+
+    def __init__(self, values: Callable[[str], np.ndarray], starts: np.ndarray, sizes: np.ndarray,
+                 names: list[str]) -> None:
+        self._values, self._starts, self._sizes, self.names = values, starts, sizes, names
+        self._cache: dict[tuple[str, str | None], np.ndarray] = {}
+
+    def groups(self, num: str, den: str | None = None) -> np.ndarray:
+        """``(B, G)``: sum(num) / sum(den) per group (den None: the group's size)."""
+        key = (num, den)
+        if key not in self._cache and self._starts.size == 0:  # no items
+            self._cache[key] = np.full((self._values(num).shape[0], 0), np.nan)
+        if key not in self._cache:
+            top = np.add.reduceat(self._values(num), self._starts, axis=1)
+            bottom = (np.add.reduceat(self._values(den), self._starts, axis=1) if den is not None
+                      else np.broadcast_to(self._sizes.astype(float), top.shape))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                self._cache[key] = np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)
+        return self._cache[key]
+
+    def __call__(self, num: str, den: str | None = None) -> np.ndarray:
+        """``(B,)``: the macro-average over groups of :meth:`groups`."""
+        g = self.groups(num, den)
+        ok = ~np.isnan(g)
+        counts = ok.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(counts > 0, np.where(ok, g, 0.0).sum(axis=1) / np.maximum(counts, 1), np.nan)
+
+    def group(self, num: str, den: str | None = None, name: str = "all") -> np.ndarray:
+        """``(B,)``: one group's ratio (NaN when the group has no items)."""
+        if name not in self.names:
+            return np.full(self.groups(num, den).shape[0], np.nan)
+        return self.groups(num, den)[:, self.names.index(name)]
+
+
+#: a benchmark's metrics from its per-group ratios: {metric: (B,) values}
+Metrics = Callable[[Means], Mapping[str, np.ndarray]]
+
+
+def _evaluate(metric: Metrics, items: Items, lay: _Layout, index: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The metrics on resamples ``index`` (``(B, n)`` item indices) or, with None, on the original items."""
+    idx = lay.order[None, :] if index is None else index
+    m = Means(lambda c: items.columns[c][idx], lay.starts, lay.sizes, lay.names)
+    return {k: np.asarray(v, dtype=float) for k, v in metric(m).items()}
+
+
+def _resampled(metric: Metrics, parts: Sequence[Items], lay: _Layout, settings: Settings) -> list[dict[str, np.ndarray]]:
+    """The metrics of every part (items aligned position by position) over the same ``settings.resamples`` draws."""
+    out: list[dict[str, list[np.ndarray]]] = [{} for _ in parts]
+    for index in _blocks(lay, settings.resamples, settings.seed):
+        for acc, items in zip(out, parts, strict=True):
+            for name, v in _evaluate(metric, items, lay, index).items():
+                acc.setdefault(name, []).append(v)
+    return [{name: np.concatenate(vs) for name, vs in acc.items()} for acc in out]
+
+
+def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+    finite = values[~np.isnan(values)]
+    if finite.size == 0:
+        return math.nan, math.nan
+    lo, hi = np.quantile(finite, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+    return float(lo), float(hi)
+
+
+def bootstrap(items: Items, metric: Metrics, settings: Settings | None = None) -> dict[str, Interval]:
+    """Point estimate and percentile interval of every metric ``metric`` returns."""
+    st = settings or Settings()
+    lay = _layout(items.groups)
+    point = _evaluate(metric, items, lay, None)
+    (boot,) = _resampled(metric, [items], lay, st)
+    small = len(items) < st.min_items
+    out = {}
+    for k, v in point.items():
+        lo, hi = _percentiles(boot[k], st.level) if len(items) else (math.nan, math.nan)
+        out[k] = Interval(float(v[0]), lo, hi, len(items), st.level, small)
+    return out
+
+
+def with_distances(metric: Metrics, ideals: Mapping[str, float]) -> Metrics:
+    """``metric`` plus ``<name>_dist = |name - ideal|`` for each name in ``ideals``."""
+
+    def wrapped(m: Means) -> dict[str, np.ndarray]:
+        vals = dict(metric(m))
+        for k, ideal in ideals.items():
+            if k in vals:
+                vals[f"{k}_dist"] = np.abs(vals[k] - ideal)
+        return vals
+
+    return wrapped
+
+
+def align(a: Items, b: Items) -> tuple[Items, Items]:
+    """The items both hold, in ``a``'s order (groups from ``a``)."""
+    pos_b = {i: k for k, i in enumerate(b.ids.tolist())}
+    keep = [k for k, i in enumerate(a.ids.tolist()) if i in pos_b]
+    ia = np.asarray(keep, dtype=np.int64)
+    ib = np.asarray([pos_b[a.ids[k]] for k in keep], dtype=np.int64)
+    sub_b = b.subset(ib)
+    return a.subset(ia), Items(sub_b.ids, a.groups[ia], sub_b.columns)
+
+
+def p_value(diffs: np.ndarray) -> float:
+    """Two-sided bootstrap p-value of a difference from its resampled values (NaNs left out)."""
+    d = diffs[~np.isnan(diffs)]
+    if d.size == 0:
+        return math.nan
+    below = (np.count_nonzero(d <= 0) + 1) / (d.size + 1)
+    above = (np.count_nonzero(d >= 0) + 1) / (d.size + 1)
+    return float(min(1.0, 2.0 * min(below, above)))
+
+
+def paired(a: Items, b: Items, metric: Metrics, settings: Settings | None = None,
+           ideals: Mapping[str, float] | None = None) -> dict[str, Difference]:
+    """``metric(a) - metric(b)`` for every metric, on the items both were scored on, with the same resamples for
+    both; ``ideals`` adds the distance metrics (see :func:`with_distances`)."""
+    st = settings or Settings()
+    fn = with_distances(metric, ideals) if ideals else metric
+    a2, b2 = align(a, b)
+    lay = _layout(a2.groups)
+    pa, pb = _evaluate(fn, a2, lay, None), _evaluate(fn, b2, lay, None)
+    boot_a, boot_b = _resampled(fn, [a2, b2], lay, st)
+    small = len(a2) < st.min_items
+    out = {}
+    for k in pa:
+        d = boot_a[k] - boot_b[k]
+        lo, hi = _percentiles(d, st.level) if len(a2) else (math.nan, math.nan)
+        out[k] = Difference(float(pa[k][0] - pb[k][0]), lo, hi, p_value(d) if len(a2) else math.nan, len(a2),
+                            st.level, small)
+    return out
+
+
+def pooled(parts: Sequence[Items]) -> Items:
+    """Several runs of one model recipe (training seeds) scored on the same items: the items all of them hold, in
+    the first run's order, each column averaged over the runs (so a mean over items is the mean over runs of
+    their means, and a paired comparison of pooled items compares the recipes' average)."""
+    if not parts:
+        raise ValueError("pooled: no runs")
+    first = parts[0]
+    common = set(first.ids.tolist())
+    for p in parts[1:]:
+        common &= set(p.ids.tolist())
+    keep = np.asarray([k for k, i in enumerate(first.ids.tolist()) if i in common], dtype=np.int64)
+    base = first.subset(keep)
+    cols = {}
+    for name in first.columns:
+        stack = []
+        for p in parts:
+            pos = {i: k for k, i in enumerate(p.ids.tolist())}
+            stack.append(p.columns[name][[pos[i] for i in base.ids.tolist()]])
+        cols[name] = np.mean(np.vstack(stack), axis=0)
+    return Items(base.ids, base.groups, cols)
+
+
+# --------------------------------------------------------------------------------------------------- outputs
+
+
+@dataclass
+class Block:
+    """The interval part of a benchmark aggregate's ``overall`` block."""
+
+    intervals: Mapping[str, Interval]
+    settings: Settings
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        n = next(iter(self.intervals.values())).n if self.intervals else 0
+        out: dict[str, Any] = {
+            "ci": {k: [_j(v.low), _j(v.high)] for k, v in self.intervals.items()},
+            "ci_level": self.settings.level,
+            "ci_resamples": self.settings.resamples,
+            "ci_seed": self.settings.seed,
+            "too_small": n < self.settings.min_items,
+        }
+        if out["too_small"]:
+            out["too_small_note"] = (f"{n} items < evaluate.bootstrap.min_items={self.settings.min_items}: the "
+                                     "intervals are too wide to decide on")
+        out.update(self.extra)
+        return out
+
+
+def interval_block(items: Items, metric: Metrics, settings: Settings | None = None) -> dict[str, Any]:
+    """``{"ci": {metric: [low, high]}, "ci_level", "ci_resamples", "ci_seed", "too_small"}`` for an aggregate."""
+    st = settings or Settings()
+    return Block(bootstrap(items, metric, st), st).to_dict()
+
+
+def mean_std(values: Iterable[float]) -> tuple[float, float, int]:
+    """(mean, sample standard deviation (ddof 1; 0 for one value), count) of the finite values."""
+    v = np.asarray([x for x in values if x is not None and x == x], dtype=float)
+    if v.size == 0:
+        return math.nan, math.nan, 0
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0, int(v.size)

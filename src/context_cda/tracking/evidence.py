@@ -1,0 +1,149 @@
+"""The per-item evidence the promotion gate decides on: where a model's per-item scores are, pooled over seeds.
+
+A model's evidence is its per-item StereoSet and CrowS-Pairs decisions (:func:`context_cda.evaluate.stereoset.
+item_scores`, :func:`context_cda.evaluate.crows.item_scores`), read from a folder holding
+``<benchmark>/predictions.parquet``:
+
+* the evaluate step of the model (``evaluate/<target>/<arm>/seed-<s>``, ``evaluate/<target>/vanilla``), the
+  full benchmarks on the saved weights; else
+* the per-epoch evaluation of its finetune step: ``predictions/epoch-<last>`` for the fine-tuned model and
+  ``predictions/epoch-0`` for the vanilla model (written by the first finetune step of a target; the others
+  reuse its epoch-0 metrics).
+
+An arm trained with several seeds is judged by its seeds' *pooled* evidence: the items every seed was scored on,
+each item's decisions averaged over the seeds (:func:`context_cda.stats.pooled`). Its point estimates are the
+means over seeds of the seeds' metrics, and the paired bootstrap against vanilla or the champion resamples items
+with the seed-averaged decisions: the interval covers the sampling of benchmark items for the arm's average
+model; the spread between seeds is reported beside it (mean ± std in the report).
+
+:func:`to_table` / :func:`from_table` store evidence as one Parquet table (``evidence.parquet``: benchmark, id,
+group and the per-item columns), logged with every registered version so a later candidate can be compared
+with the champion item by item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import layout as L
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..stats import Items
+
+BENCHMARKS = ("stereoset", "crows")
+#: the per-item columns of each benchmark's evidence
+COLUMNS = {"stereoset": ("ss", "lms"), "crows": ("win", "stereo", "win_stereo", "anti", "win_anti")}
+
+
+@dataclass
+class Evidence:
+    """Per-item scores of one model (or one arm pooled over its seeds), per benchmark, and where they came from."""
+
+    items: dict[str, Items] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+
+    def has(self, benchmark: str) -> bool:
+        return benchmark in self.items and len(self.items[benchmark]) > 0
+
+
+def _item_scores(benchmark: str, rows: list[dict[str, Any]]) -> Items:
+    from ..evaluate import crows, stereoset
+
+    return (stereoset if benchmark == "stereoset" else crows).item_scores(rows)
+
+
+def read_predictions(folder: Path | str) -> dict[str, Items]:
+    """The per-item scores of every gate benchmark whose ``<benchmark>/predictions.parquet`` is in ``folder``."""
+    import pandas as pd
+
+    out = {}
+    for b in BENCHMARKS:
+        p = Path(folder) / b / L.PREDICTIONS_FILE
+        if p.is_file():
+            df = pd.read_parquet(p)
+            if not df.empty:
+                out[b] = _item_scores(b, df.to_dict("records"))
+    return out
+
+
+def has_predictions(folder: Path | str) -> bool:
+    return any((Path(folder) / b / L.PREDICTIONS_FILE).is_file() for b in BENCHMARKS)
+
+
+def last_epoch_dir(finetune_dir: Path | str) -> Path | None:
+    """The per-epoch predictions of the last evaluated epoch (> 0) of a finetune step, if any."""
+    best: tuple[int, Path] | None = None
+    for d in L.epoch_predictions_dirs(finetune_dir):
+        epoch = L.epoch_of(d)
+        if epoch and has_predictions(d) and (best is None or epoch > best[0]):
+            best = (epoch, d)
+    return best[1] if best else None
+
+
+def model_items_dir(evaluations: Path | str | None, finetune: Path | str, target: str, arm: str,
+                    seed: int) -> Path | None:
+    """Where the per-item scores of (target, arm, seed) are: its evaluate step, else its last epoch's."""
+    fixed = {"target": target}
+    if evaluations:
+        ev = L.within(evaluations, "evaluate", fixed, arm=arm, seed=seed)
+        if has_predictions(ev):
+            return ev
+    return last_epoch_dir(L.within(finetune, "finetune", fixed, arm=arm, seed=seed))
+
+
+def vanilla_items_dir(evaluations: Path | str | None, finetune: Path | str, target: str) -> Path | None:
+    """Where the vanilla model's per-item scores are: the vanilla evaluate step, else a finetune step's epoch 0."""
+    if evaluations:
+        ev = L.within(evaluations, "evaluate", {"target": target}, "evaluate-vanilla")
+        if has_predictions(ev):
+            return ev
+    for _, d in L.discover(finetune, "finetune", fixed={"target": target}):
+        e0 = L.epoch_predictions_dir(d, 0)
+        if has_predictions(e0):
+            return e0
+    return None
+
+
+def load(folders: Mapping[int, Path | str] | Sequence[Path | str]) -> Evidence:
+    """Evidence of one model from one folder, or of an arm from one folder per seed (pooled)."""
+    from ..stats import pooled
+
+    pairs = list(folders.items()) if isinstance(folders, Mapping) else list(enumerate(folders))
+    per_seed = [(s, read_predictions(f), str(f)) for s, f in pairs]
+    ev = Evidence(sources=[src for _, _, src in per_seed],
+                  seeds=[int(s) for s, _, _ in per_seed] if isinstance(folders, Mapping) else [])
+    for b in BENCHMARKS:
+        parts = [items[b] for _, items, _ in per_seed if b in items]
+        if parts and len(parts) == len(per_seed):  # every seed must have been scored on the benchmark
+            ev.items[b] = pooled(parts)
+    return ev
+
+
+def to_table(evidence: Evidence) -> pd.DataFrame:
+    import pandas as pd
+
+    frames = []
+    for b, items in evidence.items.items():
+        df = pd.DataFrame({"benchmark": b, "id": items.ids.astype(str), "group": items.groups.astype(str)})
+        for c in COLUMNS[b]:
+            df[c] = items.columns[c]
+        frames.append(df)
+    cols = ["benchmark", "id", "group", *dict.fromkeys(c for b in BENCHMARKS for c in COLUMNS[b])]
+    return pd.concat(frames, ignore_index=True).reindex(columns=cols) if frames else pd.DataFrame(columns=cols)
+
+
+def from_table(df: pd.DataFrame, source: str = "") -> Evidence:
+    from ..stats import Items
+
+    ev = Evidence(sources=[source] if source else [])
+    for b in BENCHMARKS:
+        sub = df[df["benchmark"] == b]
+        if not sub.empty and all(c in sub.columns for c in COLUMNS[b]):
+            ev.items[b] = Items.build(sub["id"], sub["group"], **{c: sub[c].astype(float) for c in COLUMNS[b]})
+    return ev

@@ -1,0 +1,207 @@
+"""Seeded bootstrap intervals and paired differences (context_cda.stats): hand-computed cases and properties."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from context_cda import stats as S
+from context_cda.evaluate import crows, stereoset
+
+
+def mean_of(col):
+    return lambda m: {"x": m(col)}
+
+
+def test_two_items_hand_computed():
+    """Items {0, 1}: a resample's mean is 0, 1/2 or 1 with probabilities 1/4, 1/2, 1/4, so the 95 % interval is
+    [0, 1] and the 40 % interval (quantiles 0.3 and 0.7) is [1/2, 1/2]."""
+    items = S.Items.build(["a", "b"], None, x=[0.0, 1.0])
+    wide = S.bootstrap(items, mean_of("x"), S.Settings(level=0.95, resamples=4000, seed=1))["x"]
+    assert (wide.point, wide.low, wide.high) == (0.5, 0.0, 1.0)
+    narrow = S.bootstrap(items, mean_of("x"), S.Settings(level=0.40, resamples=4000, seed=1))["x"]
+    assert (narrow.low, narrow.high) == (0.5, 0.5)
+    assert narrow.too_small and narrow.n == 2
+
+
+def test_percentiles_are_the_linear_quantiles_of_the_seeded_resamples():
+    """Recompute the interval by hand from the documented draws: one mean per resample, sorted, and the
+    quantile at (1 - level) / 2 interpolated linearly between order statistics."""
+    x = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0])
+    items = S.Items.build(range(7), None, x=x)
+    st = S.Settings(level=0.9, resamples=50, seed=3)
+    idx = S.draws(items.groups, st.resamples, st.seed)
+    assert idx.shape == (50, 7)
+    means = sorted(float(np.mean(x[row])) for row in idx)
+
+    def quantile(q):
+        h = (len(means) - 1) * q
+        lo = math.floor(h)
+        return means[lo] + (h - lo) * (means[min(lo + 1, len(means) - 1)] - means[lo])
+
+    got = S.bootstrap(items, mean_of("x"), st)["x"]
+    assert got.point == pytest.approx(x.mean())
+    assert got.low == pytest.approx(quantile(0.05)) and got.high == pytest.approx(quantile(0.95))
+
+
+def test_draws_stay_within_their_group_and_keep_its_size():
+    groups = np.array(["b", "a", "b", "c", "a", "b"])
+    idx = S.draws(groups, 200, 0)
+    names, starts = S.group_layout(groups)
+    assert names == ["a", "b", "c"] and list(starts) == [0, 2, 5]
+    # positions 0-1 hold group a's items, 2-4 group b's, 5 group c's, in every resample
+    assert set(idx[:, 0:2].ravel()) == {1, 4}
+    assert set(idx[:, 2:5].ravel()) == {0, 2, 5}
+    assert set(idx[:, 5]) == {3}
+    assert np.array_equal(S.draws(groups, 200, 0), idx) and not np.array_equal(S.draws(groups, 200, 1), idx)
+
+
+def test_the_macro_average_is_kept_and_matches_the_aggregate():
+    """StereoSet: 3 clusters of term a prefer the stereotype, 1 of term b does not -> SS 50 (macro), not 75
+    (micro). Resampling within terms keeps every resample's macro-average: term b always contributes 0, term a
+    always 100, so the interval is [50, 50]."""
+    rows = [{"id": f"a{i}", "target": "a", "bias_type": "gender", "score_stereotype": 0.9,
+             "score_anti_stereotype": 0.1, "score_unrelated": 0.5} for i in range(3)]
+    rows.append({"id": "b0", "target": "b", "bias_type": "gender", "score_stereotype": 0.1,
+                 "score_anti_stereotype": 0.9, "score_unrelated": 0.5})
+    o = stereoset.aggregate(rows)["overall"]
+    assert o["ss"] == 50.0 and o["ci"]["ss"] == [50.0, 50.0]
+    assert o["too_small"] and "min_items=20" in o["too_small_note"]
+    assert (o["ci_level"], o["ci_resamples"], o["ci_seed"]) == (0.95, 1000, 0)
+
+
+def _random_stereoset(n=300, seed=0, p=0.6):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        pro, anti, unrel = rng.random(3)
+        if rng.random() < p:
+            pro, anti = max(pro, anti), min(pro, anti)
+        rows.append({"id": f"c{i}", "target": f"t{i % 12}", "bias_type": "gender", "score_stereotype": pro,
+                     "score_anti_stereotype": anti, "score_unrelated": unrel})
+    return rows
+
+
+def _random_crows(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"id": f"p{i}", "bias_type": "gender", "direction": "stereo" if i % 3 else "antistereo",
+             "score_more": float(rng.integers(0, 5)), "score_less": float(rng.integers(0, 5))} for i in range(n)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_intervals_contain_the_point_estimate(seed):
+    o = stereoset.aggregate(_random_stereoset(seed=seed))["overall"]
+    for k in ("ss", "lms"):
+        assert o["ci"][k][0] <= o[k] <= o["ci"][k][1]
+        assert o["ci"][k][1] - o["ci"][k][0] > 1.0  # 300 clusters: a few points wide, not degenerate
+    c = crows.aggregate(_random_crows(seed=seed))["overall"]
+    for k in ("cs", "stereo", "antistereo"):
+        assert c["ci"][k][0] <= c[k] <= c["ci"][k][1]
+    assert not c["too_small"]
+
+
+def test_crows_intervals_hand_computed_bounds():
+    """All 40 pairs won: CS 100 in every resample; ties are losses that stay in N."""
+    rows = [{"id": i, "bias_type": "gender", "direction": "stereo", "score_more": 1.0, "score_less": 0.0}
+            for i in range(40)]
+    o = crows.aggregate(rows)["overall"]
+    assert o["cs"] == 100.0 and o["ci"]["cs"] == [100.0, 100.0]
+    rows[0] = {**rows[0], "score_less": 1.0}  # one tie: CS 97.5; a resample holds it 0, 1, 2... times
+    o = crows.aggregate(rows)["overall"]
+    assert o["cs"] == 97.5 and o["ci"]["cs"][1] == 100.0 and o["ci"]["cs"][0] < 97.5
+    assert o["ci"]["stereo"] == [100.0, 100.0]  # the tie is not a stereo decision
+
+
+def test_paired_identical_models_give_zero_interval_and_p_one():
+    items = stereoset.item_scores(_random_stereoset())
+    d = S.paired(items, items, stereoset.metrics, ideals=stereoset.IDEALS)
+    for k in ("ss", "lms", "icat", "ss_dist"):
+        assert (d[k].point, d[k].low, d[k].high, d[k].p) == (0.0, 0.0, 0.0, 1.0)
+        assert not d[k].significant
+
+
+def test_paired_difference_of_a_clearly_different_model():
+    a = stereoset.item_scores(_random_stereoset(p=0.9, seed=5))
+    b = stereoset.item_scores(_random_stereoset(p=0.0, seed=6))
+    d = S.paired(a, b, stereoset.metrics, ideals=stereoset.IDEALS)["ss"]
+    assert d.point > 20 and d.low > 0 and d.significant and d.p < 0.01
+    pa = S.bootstrap(a, stereoset.metrics)["ss"].point
+    pb = S.bootstrap(b, stereoset.metrics)["ss"].point
+    assert d.point == pytest.approx(pa - pb)
+    assert "p=" in d.text() and d.text().startswith("+")
+
+
+def test_paired_is_tighter_than_the_unpaired_intervals_for_correlated_models():
+    rows = _random_stereoset(seed=3)
+    a = stereoset.item_scores(rows)
+    flipped = [dict(r) for r in rows]
+    for r in flipped[:6]:  # six clusters change their decision
+        r["score_stereotype"], r["score_anti_stereotype"] = r["score_anti_stereotype"], r["score_stereotype"]
+    b = stereoset.item_scores(flipped)
+    d = S.paired(a, b, stereoset.metrics)["ss"]
+    single = S.bootstrap(a, stereoset.metrics)["ss"]
+    assert (d.high - d.low) < (single.high - single.low) / 2
+
+
+def test_p_value_hand_computed():
+    assert S.p_value(np.zeros(9)) == 1.0
+    assert S.p_value(np.ones(9)) == pytest.approx(2 * 1 / 10)  # no draw <= 0: 2 * (0 + 1) / (9 + 1)
+    assert S.p_value(np.array([-1.0, 1, 1, 1])) == pytest.approx(2 * 2 / 5)
+    assert math.isnan(S.p_value(np.array([np.nan])))
+
+
+def test_alignment_by_id_and_pooling_over_seeds():
+    a = S.Items.build(["x", "y", "z"], None, v=[1.0, 0.0, 1.0])
+    b = S.Items.build(["z", "w", "x"], None, v=[0.0, 1.0, 1.0])
+    a2, b2 = S.align(a, b)
+    assert list(a2.ids) == ["x", "z"] and list(b2.ids) == ["x", "z"] and list(b2.columns["v"]) == [1.0, 0.0]
+    pooled = S.pooled([a, b])
+    assert list(pooled.ids) == ["x", "z"] and list(pooled.columns["v"]) == [1.0, 0.5]
+    # the pooled point estimate is the mean over seeds of the seeds' estimates on the shared items
+    assert S.bootstrap(pooled, mean_of("v"))["x"].point == pytest.approx((1.0 + 0.5) / 2)
+
+
+def test_empty_and_nan_groups():
+    empty = S.bootstrap(S.Items.build([], None, v=[]), mean_of("v"))["x"]
+    assert math.isnan(empty.point) and math.isnan(empty.low) and empty.too_small
+    # a ratio whose denominator is 0 in the data: NaN, not an error
+    items = S.Items.build(range(3), None, num=[0, 0, 0], den=[0, 0, 0])
+    iv = S.bootstrap(items, lambda m: {"r": m("num", "den")})["r"]
+    assert math.isnan(iv.point) and math.isnan(iv.high)
+
+
+def test_mean_std():
+    assert S.mean_std([1.0, 3.0]) == (2.0, pytest.approx(math.sqrt(2)), 2)
+    assert S.mean_std([5.0, float("nan")]) == (5.0, 0.0, 1)
+    m, s, n = S.mean_std([])
+    assert math.isnan(m) and n == 0
+
+
+def test_flat_metrics_carry_the_interval_bounds():
+    from context_cda.config import EvaluateConfig
+    from context_cda.evaluate import get_benchmark
+
+    cfg = EvaluateConfig(bootstrap={"resamples": 200, "level": 0.9, "seed": 4})
+    bench = get_benchmark("stereoset")
+    agg = bench.aggregate(_random_stereoset(), cfg)
+    flat = bench.flat(agg)
+    assert flat["stereoset_ss_ci_low"] <= flat["stereoset_ss"] <= flat["stereoset_ss_ci_high"]
+    assert {"stereoset_lms_ci_low", "stereoset_icat_ci_high"} <= set(flat)
+    assert agg["overall"]["ci_level"] == 0.9 and agg["overall"]["ci_resamples"] == 200
+
+
+def test_accuracy_intervals_of_the_extrinsic_benchmarks():
+    from context_cda.config import EvaluateConfig
+    from context_cda.evaluate import get_benchmark
+
+    cfg = EvaluateConfig()
+    rows = [{"task": t, "id": f"{t}{i}", "label": i % 2, "pred": int(i % 3 == 0), "correct": (i % 2) == int(i % 3 == 0)}
+            for t in ("rte", "sst2") for i in range(30)]
+    agg = get_benchmark("glue").aggregate(rows, cfg)
+    o = agg["overall"]
+    for k in ("rte_acc", "sst2_acc", "avg_acc"):
+        assert o["ci"][k][0] <= o[k] <= o["ci"][k][1]
+    flat = get_benchmark("glue").flat(agg)
+    assert "glue_avg_acc_ci_low" in flat and "glue_rte_acc_ci_high" in flat
