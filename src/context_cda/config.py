@@ -50,7 +50,9 @@ class RunConfig(Section):
     )
     data_cache: str = Field(
         "~/.cache/context-cda/data",
-        description="Where downloaded corpora and benchmarks are cached; env CCDA_DATA_CACHE overrides.",
+        description="Where downloaded corpora and benchmarks are cached, in the mirror layout of docs/data.md "
+        "(env CCDA_DATA_CACHE overrides). Datasets are looked for first in the mirror folder named by env "
+        "CCDA_DATA_DIR (a folder or s3://bucket/prefix; `ccda data fetch --to DIR` makes one).",
     )
 
     @field_validator("targets")
@@ -98,15 +100,12 @@ class LexiconConfig(Section):
 class IngestConfig(Section):
     corpus: str = Field(
         "wikitext-2-test",
-        description="Corpus name known to the registry (news-commentary-v15, wikitext-2-test) or 'path' to use "
-        "only --path.",
+        description="Corpus dataset (`ccda data list`: wikitext-2-test, news-commentary-v15), found in the mirror "
+        "(CCDA_DATA_DIR), the data cache or downloaded; or 'path' to use only --path.",
     )
     path: str | None = Field(
-        None, description="Local file or folder (.txt/.jsonl/.csv/.parquet, optionally .gz) instead of a download."
-    )
-    mirror_dirs: list[str] = Field(
-        default_factory=list,
-        description="Local folders to look in for a named corpus (checksum-verified) before downloading it.",
+        None, description="File or folder (.txt/.jsonl/.csv/.parquet, optionally .gz; local or s3://bucket/key) "
+        "instead of the named corpus."
     )
     text_column: str = Field("text", description="Column holding the text in .jsonl/.csv/.parquet inputs.")
     encoding: str = Field("utf-8", description="Text encoding of .txt/.csv/.jsonl inputs.")
@@ -391,7 +390,8 @@ class GlueConfig(Section):
         default_factory=lambda: ["sst2", "rte", "qnli"], description="GLUE tasks: accuracy on the dev set."
     )
     path: str | None = Field(
-        None, description="Local GLUE root (SST-2/, RTE/, QNLI/ with train.tsv and dev.tsv); null: cache/download."
+        None, description="GLUE root (SST-2/, RTE/, QNLI/ with train.tsv and dev.tsv; local or s3://); null: the "
+        "datasets glue-sst2, glue-rte, glue-qnli (mirror, cache, download)."
     )
     max_train: int | None = Field(None, ge=1, description="Train on a seeded sample of N examples per task.")
     max_eval: int | None = Field(None, ge=1, description="Score a seeded sample of N dev examples per task.")
@@ -404,7 +404,13 @@ class GlueConfig(Section):
 
 class BiasBiosConfig(Section):
     path: str | None = Field(
-        None, description="Local Bias in Bios: a CSV, a folder of CSVs, or LabHC parquet/JSONL; null: download."
+        None, description="Bias in Bios: a CSV, a folder of CSVs, or LabHC parquet/JSONL (local or s3://); null: "
+        "the dataset named by `dataset`."
+    )
+    dataset: Literal["biasbios", "biasbios-samples"] = Field(
+        "biasbios", description="Dataset read when path is null: biasbios (LabHC/bias_in_bios, ~400k bios) or "
+        "biasbios-samples (10 bios per profession, for demos); found in the mirror (CCDA_DATA_DIR), the cache or "
+        "downloaded."
     )
     max_train: int | None = Field(None, ge=1, description="Train on a seeded sample of N bios.")
     max_eval: int | None = Field(None, ge=1, description="Score a seeded sample of N held-out bios.")
@@ -414,8 +420,10 @@ class BiasBiosConfig(Section):
 
 
 class StsbConfig(Section):
-    path: str | None = Field(None, description="Local STS-B folder (GLUE or original format); null: download.")
-    bias_path: str | None = Field(None, description="Local Bias-STS-B pairs TSV (Webster et al.); null: download.")
+    path: str | None = Field(None, description="STS-B folder (GLUE or original format; local or s3://); null: the "
+                             "stsb dataset (mirror, cache, download).")
+    bias_path: str | None = Field(None, description="Bias-STS-B pairs TSV (Webster et al.; local or s3://); null: "
+                                  "the sts-b-gender-bias dataset.")
     max_train: int | None = Field(None, ge=1, description="Train the similarity head on N STS-B pairs.")
     max_eval: int | None = Field(None, ge=1, description="Score N STS-B dev pairs (Pearson/Spearman).")
     max_pairs: int | None = Field(None, ge=1, description="Score a seeded sample of N gender pairs.")
@@ -436,7 +444,7 @@ class NliBiasConfig(Section):
         "MNLI's train.tsv/dev_matched.tsv (or the GLUE root); null: download train_set."
     )
     words_path: str | None = Field(
-        None, description="Dev et al. (2020) word_lists folder; null: cache/download."
+        None, description="Dev et al. (2020) word_lists folder (local or s3://); null: the nli-bias-words dataset."
     )
     max_train: int | None = Field(None, ge=1, description="Train the NLI head on a seeded sample of N pairs.")
     max_eval: int | None = Field(None, ge=1, description="Score N NLI dev pairs (accuracy).")
@@ -457,7 +465,8 @@ class NliBiasConfig(Section):
 
 class NextTokenConfig(Section):
     words_path: str | None = Field(
-        None, description="Folder with Zhao et al. (2018) male_word_file.txt/female_word_file.txt; null: download."
+        None, description="Folder with Zhao et al. (2018) male_word_file.txt/female_word_file.txt (local or s3://); "
+        "null: the gender-words dataset."
     )
     top_k: int = Field(20, ge=1, description="Gender tokens counted per context.")
     candidates: Literal["pairs", "single", "sequence"] = Field(
@@ -502,8 +511,13 @@ class EvaluateConfig(Section):
     bootstrap: BootstrapConfig = Field(
         default_factory=BootstrapConfig, description="Seeded bootstrap intervals and paired comparisons."
     )
-    stereoset_path: str | None = Field(None, description="Local StereoSet file (JSON or flattened JSONL).")
-    crows_path: str | None = Field(None, description="Local CrowS-Pairs CSV.")
+    stereoset_path: str | None = Field(
+        None, description="StereoSet file (JSON or flattened JSONL; local or s3://); null: the stereoset dataset "
+        "(mirror CCDA_DATA_DIR, the data cache, or the download)."
+    )
+    crows_path: str | None = Field(
+        None, description="CrowS-Pairs CSV (local or s3://); null: the crows-pairs dataset."
+    )
     batch_size: int = Field(32, ge=1, description="Sequences per forward pass.")
     max_items: int | None = Field(None, ge=1, description="Evaluate only the first N items (smoke tests).")
     after_training: bool = Field(

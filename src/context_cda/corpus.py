@@ -1,8 +1,9 @@
 """Ingest: read a corpus, normalise, split into sentences, keep the gendered ones, deduplicate, sample.
 
 Inputs: ``.txt`` (one sentence or paragraph per line), ``.jsonl``, ``.csv``, ``.parquet``, each optionally
-``.gz``; or a folder of such files. Known corpora are downloaded once into the data cache (URL, checksum), or
-read from a local copy with ``--path``.
+``.gz``; or a folder of such files (local, or ``s3://``). Named corpora (``ingest.corpus``) are datasets of
+:mod:`context_cda.datasets`: read from the mirror ($CCDA_DATA_DIR) or the data cache, else downloaded once
+(pinned, checksum-checked).
 
 Nothing is dropped silently: every line or sentence that does not make it into ``sentences.parquet`` is in
 ``rejected.parquet`` with a reason (``line-too-long``, ``invalid-json``, ``missing-text``, ``too-short``,
@@ -15,11 +16,9 @@ import csv
 import gzip
 import io
 import json
-import os
 import random
 import re
 import unicodedata
-import zipfile
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -28,56 +27,34 @@ from typing import Any
 
 from . import schemas as S
 from .config import Config
+from .datasets import DATASETS, local_path, resolve
 from .errors import InputError
-from .io import StageRecorder, atomic_path, file_sha256, stable_id, write_rejected, write_table
+from .io import StageRecorder, stable_id, write_rejected, write_table
 from .layout import SENTENCES_FILE
 
 SUPPORTED = (".txt", ".jsonl", ".csv", ".parquet")
 
 
-@dataclass(frozen=True)
-class CorpusSpec:
-    name: str
-    url: str
-    filename: str  # file name in the cache
-    sha256: str | None  # pinned checksum; None: pinned on first download (trust on first use)
-    member: str | None = None  # file inside a .zip download
-    description: str = ""
-    aliases: tuple[str, ...] = ()  # other names the file goes by in local mirrors
-
-
-CORPORA: dict[str, CorpusSpec] = {
-    "news-commentary-v15": CorpusSpec(
-        name="news-commentary-v15",
-        url="https://data.statmt.org/news-commentary/v15/training-monolingual/news-commentary-v15.en.gz",
-        filename="news-commentary-v15.en.gz",
-        sha256=None,
-        description="News Commentary v15, English monolingual (WMT): the paper's debiasing corpus.",
-    ),
-    "wikitext-2-test": CorpusSpec(
-        name="wikitext-2-test",
-        url="https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-2-raw-v1.zip",
-        filename="wikitext-2-raw-wiki.test.raw",
-        member="wikitext-2-raw/wiki.test.raw",
-        sha256="4f3e427e4aff23acff917a8a51aeae21bf12832256e26914c8fc250dcef4103c",
-        aliases=("wiki.test.raw", "wikitext-2-raw_wiki.test.raw"),
-        description="WikiText-2 (raw) test split: a small offline-friendly corpus for demos and tests.",
-    ),
-}
-
-
-# ------------------------------------------------------------------------------------------------ locating input
-
-
-def data_cache_dir(cfg: Config) -> Path:
-    return Path(os.environ.get("CCDA_DATA_CACHE") or cfg.run.data_cache).expanduser()
+def corpus_dataset(cfg: Config) -> str | None:
+    """The named corpus ingest reads (a corpus in :data:`context_cda.datasets.DATASETS`), or None when
+    ``ingest.path`` names the input instead."""
+    if cfg.ingest.path:
+        return None
+    name = cfg.ingest.corpus
+    if name == "path":
+        raise InputError("ingest.corpus is 'path' but no --path (ingest.path) was given.")
+    known = [d.name for d in DATASETS.values() if d.kind == "corpus"]
+    if name not in known:
+        raise InputError(f"Unknown corpus {name!r}. Known: {', '.join(known)}; or pass --path FILE (ingest.path).")
+    return name
 
 
 def corpus_files(cfg: Config, path: Path | str | None = None) -> list[Path]:
-    """The files to read: ``path`` / ``ingest.path`` if given, else the named corpus from the cache."""
+    """The files to read: ``path`` / ``ingest.path`` if given (a file or folder, local or ``s3://``), else the
+    named corpus (``ingest.corpus``) from the mirror ($CCDA_DATA_DIR), the data cache or its download."""
     p = path or cfg.ingest.path
     if p:
-        p = Path(p).expanduser()
+        p = local_path(p, cfg.run.data_cache)
         if p.is_dir():
             files = sorted(f for f in p.rglob("*") if f.is_file() and _kind(f) in SUPPORTED)
             if not files:
@@ -86,72 +63,8 @@ def corpus_files(cfg: Config, path: Path | str | None = None) -> list[Path]:
         if not p.is_file():
             raise InputError(f"{p}: no such file. Check --path (or ingest.path in the config).")
         return [p]
-    name = cfg.ingest.corpus
-    if name == "path":
-        raise InputError("ingest.corpus is 'path' but no --path was given.")
-    return [fetch_corpus(name, data_cache_dir(cfg), [Path(d).expanduser() for d in cfg.ingest.mirror_dirs])]
-
-
-def fetch_corpus(name: str, cache: Path, mirrors: list[Path] | None = None) -> Path:
-    """Return the cached copy of a known corpus: from the cache, else from a local mirror folder (checksum
-    verified), else downloaded once (atomic, checksummed)."""
-    spec = CORPORA.get(name)
-    if spec is None:
-        raise InputError(f"Unknown corpus {name!r}. Known: {', '.join(CORPORA)}; or pass --path FILE.")
-    dest = cache / spec.filename
-    pin = cache / f"{spec.filename}.sha256"
-    if dest.is_file():
-        _verify(dest, spec.sha256 or (pin.read_text().strip() if pin.is_file() else None))
-        return dest
-    cache.mkdir(parents=True, exist_ok=True)
-    for folder in mirrors or []:
-        for fname in (spec.filename, *spec.aliases):
-            cand = folder / fname
-            if cand.is_file():
-                _verify(cand, spec.sha256)
-                with atomic_path(dest) as tmp:
-                    tmp.write_bytes(cand.read_bytes())
-                return dest
-    download = cache / (Path(spec.url).name if spec.member else spec.filename)
-    _download(spec.url, download)
-    if spec.member:
-        with zipfile.ZipFile(download) as zf, atomic_path(dest) as tmp:
-            tmp.write_bytes(zf.read(spec.member))
-        download.unlink()
-    digest = _verify(dest, spec.sha256)
-    if spec.sha256 is None:
-        pin.write_text(digest + "\n")
-    return dest
-
-
-def _verify(path: Path, expected: str | None) -> str:
-    digest = file_sha256(path)
-    if expected and digest != expected:
-        raise InputError(
-            f"{path}: checksum mismatch (sha256 {digest}, expected {expected}). Delete the file to download it "
-            "again, or pass --path to a copy you trust."
-        )
-    return digest
-
-
-def _download(url: str, dest: Path) -> None:
-    import httpx
-    from tqdm import tqdm
-
-    try:
-        with httpx.stream("GET", url, follow_redirects=True, timeout=60) as r:
-            r.raise_for_status()
-            total = int(r.headers.get("content-length", 0)) or None
-            with atomic_path(dest) as tmp, open(tmp, "wb") as f, tqdm(
-                total=total, unit="B", unit_scale=True, desc=f"download {dest.name}"
-            ) as bar:
-                for chunk in r.iter_bytes(1 << 20):
-                    f.write(chunk)
-                    bar.update(len(chunk))
-    except httpx.HTTPError as e:
-        raise InputError(
-            f"Could not download {url}: {e}. Without network access, download it elsewhere and pass --path FILE."
-        ) from e
+    name = corpus_dataset(cfg)
+    return [resolve(str(name), cache=cfg.run.data_cache, key="ingest.path")]
 
 
 # ------------------------------------------------------------------------------------------------ reading

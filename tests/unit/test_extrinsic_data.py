@@ -1,6 +1,6 @@
 """Extrinsic data: GLUE, Bias in Bios, Bias-STS-B and NLI-bias loaders on small fixtures (and on the shared
-benchmark files when present). No test touches the network: the downloader is replaced by one that fails (or that
-writes a local file)."""
+benchmark files when present). No test touches the network: the downloader (context_cda.datasets._download) is
+replaced by one that fails (or that writes a local file)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from context_cda import datasets
 from context_cda.errors import InputError
 from context_cda.evaluate.extrinsic import data as xdata
 from context_cda.evaluate.extrinsic.data import glue_task, load_biasbios, load_sts_bias_pairs
@@ -28,12 +29,13 @@ from context_cda.evaluate.extrinsic.nli_templates import (
 
 @pytest.fixture(autouse=True)
 def offline(monkeypatch, tmp_path):
-    """No network, and a private data cache (the env var wins over the cache argument)."""
+    """No network, no mirror, and a private data cache (the env var wins over the cache argument)."""
 
     def refuse(url, dest):
         raise ConnectionError("network disabled in tests")
 
-    monkeypatch.setattr(xdata, "_download", refuse)
+    monkeypatch.setattr(datasets, "_download", refuse)
+    monkeypatch.delenv("CCDA_DATA_DIR", raising=False)
     monkeypatch.setenv("CCDA_DATA_CACHE", str(tmp_path / "cache"))
 
 
@@ -195,39 +197,30 @@ def test_glue_errors_for_bad_paths_and_tasks(tmp_path):
         glue_task("rte", tmp_path)
 
 
-def test_glue_download_failure_says_how_to_use_a_local_copy():
+def test_glue_without_a_path_says_where_it_looked_and_how_to_fetch():
     with pytest.raises(InputError) as e:
         glue_task("rte")
     msg = str(e.value)
-    assert "https://dl.fbaipublicfiles.com/glue/data/RTE.zip" in msg
-    assert "evaluate.glue.path" in msg and "--glue-path" in msg and "network disabled" in msg
-    with pytest.raises(InputError, match=r"STS-B.zip.*evaluate.stsb.path \(or --stsb-path\)"):
+    assert "dataset 'glue-rte'" in msg and "$CCDA_DATA_DIR: not set" in msg and "the data cache:" in msg
+    assert "raw.githubusercontent.com/marcwww/nlu_eval/ccd55c37de74ebd86c70ae58f67dceb0aa444f43" in msg
+    assert "evaluate.glue.path" in msg and "network disabled" in msg and "ccda data fetch glue-rte" in msg
+    with pytest.raises(InputError, match=r"dataset 'stsb'.*evaluate.stsb.path"):
         glue_task("stsb")
-    with pytest.raises(InputError, match=r"MNLI.zip.*evaluate.nli_bias.train_path \(or --mnli-path\)"):
+    with pytest.raises(InputError, match=r"dataset 'mnli'.*glue/data/MNLI.zip.*evaluate.nli_bias.train_path"):
         glue_task("mnli")
 
 
-def test_glue_download_extracts_the_zip_into_the_cache(monkeypatch, tmp_path):
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("QNLI/dev.tsv", "index\tquestion\tsentence\tlabel\n0\tQ?\tS.\tentailment\n1\tQ2?\tS2.\tentailment\n")
-        z.writestr("QNLI/train.tsv", "index\tquestion\tsentence\tlabel\n0\tQ?\tS.\tnot_entailment\n")
-    calls = []
-
-    def fake(url, dest):
-        calls.append(url)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(buf.getvalue())
-
-    monkeypatch.setattr(xdata, "_download", fake)
-    d = glue_task("qnli")
-    assert calls == ["https://dl.fbaipublicfiles.com/glue/data/QNLIv2.zip"]
-    assert len(d.train) == 1 and len(d.eval) == 2
-    cached = tmp_path / "cache" / "glue" / "QNLI"
-    assert (cached / "dev.tsv").is_file() and not (tmp_path / "cache" / "glue" / "_downloads" / "QNLIv2.zip").exists()
-    assert [p.name for p in (tmp_path / "cache" / "glue").iterdir() if p.name.startswith(".")] == []
-    glue_task("qnli")  # second call: from the cache, no download
-    assert len(calls) == 1
+def test_glue_tasks_by_name_from_the_mirror(shared_data, monkeypatch):
+    """The demo's way: no glue.path, CCDA_DATA_DIR names the mirror; QNLI without its train file needs the
+    dev hold-out."""
+    if not (shared_data / "glue" / "RTE").is_dir():
+        pytest.skip("GLUE data not found")
+    monkeypatch.setenv("CCDA_DATA_DIR", str(shared_data))
+    rte = glue_task("rte")
+    assert rte.train_source == str(shared_data / "glue" / "RTE" / "train.tsv") and len(rte.eval) == 277
+    with pytest.raises(InputError, match="no qnli train file"):
+        glue_task("qnli")
+    assert len(glue_task("qnli", dev_holdout=0.5).train) > 0
 
 
 # ------------------------------------------------------------------------------------------------ SNLI / MNLI
@@ -273,20 +266,25 @@ def test_snli_download_checks_the_published_sha256(monkeypatch, tmp_path):
 
     def fake(url, dest):
         calls.append(url)
-        dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(blob)
 
-    monkeypatch.setattr(xdata, "_download", fake)
-    spec = xdata.GLUE_TASKS["snli"]
-    assert spec.url == "https://nlp.stanford.edu/projects/snli/snli_1.0.zip"
-    assert spec.sha256 == "afb3d70a5af5d8de0d9d81e2637e0fb8c22d1235c2749d83125ca43dab0dbd3e"
-    with pytest.raises(InputError, match=r"snli_1.0.zip: the download's SHA-256 is [0-9a-f]{64}, expected afb3d7"):
+    monkeypatch.setattr(datasets, "_download", fake)
+    spec = datasets.DATASETS["snli"]
+    archive = spec.files[0].archive
+    assert archive.url == "https://nlp.stanford.edu/projects/snli/snli_1.0.zip"
+    assert archive.sha256 == "afb3d70a5af5d8de0d9d81e2637e0fb8c22d1235c2749d83125ca43dab0dbd3e"
+    with pytest.raises(InputError, match=r"snli_1.0.zip: the download's SHA-256 is [0-9a-f]{64}, but dataset 'snli' "
+                                         r"expects afb3d7"):
         xdata.nli_train_task("snli")  # our zip is not the published one
-    assert not list((tmp_path / "cache" / "glue").rglob("*.zip"))  # the mismatching file was removed
-    monkeypatch.setitem(xdata.GLUE_TASKS, "snli", dataclasses.replace(spec, sha256=hashlib.sha256(blob).hexdigest()))
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]  # nothing kept
+    ours = dataclasses.replace(archive, sha256=hashlib.sha256(blob).hexdigest())
+    monkeypatch.setitem(datasets.DATASETS, "snli", dataclasses.replace(
+        spec, files=tuple(dataclasses.replace(f, archive=ours) for f in spec.files)))
     d = xdata.nli_train_task("snli")
     assert (d.name, len(d.train), len(d.eval)) == ("snli", 9, 3)
-    assert (tmp_path / "cache" / "glue" / "snli_1.0" / "snli_1.0_dev.txt").is_file()
+    assert (tmp_path / "cache" / "snli" / "snli_1.0_dev.txt").is_file()
+    pins = (tmp_path / "cache" / ".pins" / "snli.sha256").read_text()
+    assert "  snli/snli_1.0_train.txt" in pins and "  snli/snli_1.0_dev.txt" in pins  # no published file hashes
     xdata.nli_train_task("snli")  # from the cache
     assert len(calls) == 2
 
@@ -360,7 +358,11 @@ def test_biasbios_download_failure_message():
         load_biasbios()
     msg = str(e.value)
     assert "huggingface.co/datasets/LabHC/bias_in_bios/resolve/main/data/train-" in msg
-    assert "evaluate.biasbios.path" in msg
+    assert "evaluate.biasbios.path" in msg and "ccda data fetch biasbios" in msg
+    with pytest.raises(InputError, match=r"dataset 'biasbios-samples'.*Shilpi261985"):
+        load_biasbios(dataset="biasbios-samples")
+    with pytest.raises(InputError, match=r"evaluate.biasbios.dataset must be one of biasbios, biasbios-samples"):
+        load_biasbios(dataset="crows-pairs")
 
 
 # ------------------------------------------------------------------------------------------------ Bias-STS-B
@@ -395,7 +397,7 @@ def test_sts_bias_pairs_and_errors(tmp_path):
 def test_sts_bias_download_failure_message():
     with pytest.raises(InputError, match=r"mariushes/thesis_sustainability_fairness/.*bias_evaluation_STS-B.tsv"):
         load_sts_bias_pairs()
-    with pytest.raises(InputError, match=r"evaluate.stsb.bias_path \(or --stsb-bias-path\)"):
+    with pytest.raises(InputError, match=r"evaluate.stsb.bias_path.*ccda data fetch sts-b-gender-bias"):
         load_sts_bias_pairs()
 
 
@@ -472,9 +474,9 @@ def test_nli_unknown_gendered_word_names_the_file(tmp_path):
 
 
 def test_nli_word_lists_download_failure_message():
-    with pytest.raises(InputError, match=r"sunipa/On-Measuring-and-Mitigating.*/word_lists/verbs/commerce_verbs"):
+    with pytest.raises(InputError, match=r"sunipa/On-Measuring-and-Mitigating.*/e39da896baad32157ba238176a79c4f628a58e4e/word_lists/"):
         load_nli_word_lists()
-    with pytest.raises(InputError, match=r"evaluate.nli_bias.words_path \(or --nli-words-path\)"):
+    with pytest.raises(InputError, match=r"evaluate.nli_bias.words_path.*ccda data fetch nli-bias-words"):
         load_nli_word_lists()
 
 
@@ -511,11 +513,13 @@ def test_shared_qnli_needs_holdout(glue_root):
     assert {e.id for e in d.train}.isdisjoint(e.id for e in d.eval)
 
 
-def test_shared_biasbios(shared_data):
+def test_shared_biasbios(shared_data, monkeypatch):
     folder = shared_data / "biasbios" / "samples_per_profession"
     if not folder.is_dir():
         pytest.skip("Bias in Bios samples not found")
     d = load_biasbios(folder)
+    monkeypatch.setenv("CCDA_DATA_DIR", str(shared_data))
+    assert load_biasbios(dataset="biasbios-samples").eval == d.eval  # by name from the mirror: the same bios
     everything = d.train + d.eval
     assert len(everything) == 280 and len(d.labels) == 28
     assert Counter(e.meta["gender"] for e in everything) == {"male": 155, "female": 125}

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from context_cda import datasets
 from context_cda.errors import InputError, ModelError
 from context_cda.evaluate import next_token as nt
 from context_cda.evaluate.next_token import (
@@ -536,13 +537,15 @@ def test_gender_vocab_on_real_tokenizers(shared_data):
 
 
 def test_load_gender_words_from_the_shared_folder(shared_data, monkeypatch):
-    monkeypatch.setattr(nt, "_download", _no_network)
+    monkeypatch.setattr(datasets, "_download", _no_network)
     words = load_gender_words(shared_data / "gn_glove_wordlists")
     # 222 lines each; repeated entries kept once (e.g. "bachelor", "wife"); no word is listed under both
     assert (len(words.male), len(words.female)) == (207, 202)
     assert words.male[:3] == ("countryman", "fraternal", "wizards") and words.removed == ()
     assert "bachelor" in words.duplicates and "wife" in words.duplicates
     assert len(set(words.male)) == len(words.male) and not set(words.male) & set(words.female)
+    monkeypatch.setenv("CCDA_DATA_DIR", str(shared_data))  # by name, from the mirror: the same lists
+    assert load_gender_words().male == words.male
 
 
 def _no_network(url, dest):
@@ -550,31 +553,38 @@ def _no_network(url, dest):
 
 
 def test_load_gender_words_cache_download_and_errors(tmp_path, monkeypatch, caplog):
+    import dataclasses
+
     monkeypatch.delenv("CCDA_DATA_CACHE", raising=False)
-    monkeypatch.setattr(nt, "_download", _no_network)
-    with pytest.raises(InputError, match=r"could not download https://raw.githubusercontent.com/uclanlp/gn_glove"
-                                         r"/master/wordlist/male_word_file.txt \(network disabled in tests\)"):
+    monkeypatch.delenv("CCDA_DATA_DIR", raising=False)
+    monkeypatch.setattr(datasets, "_download", _no_network)
+    with pytest.raises(InputError) as e:
         load_gender_words(cache=str(tmp_path / "cache"))
-    try:
-        load_gender_words(cache=str(tmp_path / "cache"))
-    except InputError as e:
-        assert "path=" in str(e) and str(tmp_path / "cache" / "gn_glove") in str(e)
-    # a fake download fills the cache once; later calls read the cache
+    msg = str(e.value)
+    assert "https://raw.githubusercontent.com/uclanlp/gn_glove/7e0c7cabb67875bef76b0d3026846e1c2029c860/wordlist/" in msg
+    assert "network disabled in tests" in msg and "evaluate.next_token.words_path" in msg
+    assert str(tmp_path / "cache" / "gn_glove_wordlists") in msg and "ccda data fetch gender-words" in msg
+    # a fake download fills the cache once (the registry's checksums dropped: pinned at the download instead)
+    spec = datasets.DATASETS["gender-words"]
+    monkeypatch.setitem(datasets.DATASETS, "gender-words", dataclasses.replace(
+        spec, files=tuple(dataclasses.replace(f, sha256=None) for f in spec.files)))
     calls = []
 
     def fake_download(url, dest):
         calls.append(url)
         word = "he\nking\nhe\n" if "male_word" in url and "female" not in url else "she\n\nqueen\nking\n"
-        dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(word, encoding="utf-8")
 
-    monkeypatch.setattr(nt, "_download", fake_download)
+    monkeypatch.setattr(datasets, "_download", fake_download)
     with caplog.at_level(logging.WARNING, logger="context_cda.evaluate.next_token"):
         w = load_gender_words(cache=str(tmp_path / "cache"))
     assert (w.male, w.female, w.removed, w.duplicates) == (("he",), ("she", "queen"), ("king",), ("he",))
     assert "king" in caplog.text and len(calls) == 2
-    monkeypatch.setattr(nt, "_download", _no_network)
+    monkeypatch.setattr(datasets, "_download", _no_network)
     assert load_gender_words(cache=str(tmp_path / "cache")).male == ("he",)
+    (tmp_path / "cache" / "gn_glove_wordlists" / "male_word_file.txt").write_text("she\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"male_word_file.txt: SHA-256 [0-9a-f]{64}, but dataset 'gender-words'"):
+        load_gender_words(cache=str(tmp_path / "cache"))  # the pinned checksum catches a changed copy
     # explicit folders
     folder = tmp_path / "lists"
     folder.mkdir()

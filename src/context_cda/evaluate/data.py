@@ -1,7 +1,9 @@
 """Benchmark files: StereoSet (original JSON or flattened JSONL) and CrowS-Pairs (CSV).
 
-Each loader takes a local path; :func:`benchmark_file` finds that path: an explicit override, else the file cached
-under ``run.data_cache``, else a download from the public source (cached atomically for next time).
+Each loader takes a local path; :func:`benchmark_file` finds that path by dataset name through
+:mod:`context_cda.datasets`: an explicit override (``evaluate.<name>_path``), else the mirror ($CCDA_DATA_DIR), the
+data cache (``run.data_cache``) or the public download, checksums checked. :func:`benchmark_datasets` lists the
+datasets the configured benchmarks read (``ccda data list --profile ...``).
 """
 
 from __future__ import annotations
@@ -13,17 +15,17 @@ import string
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..datasets import resolve
 from ..errors import InputError
-from ..io import atomic_path, stable_id
+from ..io import stable_id
 
-STEREOSET_URL = "https://raw.githubusercontent.com/moinnadeem/StereoSet/master/data/dev.json"
-CROWS_URL = "https://raw.githubusercontent.com/nyu-mll/crows-pairs/master/data/crows_pairs_anonymized.csv"
-SOURCES: dict[str, tuple[str, str]] = {
-    "stereoset": (STEREOSET_URL, "stereoset/dev.json"),
-    "crows": (CROWS_URL, "crows_pairs/crows_pairs_anonymized.csv"),
-}
-DEFAULT_DATA_CACHE = "~/.cache/context-cda/data"
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import EvaluateConfig
+
+# benchmark -> the dataset its file comes from (context_cda.datasets.DATASETS)
+DATASETS = {"stereoset": "stereoset", "crows": "crows-pairs"}
 
 GOLD_LABELS = ("stereotype", "anti-stereotype", "unrelated")
 STEREOSET_BIAS_TYPES = ("gender", "profession", "race", "religion")
@@ -31,46 +33,39 @@ STEREOSET_BIAS_TYPES = ("gender", "profession", "race", "religion")
 CROWS_ALIASES = {"race": "race-color"}
 
 
-def data_cache_dir(cache: str | os.PathLike[str] | None = None) -> Path:
-    return Path(os.environ.get("CCDA_DATA_CACHE") or cache or DEFAULT_DATA_CACHE).expanduser()
-
-
-def download(url: str, dest: Path, timeout: float = 120.0) -> None:
-    """Stream ``url`` into ``dest`` atomically: an interrupted download never leaves a half-written file."""
-    import httpx
-
-    with httpx.stream("GET", url, follow_redirects=True, timeout=timeout) as r:
-        r.raise_for_status()
-        with atomic_path(dest) as tmp, open(tmp, "wb") as f:
-            for chunk in r.iter_bytes():
-                f.write(chunk)
-
-
-def fetch(url: str, dest: Path, *, what: str, hint: str, download_fn=None) -> Path:
-    """``dest`` if it is already cached, else download ``url`` there; a failure raises an :class:`InputError` that
-    ends with ``hint`` (how to use a local copy). ``download_fn`` stands in for :func:`download` (modules pass their
-    own module-global name for it, which tests replace to stay offline)."""
-    if dest.is_file():
-        return dest
-    try:
-        (download_fn or download)(url, dest)
-    except Exception as e:  # network errors, HTTP errors
-        raise InputError(
-            f"{what}: could not download {url} ({e}). Offline? {hint}, or place the file at {dest}."
-        ) from e
-    return dest
-
-
 def benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache: str | None = None) -> Path:
-    """The local file for benchmark ``name``: ``path`` if given, else the cached copy, else a download."""
-    if path:
-        p = Path(path).expanduser()
-        if not p.is_file():
-            raise InputError(f"{p}: {name} file not found (set evaluate.{name}_path to an existing file).")
-        return p
-    url, rel = SOURCES[name]
-    hint = f"Point evaluate.{name}_path (or --{name}-path) at a local copy"
-    return fetch(url, data_cache_dir(cache) / rel, what=name, hint=hint)
+    """The local file for benchmark ``name`` (stereoset, crows): ``path`` if given (a file or ``s3://`` URI),
+    else its dataset from the mirror, the cache or the download."""
+    p = resolve(DATASETS[name], path, cache=cache, key=f"evaluate.{name}_path")
+    if not p.is_file():
+        raise InputError(f"{p}: {name} file not found (set evaluate.{name}_path to an existing file).")
+    return p
+
+
+def benchmark_datasets(cfg: EvaluateConfig) -> list[tuple[str, str, str, str | None]]:
+    """(dataset, benchmark, config key of the explicit path, its value) for every dataset the configured
+    benchmarks read, in benchmark order; an explicit path replaces the dataset."""
+    from .extrinsic.data import GLUE_TASKS, STS_BIAS_DATASET
+    from .extrinsic.nli_templates import NLI_WORDS_DATASET
+    from .next_token import GENDER_WORDS_DATASET
+
+    def key(dotted: str) -> tuple[str, str | None]:
+        obj: object = cfg
+        for part in dotted.split("."):
+            obj = getattr(obj, part)
+        return f"evaluate.{dotted}", obj  # type: ignore[return-value]
+
+    wanted: dict[str, list[tuple[str, str]]] = {
+        "stereoset": [(DATASETS["stereoset"], "stereoset_path")],
+        "crows": [(DATASETS["crows"], "crows_path")],
+        "next-token": [(DATASETS["stereoset"], "stereoset_path"), (GENDER_WORDS_DATASET, "next_token.words_path")],
+        "glue": [(GLUE_TASKS[t].dataset, "glue.path") for t in cfg.glue.tasks],
+        "biasbios": [(cfg.biasbios.dataset, "biasbios.path")],
+        "stsb": [(GLUE_TASKS["stsb"].dataset, "stsb.path"), (STS_BIAS_DATASET, "stsb.bias_path")],
+        "nli-bias": [(GLUE_TASKS[cfg.nli_bias.train_set].dataset, "nli_bias.train_path"),
+                     (NLI_WORDS_DATASET, "nli_bias.words_path")],
+    }
+    return [(ds, bench, *key(k)) for bench in cfg.benchmarks for ds, k in wanted.get(bench, [])]
 
 
 # ------------------------------------------------------------------------------------------------- StereoSet

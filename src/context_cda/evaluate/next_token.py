@@ -39,9 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..datasets import resolve
 from ..errors import InputError, ModelError
-from .data import download as _download  # a module global, so tests can replace it to stay offline
-from .data import fetch
 from .next_token_vocab import CANDIDATES, VocabMap, _encode, gender_vocab
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,12 +50,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-GENDER_WORDS_URLS = {
-    "male": "https://raw.githubusercontent.com/uclanlp/gn_glove/master/wordlist/male_word_file.txt",
-    "female": "https://raw.githubusercontent.com/uclanlp/gn_glove/master/wordlist/female_word_file.txt",
-}
+GENDER_WORDS_DATASET = "gender-words"  # its name in context_cda.datasets (uclanlp/gn_glove, pinned commit)
 GENDER_WORDS_FILES = {"male": "male_word_file.txt", "female": "female_word_file.txt"}
-GENDER_WORDS_CACHE = "gn_glove"  # sub-folder of the data cache
 GENDERS = ("male", "female")
 DEFAULT_TOP_K = 20
 # Metric -> whether higher is better (None: descriptive, no direction).
@@ -110,17 +105,9 @@ def _read_words(path: Path) -> list[str]:
 
 
 def _gender_files(path: str | os.PathLike[str] | None, cache: str | None) -> tuple[dict[str, Path], str]:
-    """{gender: word-list file} from a local folder, or from the data cache (downloaded on first use)."""
-    from .data import data_cache_dir
-
-    if path is None:
-        folder = data_cache_dir(cache) / GENDER_WORDS_CACHE
-        files = {g: folder / name for g, name in GENDER_WORDS_FILES.items()}
-        hint = f"Pass the folder holding {GENDER_WORDS_FILES['male']} and {GENDER_WORDS_FILES['female']} as path="
-        for g, dest in files.items():
-            fetch(GENDER_WORDS_URLS[g], dest, what="gender word list", hint=hint, download_fn=_download)
-        return files, f"{GENDER_WORDS_URLS['male'].rsplit('/', 1)[0]} (cached in {folder})"
-    folder = Path(path).expanduser()
+    """{gender: word-list file} from a folder (local or ``s3://``), else the ``gender-words`` dataset (mirror,
+    cache or download)."""
+    folder = resolve(GENDER_WORDS_DATASET, path, cache=cache, key="evaluate.next_token.words_path")
     if not folder.is_dir():
         raise InputError(
             f"{folder}: not a folder. Pass the folder that holds {GENDER_WORDS_FILES['male']} and "
@@ -140,8 +127,8 @@ def load_gender_words(path: str | os.PathLike[str] | None = None, cache: str | N
     """The Zhao et al. (2018) gender word lists.
 
     ``path``: a folder holding ``male_word_file.txt`` and ``female_word_file.txt`` (one word per line). Without
-    it the files are read from the data cache (:func:`context_cda.evaluate.data.data_cache_dir`, sub-folder
-    ``gn_glove``), downloaded from uclanlp/gn_glove on first use. Repeated words are kept once; words listed under
+    it the ``gender-words`` dataset (:mod:`context_cda.datasets`: the mirror, the data cache, or uclanlp/gn_glove
+    at a pinned commit). Repeated words are kept once; words listed under
     both genders are dropped from both (and reported in ``removed``); equal-length files also give ``pairs``."""
     files, source = _gender_files(path, cache)
     raw: dict[str, list[str]] = {}

@@ -130,7 +130,7 @@ def load_biasbios(cfg: EvaluateConfig, path: str | None, cache: str | None) -> l
 
     b = cfg.biasbios
     return [load(path or b.path, cache, max_train=b.max_train, max_eval=b.max_eval, test_fraction=b.test_fraction,
-                 seed=cfg.head.seed)]
+                 seed=cfg.head.seed, dataset=b.dataset)]
 
 
 def score_biasbios(scorer: Scorer, tasks: Sequence[TaskData], cfg: EvaluateConfig):

@@ -1,9 +1,10 @@
 """Data for the extrinsic evaluations: GLUE tasks, Bias in Bios, and the Bias-STS-B sentence pairs.
 
-Every loader takes an optional local ``path``; without one it uses the copy cached under the data cache
-(``run.data_cache``, or ``$CCDA_DATA_CACHE``), else downloads the public file into that cache (atomically, so an
-interrupted download never leaves a half-written file). A failed download raises :class:`InputError` saying which
-config key / CLI flag points at a local copy.
+Every loader takes an optional ``path`` (a local file or folder, or an ``s3://`` URI); without one it reads its
+dataset by name through :mod:`context_cda.datasets`: the mirror ($CCDA_DATA_DIR), the data cache
+(``run.data_cache``, or ``$CCDA_DATA_CACHE``), else the public download (pinned, checksum-checked, written
+atomically). When none has it, one :class:`InputError` lists the places looked at, the config key / CLI flag that
+points at a local copy and the command that fetches the data.
 
 Determinism: every sample or split is decided by :func:`stable_id` hashes of the example ids salted with ``seed``,
 so the same files and seed give the same examples on every machine and Python version, and the kept rows stay in
@@ -15,20 +16,16 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
-import shutil
-import tempfile
-import zipfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from ...datasets import local_path, resolve
 from ...errors import InputError
-from ...io import file_sha256, stable_id
-from ..data import data_cache_dir, json_objects
-from ..data import download as _download  # a module global, so tests can replace it to stay offline
-from ..data import fetch as _fetch
+from ...io import stable_id
+from ..data import json_objects
 
 PathArg = str | os.PathLike[str]
 T = TypeVar("T")
@@ -65,18 +62,6 @@ class TaskData:
     @property
     def is_regression(self) -> bool:
         return not self.labels
-
-
-# ------------------------------------------------------------------------------------------------- downloads
-
-
-def fetch(url: str, dest: Path, *, what: str, hint: str) -> Path:
-    """:func:`..data.fetch` through this module's ``_download`` (which tests replace to stay offline)."""
-    return _fetch(url, dest, what=what, hint=hint, download_fn=_download)
-
-
-def _expand(path: PathArg) -> Path:
-    return Path(path).expanduser()
 
 
 # ------------------------------------------------------------------------------------------------- helpers
@@ -169,13 +154,11 @@ def _need_columns(p: Path, cols: Sequence[str], want: Sequence[str]) -> dict[str
 
 # ------------------------------------------------------------------------------------------------- GLUE
 
-GLUE_BASE_URL = "https://dl.fbaipublicfiles.com/glue/data"
-
 
 @dataclass(frozen=True)
 class _GlueSpec:
     folders: tuple[str, ...]  # folder names inside a GLUE root (the first is canonical)
-    zip_name: str
+    dataset: str  # its name in context_cda.datasets (the folder that holds the task's files)
     labels: tuple[str, ...]
     text_col: str
     pair_col: str | None
@@ -183,35 +166,27 @@ class _GlueSpec:
     train_files: tuple[str, ...] = ("train.tsv",)
     eval_files: tuple[str, ...] = ("dev.tsv",)
     numeric_labels: bool = False  # SST-2 writes 0/1 for its label names
-    url_base: str = GLUE_BASE_URL
-    sha256: str | None = None  # of the zip, checked after the download
     no_gold: str | None = None  # the label of rows without annotator consensus (skipped)
     ragged: bool = False  # rows may end before the header's last columns
-
-    @property
-    def url(self) -> str:
-        return f"{self.url_base}/{self.zip_name}"
 
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 GLUE_TASKS: dict[str, _GlueSpec] = {
-    "sst2": _GlueSpec(("SST-2", "SST2", "sst2"), "SST-2.zip", ("negative", "positive"), "sentence", None, "label",
+    "sst2": _GlueSpec(("SST-2", "SST2", "sst2"), "glue-sst2", ("negative", "positive"), "sentence", None, "label",
                       numeric_labels=True),
-    "rte": _GlueSpec(("RTE", "rte"), "RTE.zip", ("entailment", "not_entailment"), "sentence1", "sentence2", "label"),
-    "qnli": _GlueSpec(("QNLI", "QNLIv2", "qnli"), "QNLIv2.zip", ("entailment", "not_entailment"), "question",
+    "rte": _GlueSpec(("RTE", "rte"), "glue-rte", ("entailment", "not_entailment"), "sentence1", "sentence2", "label"),
+    "qnli": _GlueSpec(("QNLI", "QNLIv2", "qnli"), "glue-qnli", ("entailment", "not_entailment"), "question",
                       "sentence", "label"),
     # STS-B: GLUE's tsv (header; sentence1, sentence2, score) or the original STS Benchmark csv (no header).
-    "stsb": _GlueSpec(("STS-B", "STSB", "stsb", "stsbenchmark"), "STS-B.zip", (), "sentence1", "sentence2", "score",
+    "stsb": _GlueSpec(("STS-B", "STSB", "stsb", "stsbenchmark"), "stsb", (), "sentence1", "sentence2", "score",
                       train_files=("train.tsv", "sts-train.csv", "sts-train.tsv"),
                       eval_files=("dev.tsv", "sts-dev.csv", "sts-dev.tsv")),
-    "mnli": _GlueSpec(("MNLI", "mnli", "MultiNLI"), "MNLI.zip", NLI_LABELS, "sentence1", "sentence2", "gold_label",
+    "mnli": _GlueSpec(("MNLI", "mnli", "MultiNLI"), "mnli", NLI_LABELS, "sentence1", "sentence2", "gold_label",
                       eval_files=("dev_matched.tsv",), no_gold="-"),
-    # SNLI 1.0 (Bowman et al. 2015), the corpus Dev et al. (2020) train their NLI models on: the Stanford zip
-    # (SHA-256 as published with ParlAI's and NLIDatasets.jl's SNLI downloaders), its tab-separated .txt files
-    "snli": _GlueSpec(("snli_1.0", "SNLI", "snli"), "snli_1.0.zip", NLI_LABELS, "sentence1", "sentence2",
+    # SNLI 1.0 (Bowman et al. 2015), the corpus Dev et al. (2020) train their NLI models on: the Stanford
+    # release's tab-separated .txt files
+    "snli": _GlueSpec(("snli_1.0", "SNLI", "snli"), "snli", NLI_LABELS, "sentence1", "sentence2",
                       "gold_label", train_files=("snli_1.0_train.txt",), eval_files=("snli_1.0_dev.txt",),
-                      url_base="https://nlp.stanford.edu/projects/snli",
-                      sha256="afb3d70a5af5d8de0d9d81e2637e0fb8c22d1235c2749d83125ca43dab0dbd3e",
                       no_gold="-", ragged=True),
 }
 # The config key / CLI flag that points each task at a local copy (STS-B and MNLI belong to other benchmarks).
@@ -245,8 +220,8 @@ def glue_task(
 
     * ``path``: the task folder (``train.tsv``/``dev.tsv``; STS-B may instead hold the original
       ``sts-train.csv``/``sts-dev.csv``) or the GLUE root holding it (``SST-2``, ``RTE``, ``QNLI``, ``STS-B``,
-      ``MNLI``). Without a path: the cached copy under ``<data cache>/glue/<folder>``, else the official GLUE zip
-      from ``dl.fbaipublicfiles.com`` extracted there.
+      ``MNLI``); local or ``s3://``. Without a path: the task's dataset (``glue-sst2``, ``glue-rte``,
+      ``glue-qnli``, ``stsb``, ``mnli``, ``snli``) from the mirror, the cache or the download.
     * eval = ``dev.tsv`` (MNLI: ``dev_matched.tsv``, SNLI: ``snli_1.0_dev.txt``; GLUE test labels are hidden).
       MNLI and SNLI labels are (entailment, neutral, contradiction); rows whose gold label is ``-`` (no annotator
       consensus, in SNLI and the original MultiNLI release) are skipped.
@@ -312,7 +287,7 @@ def _first_file(folder: Path, names: Sequence[str]) -> Path | None:
 
 def _glue_task_dir(task: str, spec: _GlueSpec, path: PathArg | None, cache: str | None) -> Path:
     if path:
-        p = _expand(path)
+        p = local_path(path, cache)
         if not p.is_dir():
             raise InputError(
                 f"{p}: GLUE folder not found. " + _glue_hint(task)
@@ -326,22 +301,7 @@ def _glue_task_dir(task: str, spec: _GlueSpec, path: PathArg | None, cache: str 
                 f"{spec.folders[0]}/ (found: {listing})."
             )
         return found
-    root = data_cache_dir(cache) / "glue"
-    found = _find_task_dir(spec, root) if root.is_dir() else None
-    if found is not None:
-        return found
-    return _download_glue(task, spec, root)
-
-
-def _check_sha256(path: Path, expected: str, url: str, hint: str) -> None:
-    """The file's SHA-256 must equal ``expected``; a mismatch removes the file (fetched again next time)."""
-    got = file_sha256(path)
-    if got != expected:
-        path.unlink(missing_ok=True)
-        raise InputError(
-            f"{url}: the download's SHA-256 is {got}, expected {expected} (a changed or truncated file; it was "
-            f"removed). {hint} with the original files."
-        )
+    return resolve(spec.dataset, cache=cache, key=GLUE_KEYS[task][0])
 
 
 def nli_train_task(
@@ -360,7 +320,7 @@ def nli_train_task(
         raise InputError(f"evaluate.nli_bias.train_set must be snli or mnli, got {train_set!r}.")
     if not path:
         return glue_task(train_set, None, cache, max_train=max_train, max_eval=max_eval, seed=seed)
-    p = _expand(path)
+    p = local_path(path, cache)
     for name in (train_set, "mnli" if train_set == "snli" else "snli"):
         if p.is_dir() and _find_task_dir(GLUE_TASKS[name], p) is not None:
             return glue_task(name, p, cache, max_train=max_train, max_eval=max_eval, seed=seed)
@@ -378,40 +338,6 @@ def _find_task_dir(spec: _GlueSpec, p: Path) -> Path | None:
         if (p / name).is_dir() and _first_file(p / name, spec.eval_files) is not None:
             return p / name
     return None
-
-
-def _download_glue(task: str, spec: _GlueSpec, root: Path) -> Path:
-    """Download the task's GLUE zip and extract its task folder to ``root/<folder>`` atomically."""
-    zpath = fetch(
-        spec.url,
-        root / "_downloads" / spec.zip_name,
-        what=f"GLUE {task}",
-        hint=_glue_hint(task),
-    )
-    if spec.sha256:
-        _check_sha256(zpath, spec.sha256, spec.url, _glue_hint(task))
-    dest = root / spec.folders[0]
-    tmp = Path(tempfile.mkdtemp(prefix=f".{spec.folders[0]}.", dir=root))
-    try:
-        try:
-            with zipfile.ZipFile(zpath) as z:
-                z.extractall(tmp)
-        except (zipfile.BadZipFile, OSError) as e:
-            zpath.unlink(missing_ok=True)  # a corrupt download: fetch again next time
-            raise InputError(f"{zpath}: not a readable zip ({e}); it was removed, run again to re-download.") from e
-        candidates = sorted(
-            (d for d in tmp.rglob("*") if d.is_dir() and _first_file(d, spec.eval_files) is not None),
-            key=lambda d: len(d.parts),
-        )
-        if not candidates:
-            raise InputError(f"{zpath}: the zip holds no {' or '.join(spec.eval_files)}.")
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(candidates[0], dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    zpath.unlink(missing_ok=True)
-    return dest
 
 
 def _read_glue_file(task: str, spec: _GlueSpec, p: Path, *, split: str) -> list[Example]:
@@ -480,12 +406,9 @@ def _read_stsb(p: Path, *, split: str) -> list[Example]:
 
 # ------------------------------------------------------------------------------------------------- Bias in Bios
 
-# The Hugging Face copy (Ravfogel et al. 2020 version of De-Arteaga et al. 2019): profession and gender are ints.
-BIASBIOS_HF_BASE = "https://huggingface.co/datasets/LabHC/bias_in_bios/resolve/main/data"
-BIASBIOS_HF_FILES = {
-    "train": "train-00000-of-00001-0ab65b32c47407e8.parquet",
-    "test": "test-00000-of-00001-5598c840ce8de1ee.parquet",
-}
+# The datasets (context_cda.datasets): ``biasbios`` is the Hugging Face copy (Ravfogel et al. 2020 version of
+# De-Arteaga et al. 2019; profession and gender are ints), ``biasbios-samples`` 10 CSV bios per profession.
+BIASBIOS_DATASETS = ("biasbios", "biasbios-samples")
 # The dataset card's numerical labels: the 28 professions in alphabetical order, gender 0 = male, 1 = female.
 BIASBIOS_PROFESSIONS = (
     "accountant", "architect", "attorney", "chiropractor", "comedian", "composer", "dentist", "dietitian", "dj",
@@ -514,14 +437,16 @@ def load_biasbios(
     max_eval: int | None = None,
     test_fraction: float = 0.3,
     seed: int = 0,
+    dataset: str = "biasbios",
 ) -> TaskData:
     """Bias in Bios (De-Arteaga et al., FAT* 2019): predict the profession from a bio; gender goes to ``meta``.
 
     * ``path``: a CSV file or a folder of CSVs (columns ``hard_text, profession, gender``; profession a name,
       gender ``Male``/``Female``; the folder is read non-recursively), or a ``.parquet``/``.jsonl`` file or folder
       with the Hugging Face ``LabHC/bias_in_bios`` schema (profession 0..27 = the 28 professions in alphabetical
-      order, gender 0 = male, 1 = female, per the dataset card). Without a path: the HF train and test Parquet files,
-      cached under ``<data cache>/biasbios``.
+      order, gender 0 = male, 1 = female, per the dataset card); local or ``s3://``. Without a path: ``dataset``
+      (``biasbios``: the HF train and test Parquet files; ``biasbios-samples``: 10 bios per profession) from the
+      mirror, the cache or the download.
     * Splits: a folder whose files are named ``train*``/``test*`` (or ``dev*`` when there is no test) uses them;
       anything else is split per (profession, gender) stratum: the ``round(test_fraction * n)`` rows with the lowest
       seeded hash go to eval.
@@ -531,7 +456,9 @@ def load_biasbios(
     """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}.")
-    files, desc = _biasbios_files(path, cache)
+    if not path and dataset not in BIASBIOS_DATASETS:
+        raise InputError(f"evaluate.biasbios.dataset must be one of {', '.join(BIASBIOS_DATASETS)}, got {dataset!r}.")
+    files, desc = _biasbios_files(path or resolve(dataset, cache=cache, key="evaluate.biasbios.path"), cache)
     splits: dict[str, list[_Bio]] = {}
     hf_form = False
     for split, fs in files.items():
@@ -593,19 +520,9 @@ def _stratified_split(items: list[Example], test_fraction: float, seed: int) -> 
     return [e for i, e in enumerate(items) if i not in eval_idx], [e for i, e in enumerate(items) if i in eval_idx]
 
 
-def _biasbios_files(path: PathArg | None, cache: str | None) -> tuple[dict[str, list[Path]], dict[str, str]]:
+def _biasbios_files(path: PathArg, cache: str | None) -> tuple[dict[str, list[Path]], dict[str, str]]:
     """{"train": [...], "eval": [...]} when the source has splits, else {"all": [...]}; plus descriptions."""
-    if not path:
-        root = data_cache_dir(cache) / "biasbios"
-        got = {
-            split: fetch(f"{BIASBIOS_HF_BASE}/{name}", root / f"{split}.parquet", what="Bias in Bios", hint=BIASBIOS_HINT)
-            for split, name in BIASBIOS_HF_FILES.items()
-        }
-        return {"train": [got["train"]], "eval": [got["test"]]}, {
-            "train": f"{got['train']} (LabHC/bias_in_bios train)",
-            "eval": f"{got['test']} (LabHC/bias_in_bios test)",
-        }
-    p = _expand(path)
+    p = local_path(path, cache)
     suffixes = (".csv", ".parquet", ".jsonl")
     if p.is_file():
         if p.suffix not in suffixes:
@@ -732,10 +649,7 @@ def _read_bios_hf(p: Path) -> list[_Bio]:
 
 # ------------------------------------------------------------------------------------------------- Bias-STS-B
 
-STS_BIAS_URL = (
-    "https://raw.githubusercontent.com/mariushes/thesis_sustainability_fairness/"
-    "d5b55cbe03dad367251108fd112ea8e0a7c1be4f/datasets/bias_evaluation_STS-B.tsv"
-)
+STS_BIAS_DATASET = "sts-b-gender-bias"  # its name in context_cda.datasets
 STS_BIAS_HINT = "Point evaluate.stsb.bias_path (or --stsb-bias-path) at a local bias_evaluation_STS-B.tsv"
 
 
@@ -763,17 +677,9 @@ def load_sts_bias_pairs(
     sentence, ``a woman ...``, the same occupation sentence). Checks that columns 2 and 4 are equal, that column 1
     differs from the occupation sentence only where it says ``man`` and column 3 only by ``woman`` in that place;
     the occupation is the word(s) in that place. ``max_pairs``: seeded deterministic sample, in file order."""
-    if path:
-        p = _expand(path)
-        if not p.is_file():
-            raise InputError(f"{p}: Bias-STS-B file not found. {STS_BIAS_HINT}.")
-    else:
-        p = fetch(
-            STS_BIAS_URL,
-            data_cache_dir(cache) / "sts_b_gender_bias" / "bias_evaluation_STS-B.tsv",
-            what="Bias-STS-B",
-            hint=STS_BIAS_HINT,
-        )
+    p = resolve(STS_BIAS_DATASET, path, cache=cache, key="evaluate.stsb.bias_path")
+    if not p.is_file():
+        raise InputError(f"{p}: Bias-STS-B file not found. {STS_BIAS_HINT}.")
     ids = _Ids("sts_bias")
     out: list[StsBiasPair] = []
     for lineno, _, fields in _tsv_rows(p, header=False):

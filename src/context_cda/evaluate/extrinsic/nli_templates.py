@@ -27,18 +27,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
+from ...datasets import resolve
 from ...errors import InputError
 from ...io import stable_id
-from ..data import data_cache_dir
-from .data import PathArg, fetch
+from .data import PathArg
 
-NLI_WORDS_BASE_URL = (
-    "https://raw.githubusercontent.com/sunipa/On-Measuring-and-Mitigating-Biased-Inferences-of-Word-Embeddings/"
-    "e39da896baad32157ba238176a79c4f628a58e4e/word_lists"
-)
+NLI_WORDS_DATASET = "nli-bias-words"  # its name in context_cda.datasets (the authors' repository, pinned commit)
 NLI_WORDS_HINT = "Point evaluate.nli_bias.words_path (or --nli-words-path) at a local copy of the word_lists folder"
 
 VERB_LISTS = ("commerce_verbs", "driving_verbs", "eating_verbs", "interaction_verbs")
@@ -69,18 +65,11 @@ class NliWordLists:
 
 def load_nli_word_lists(path: PathArg | None = None, cache: str | None = None) -> NliWordLists:
     """Read the ``word_lists`` folder (``verbs/``, ``nouns/objects/``, ``nouns/people/``; one entry a line).
-    Without a path: the cached copy under ``<data cache>/nli_bias_dev2020/word_lists``, else the files from the
+    ``path``: local or ``s3://``; without one the ``nli-bias-words`` dataset from the mirror, the cache or the
     authors' repository (pinned commit)."""
-    if path:
-        root = Path(path).expanduser()
-        if not root.is_dir():
-            raise InputError(f"{root}: NLI-bias word_lists folder not found. {NLI_WORDS_HINT}.")
-    else:
-        root = data_cache_dir(cache) / "nli_bias_dev2020" / "word_lists"
-        for sub, names in WORD_FILES.items():
-            for name in names:
-                fetch(f"{NLI_WORDS_BASE_URL}/{sub}/{name}", root / sub / name, what="NLI-bias word lists",
-                      hint=NLI_WORDS_HINT)
+    root = resolve(NLI_WORDS_DATASET, path, cache=cache, key="evaluate.nli_bias.words_path")
+    if not root.is_dir():
+        raise InputError(f"{root}: NLI-bias word_lists folder not found. {NLI_WORDS_HINT}.")
     groups: list[dict[str, tuple[str, ...]]] = []
     for sub, names in WORD_FILES.items():
         group = {}
