@@ -40,9 +40,9 @@ from typing import Any
 
 from ..postprocess import clean, default_lexicon, parse_swaps, words
 from .form import (
-    REFUSAL,
     content_share,
     echo_problem,
+    is_refusal,
     length_problem,
     list_problem,
     meta_problem,
@@ -217,7 +217,7 @@ def _rules(original: str | None, cf: str, raw: str, swaps: list[tuple[str, str]]
     facts = input_facts(cf, idx.all)
     ow = words(text)
     out: list[str] = []
-    if REFUSAL.search(text):
+    if is_refusal(text):
         out.append("refusal")
     if s.identical and " ".join(ow) == facts.norm:
         out.append("identical")
@@ -231,7 +231,7 @@ def _rules(original: str | None, cf: str, raw: str, swaps: list[tuple[str, str]]
     if s.form:
         out += [r for r in (list_problem(raw, facts.stems),
                             echo_problem(text, ow, facts.words, *prompts, s.form_echo_words, idx.all),
-                            meta_problem(text, cf, facts.word_set), special_token_problem(text, cf)) if r]
+                            meta_problem(text, cf, facts.word_set, ow), special_token_problem(text, cf)) if r]
     if s.truncation and (why := truncation_problem(text, ow, raw, finish_reason, facts.ends_sentence)):
         out.append(why)
     if s.length and (why := length_problem(text, cf, s.min_length_ratio, s.max_length_ratio)):

@@ -53,6 +53,22 @@ _SPECIAL = re.compile(
     r"|\[(?:CLS|SEP|PAD|MASK|UNK)\]|^(?:assistant|user|system)\s*[:\n]|<\|?(?:assistant|user|system)\|?>",
     re.IGNORECASE,
 )
+# words one of the patterns above needs: a text without any of them cannot match (the patterns are costly)
+_META_KEYS = ("sentence", "version", "text", "rephras", "rewrit", "paraphras", "note", "explanation", "changes")
+_ALT_KEYS = ("alternativ", "another", "option", "version", ":")
+_REFUSAL_KEYS = ("sorry", "i ", "i'", "unable", "apologi", "as an ai", "cannot")
+
+
+def may_match(text: str, keys: Sequence[str]) -> bool:
+    """Whether lower-cased ``text`` holds one of ``keys`` (a cheap test before a costly pattern)."""
+    low = text.lower()
+    return any(k in low for k in keys)
+
+
+def is_refusal(text: str) -> bool:
+    return may_match(text, _REFUSAL_KEYS) and REFUSAL.search(text) is not None
+
+
 _DANGLING = frozenset("a an the and or but of to with for from in on at by as that which who whose my his her "
                       "their its our your is was were are".split())
 _OPENERS = {"(": ")", "[": "]", "“": "”", "«": "»"}
@@ -77,7 +93,7 @@ def content_share(prefixes: set[str], stems: Sequence[str]) -> float:
 def list_problem(raw: str, stems: Sequence[str]) -> str:
     if "\n" in raw and len(_LIST_ITEM.findall(raw)) >= 2:
         return "list: numbered or bulleted alternatives"
-    if _ALTERNATIVE.search(raw):
+    if may_match(raw, _ALT_KEYS) and _ALTERNATIVE.search(raw):
         return "list: alternatives offered"
     if len(stems) >= 2 and "\n" in raw:
         versions = [p for p in _items(raw) if content_share(prefix_set(words(p)), stems) >= 0.6]
@@ -130,7 +146,8 @@ def echo_problem(text: str, ws: Sequence[str], source_words: tuple[str, ...], pr
     A worked example counts only when its sentence is unlike the input: for an input that *is* the example's
     sentence (genders aside), an answer like the example's is a fine answer.
     """
-    if _ECHO.search(text):
+    if (":" in text or may_match(text[:12], ("rephrase", "rewrite", "paraphrase", "reword", "please"))) and (
+            _ECHO.search(text)):
         return "prompt-echo: instruction or label"
     if len(ws) < n or not (prompt_texts or examples):
         return ""
@@ -145,17 +162,20 @@ def echo_problem(text: str, ws: Sequence[str], source_words: tuple[str, ...], pr
 _LABEL = re.compile(r"^\s*([A-Z][^\s:.!?]*(?:\s+[^\s:.!?]+){0,4}):\s+\S")
 
 
-def meta_problem(text: str, source: str, source_words: frozenset[str]) -> str:
-    m = _META.search(text) or (None if {"i", "my", "me"} & source_words else _META_I.search(text))
+def meta_problem(text: str, source: str, source_words: frozenset[str], words_: Sequence[str] = ()) -> str:
+    m = (_META.search(text) if may_match(text, _META_KEYS) else None) or (
+        None if {"i", "my", "me"} & source_words or (words_ and "i" not in words_) else _META_I.search(text))
     if m and not (_META.search(source) or _META_I.search(source)):
         return f"meta: '{m.group(0).strip()}'"
-    label = _LABEL.match(text)
+    label = _LABEL.match(text) if ":" in text[:60] else None
     if label and label.group(1) not in source:  # "The Greatest Race-A-Day: On his trials, ..."
         return f"meta: leading label '{label.group(1)}:'"
     return ""
 
 
 def special_token_problem(text: str, source: str) -> str:
+    if "<" not in text and "[" not in text and not may_match(text[:8], ("assistant", "user", "system")):
+        return ""
     found = [t for t in _SPECIAL.findall(text) if t not in source]
     return f"special-token: {found[0].strip()}" if found else ""
 

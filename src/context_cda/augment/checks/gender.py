@@ -84,38 +84,53 @@ def swaps_from_texts(original: str, counterfactual: str, idx: GenderIndex) -> li
 def gender_problems(output_words: Sequence[str], source: Sequence[str], swaps: Sequence[tuple[str, str]],
                     idx: GenderIndex, min_kept: float = 0.0) -> list[str]:
     """Every gender reason (see the module docstring) for the output's and the counterfactual's word lists."""
-    source = [_base(w) for w in source]
-    output_words = [_base(w) for w in output_words]
+    source = _bases(source)
+    output_words = _bases(output_words)
     source_words = frozenset(source)
     src_g = {"male": source_words & idx.male, "female": source_words & idx.female}
     if swaps:
-        flipped = [b for _, b in swaps if idx.gender(b)]
-        forbidden = {a for a, _ in swaps} | {c for _, b in swaps if (c := idx.counterpart(b))}
-        forbidden -= {b for _, b in swaps}
+        flipped, forbidden = _swap_sets(tuple(swaps), idx)
     else:  # no swaps known: the counterfactual's gendered words are what must survive
-        flipped = [w for g in ("male", "female") for w in sorted(src_g[g])]
-        forbidden = set()
-    to_genders = {g for b in flipped if (g := idx.gender(b))}
+        flipped, forbidden = tuple(w for g in ("male", "female") for w in sorted(src_g[g])), frozenset()
     out_set = set(output_words)
+    gendered = out_set & idx.all
+    if not gendered and not flipped:
+        return []
     reasons = []
-    bad = sorted(w for w in (out_set & forbidden) - source_words if not _agrees(w, idx, src_g, source, output_words))
-    other = sorted(
-        w for w in out_set - source_words - forbidden
-        if (g := idx.gender(w)) and not src_g[g] and w not in bad
-    )
+    bad = sorted(w for w in (gendered & forbidden) - source_words if not _agrees(w, idx, src_g, source, output_words))
+    other = sorted(w for w in gendered - source_words - forbidden if not src_g[idx.gender(w)] and w not in bad)
     if bad or other:
         reasons.append("gender-contradiction: " + ", ".join(bad + other))
-    missing = sorted(g for g in to_genders if not out_set & idx.of(g))
-    kept = sum(b in out_set for b in set(flipped)) / max(1, len(set(flipped)))
+    to_genders = {g for b in flipped if (g := idx.gender(b))}
+    missing = [g for g in to_genders if not gendered & idx.of(g)]
+    distinct = set(flipped)
+    kept = sum(b in out_set for b in distinct) / max(1, len(distinct))
     if missing or (flipped and kept < min_kept):
-        lost = sorted({b for b in flipped if b not in out_set})
-        reasons.append("gender-missing: " + ", ".join(lost or sorted(set(flipped))))
+        lost = sorted(b for b in distinct if b not in out_set)
+        reasons.append("gender-missing: " + ", ".join(lost or sorted(distinct)))
     return reasons
 
 
-def _base(word: str) -> str:
+def _bases(ws: Sequence[str]) -> list[str]:
     """``goddess's`` -> ``goddess`` (the lexicon holds the bare words)."""
-    return word[:-2] if word.endswith("'s") else word
+    return [w[:-2] if w.endswith("'s") else w for w in ws]
+
+
+_SWAP_SETS: dict[tuple[int, int, tuple[tuple[str, str], ...]], tuple[tuple[str, ...], frozenset[str]]] = {}
+
+
+def _swap_sets(swaps: tuple[tuple[str, str], ...], idx: GenderIndex) -> tuple[tuple[str, ...], frozenset[str]]:
+    """(the flipped-to gendered words, the flip-back words) of ``swaps``, computed once per swap list."""
+    key = (hash(idx.male), hash(idx.female), swaps)  # frozensets keep their hash
+    hit = _SWAP_SETS.get(key)
+    if hit is None:
+        flipped = tuple(b for _, b in swaps if idx.gender(b))
+        forbidden = {a for a, _ in swaps} | {c for _, b in swaps if (c := idx.counterpart(b))}
+        hit = (flipped, frozenset(forbidden - {b for _, b in swaps}))
+        if len(_SWAP_SETS) > 4096:
+            _SWAP_SETS.clear()
+        _SWAP_SETS[key] = hit
+    return hit
 
 
 def _agrees(word: str, idx: GenderIndex, src_g: dict[str, set[str]], source: Sequence[str],

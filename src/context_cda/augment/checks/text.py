@@ -100,13 +100,15 @@ def names(text: str, gendered: frozenset[str]) -> list[str]:
     out: list[str] = []
     for m in TOKEN.finditer(text):
         tok = m.group(0)
+        if not tok[0].isupper():
+            continue
         low = tok.lower().replace("’", "'")
         if low.endswith("'s"):
             low = low[:-2]
-        if low in MONTHS and tok[0].isupper():
+        if low in MONTHS:
             out.append(low)
             continue
-        if not tok[0].isupper() or low in STOPWORDS or low in gendered or len(low) < 2:
+        if low in STOPWORDS or low in gendered or len(low) < 2:
             continue
         start = m.start()
         before = text[max(0, start - 6): start].rstrip(" \"“‘'([")
