@@ -65,7 +65,8 @@ def client():
     except ImportError as e:
         raise InputError("s3:// locations need boto3: pip install 'context-cda[s3]'.") from e
     cfg = BotoConfig(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=120)
-    return boto3.client("s3", endpoint_url=endpoint(), config=cfg)
+    # a new session each time: boto3's default session would keep the credentials it found first
+    return boto3.session.Session().client("s3", endpoint_url=endpoint(), config=cfg)
 
 
 @dataclass(frozen=True)
