@@ -1,15 +1,36 @@
-"""``hf`` backend: transformers ``generate`` in batches (left padding), CPU or GPU.
+"""``hf`` backend: a transformers causal LM decoded in batches by our own loop, CPU or GPU.
 
 Prompts are formatted with the tokenizer's chat template (a plain "System/User/Assistant" layout when the
-tokenizer has none), sorted by length and generated ``batch_size`` at a time. Stop strings that are single
-special tokens of the vocabulary (``<|eot_id|>``, ``<|im_end|>``) become extra EOS ids; other stop strings
-end a row through a cheap stopping criterion and are cut from the decoded text. With a seed, ``torch`` is seeded
-once per batch, so sampled outputs are reproducible for the same batch composition.
+tokenizer has none), tokenized once, sorted (so that prompts sharing a prefix land in the same batch) and decoded
+``batch_size`` prompts at a time (``n`` rows per prompt). Each batch:
+
+* **shares its common prefix**: the tokens every prompt of the batch starts with (the system prompt and few-shot
+  examples of the augment prompt, the whole prompt for ``n > 1`` samples) run through the model once, and that
+  KV cache is copied to every row; only each prompt's own suffix is prefilled per row (padding sits between the
+  prefix and the suffix, masked, with position ids counted over real tokens only);
+* **keeps a preallocated (static) KV cache** when transformers offers one, so a decoding step writes one slot
+  instead of re-concatenating the whole cache;
+* **drops finished rows**: a row that produced an EOS id, completed a stop string or reached ``max_tokens``
+  leaves the batch, so the remaining rows stop paying for it.
+
+Stop strings that are single special tokens of the vocabulary (``<|eot_id|>``, ``<|im_end|>``) become extra EOS
+ids; other stop strings end a row once its last few decoded tokens contain one, and are cut from the text.
+Sampling applies ``temperature`` and ``top_p`` (nothing from the model's ``generation_config`` besides its EOS
+ids) and draws each token by inverse-CDF from a per-row random stream seeded from ``(seed, prompt text, sample
+index)``: a prompt's samples do not depend on which other prompts share its batch, on ``batch_size`` or on its
+position in the call (up to floating-point rounding of batched matmuls, which moves a draw only when the uniform
+number falls within rounding distance of a CDF boundary). Two identical prompts in one call get identical
+samples, as with vLLM's per-request seeds. Greedy decoding is the argmax. ``seed=None`` samples from torch's
+global generator.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import random
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelError
@@ -24,25 +45,55 @@ def format_chat(tokenizer: Any, messages: Conversation) -> str:
     return "\n\n".join(lines) + "\n\nAssistant:"
 
 
-def _stop_on_strings(tok: Any, stops: list[str], prompt_len: int, torch: Any) -> Any:
-    """A cheap stopping criterion: decode the last few new tokens of each row and look for a stop string.
+def row_seed(seed: int, text: str, j: int) -> int:
+    """The random stream of sample ``j`` of the prompt ``text`` under ``seed`` (a 63-bit integer)."""
+    digest = hashlib.blake2b(f"{seed}\x1f{j}\x1f{text}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
 
-    (transformers' own ``stop_strings`` precomputes tables over the whole vocabulary on every ``generate`` call,
-    about a second for a 49k vocabulary on CPU: more than a short one-prompt generation itself.)
-    """
-    from transformers import StoppingCriteria
 
-    window = max(8, 2 * max(len(s) for s in stops))
+def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens all ``seqs`` share, at most the shortest length minus one (every row keeps at
+    least one token of its own to prefill, whose logits start the decoding)."""
+    first = seqs[0]
+    p = min(len(s) for s in seqs) - 1
+    for s in seqs[1:]:
+        k = 0
+        while k < p and s[k] == first[k]:
+            k += 1
+        p = k
+    return max(p, 0)
 
-    class StopOnStrings(StoppingCriteria):
-        def __call__(self, input_ids, scores, **kwargs):
-            n = input_ids.shape[1]
-            start = max(prompt_len, n - window)
-            tails = tok.batch_decode(input_ids[:, start:], skip_special_tokens=True)
-            return torch.tensor([any(s in t for s in stops) for t in tails], dtype=torch.bool,
-                                device=input_ids.device)
 
-    return StopOnStrings()
+def sample_next(logits: Any, params: SamplingParams, uniforms: Any, torch: Any) -> Any:
+    """The next token of each row: argmax when greedy, else an inverse-CDF draw with ``uniforms`` (one number in
+    [0, 1) per row, or None for torch's global generator) from the temperature-scaled, top-p-truncated
+    distribution (the smallest set of most probable tokens whose mass reaches ``top_p``)."""
+    if params.greedy:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits.float() / params.temperature, dim=-1)
+    u = torch.rand(probs.shape[0], device=probs.device) if uniforms is None else uniforms
+    index = None
+    if params.top_p < 1.0:
+        probs, index = probs.sort(dim=-1, descending=True)
+        mass_before = probs.cumsum(dim=-1) - probs
+        probs = probs.masked_fill(mass_before >= params.top_p, 0.0)
+    cdf = probs.cumsum(dim=-1)
+    k = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1)).clamp(max=probs.shape[1] - 1)
+    return (k if index is None else index.gather(1, k)).squeeze(1)
+
+
+@dataclass
+class _Rows:
+    """The live rows of one batch: which (prompt, sample) each is, what it generated, and its random stream."""
+
+    owner: list[tuple[int, int]]
+    rngs: list[random.Random] | None
+    tokens: list[list[int]] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.tokens = [[] for _ in self.owner]
+        self.reasons = ["length"] * len(self.owner)
 
 
 class HFGenerator:
@@ -61,9 +112,9 @@ class HFGenerator:
                  model_cache: str | None = None, batch_size: int = 16) -> None:
         """``model`` is a reference for :func:`context_cda.models.load_lm`, or an already loaded model (then
         pass its ``tokenizer``)."""
-        from ..models import load_lm
-
         if isinstance(model, str):
+            from ..models import load_lm
+
             self.model_id = model
             self.model, self.tokenizer, family = load_lm(model, cache=model_cache, device=device)
             if family != "causal":
@@ -73,10 +124,13 @@ class HFGenerator:
             self.model_id = getattr(model.config, "_name_or_path", "") or type(model).__name__
         self.batch_size = batch_size
         tok = self.tokenizer
-        tok.padding_side = "left"
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
         self._chat = bool(getattr(tok, "chat_template", None))
+        self._forward_args = set(inspect.signature(self.model.forward).parameters)
+        self._cache_arg = "cache" if "cache" in self._forward_args else "past_key_values"
+        if self._cache_arg not in self._forward_args and "kwargs" not in self._forward_args:
+            raise ModelError(f"{self.model_id}: its forward takes no KV cache; the hf generator needs one.")
 
     def _eos_ids(self, stop: Sequence[str]) -> tuple[list[int], list[str]]:
         tok = self.tokenizer
@@ -107,69 +161,122 @@ class HFGenerator:
 
         results: list[GenerationResult | None] = [None] * len(prompts)
         texts = [format_chat(self.tokenizer, p) for p in prompts]
-        lengths = [len(self.tokenizer(t, add_special_tokens=not self._chat)["input_ids"]) for t in texts]
-        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+        ids = self.tokenizer(texts, add_special_tokens=not self._chat)["input_ids"] if texts else []
         eos_ids, stop_strings = self._eos_ids(params.stop)
         limit = self._max_positions()
-        if limit:
-            for i in order:
-                if lengths[i] + params.max_tokens > limit:
-                    results[i] = GenerationResult(
-                        error=f"prompt too long: {lengths[i]} + {params.max_tokens} new tokens > {limit} positions"
-                    )
-            order = [i for i in order if results[i] is None]
+        for i, seq in enumerate(ids):
+            if not seq:
+                results[i] = GenerationResult(error="empty prompt: it has no tokens")
+            elif limit and len(seq) + params.max_tokens > limit:
+                results[i] = GenerationResult(
+                    error=f"prompt too long: {len(seq)} + {params.max_tokens} new tokens > {limit} positions"
+                )
+        order = sorted((i for i in range(len(ids)) if results[i] is None), key=lambda i: ids[i])
         for b in range(0, len(order), self.batch_size):
             idx = order[b: b + self.batch_size]
             try:
-                batch = self._generate_batch([texts[i] for i in idx], params, eos_ids, stop_strings, torch)
-            except (RuntimeError, ValueError, IndexError) as e:  # one bad batch (e.g. too long for the model) fails alone
+                batch = self._generate_batch([ids[i] for i in idx], [texts[i] for i in idx], params, eos_ids,
+                                             stop_strings, torch)
+            except (RuntimeError, ValueError, IndexError) as e:  # one bad batch (e.g. out of memory) fails alone
                 batch = [GenerationResult(error=f"hf generate failed: {e}"[:300]) for _ in idx]
             for i, r in zip(idx, batch, strict=True):
                 results[i] = r
         return [r for r in results if r is not None]
 
-    def _generate_batch(self, texts: list[str], params: SamplingParams, eos_ids: list[int],
+    def _generate_batch(self, ids: list[list[int]], texts: list[str], params: SamplingParams, eos_ids: list[int],
                         stop_strings: list[str], torch: Any) -> list[GenerationResult]:
-        tok, model = self.tokenizer, self.model
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=not self._chat).to(model.device)
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": params.max_tokens,
-            "num_return_sequences": params.n,
-            "pad_token_id": tok.pad_token_id,
-            "eos_token_id": eos_ids,
-        }
-        if params.greedy:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        else:
-            kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0)
-        if stop_strings:
-            kwargs["stopping_criteria"] = [_stop_on_strings(tok, stop_strings, enc["input_ids"].shape[1], torch)]
-        if params.seed is not None:
-            torch.manual_seed(params.seed)
+        owner = [(i, j) for i in range(len(ids)) for j in range(params.n)]
+        rngs = None
+        if not params.greedy and params.seed is not None:
+            rngs = [random.Random(row_seed(params.seed, texts[i], j)) for i, j in owner]
+        rows = _Rows(owner, rngs)
         with torch.inference_mode():
-            out = model.generate(**enc, **kwargs)
-        new = out[:, enc["input_ids"].shape[1]:]
-        prompt_tokens = enc["attention_mask"].sum(dim=1).tolist()
-        results = []
-        eos_set = set(eos_ids)
-        for i in range(len(texts)):
-            r = GenerationResult(prompt_tokens=int(prompt_tokens[i]))
-            for j in range(params.n):
-                seq = new[i * params.n + j].tolist()
-                n_tok, reason = len(seq), "length"
-                for k, t in enumerate(seq):
-                    if t in eos_set:
-                        n_tok, reason = k + 1, "stop"
-                        break
-                text = tok.decode(seq[:n_tok], skip_special_tokens=True)
-                cut = truncate_at_stop(text, stop_strings)
-                if len(cut) < len(text):
-                    reason = "stop"
-                r.texts.append(cut)
-                r.completion_tokens += n_tok
-                r.finish_reasons.append(reason)
-            results.append(r)
+            self._decode(ids, rows, params, set(eos_ids), stop_strings, torch)
+        tok = self.tokenizer
+        results = [GenerationResult(prompt_tokens=len(seq)) for seq in ids]
+        for (i, _), seq, reason in zip(rows.owner, rows.tokens, rows.reasons, strict=True):
+            text = tok.decode(seq, skip_special_tokens=True)
+            cut = truncate_at_stop(text, stop_strings)
+            results[i].texts.append(cut)
+            results[i].completion_tokens += len(seq)
+            results[i].finish_reasons.append("stop" if len(cut) < len(text) else reason)
         return results
+
+    def _forward(self, input_ids: Any, cache: Any, mask: Any = None, positions: Any = None) -> Any:
+        """The logits of the last position of each row (the cache is updated in place)."""
+        kwargs: dict[str, Any] = {self._cache_arg: cache, "use_cache": True}
+        if mask is not None:
+            kwargs["attention_mask"] = mask
+        if positions is not None and "position_ids" in self._forward_args:
+            kwargs["position_ids"] = positions
+        if "logits_to_keep" in self._forward_args:
+            kwargs["logits_to_keep"] = 1
+        return self.model(input_ids=input_ids, **kwargs).logits[:, -1]
+
+    def _new_cache(self, max_len: int) -> Any:
+        """A preallocated KV cache of ``max_len`` positions, or a growing one where transformers has no static
+        cache for this model (or an older transformers without this constructor)."""
+        import transformers
+
+        try:
+            return transformers.StaticCache(config=self.model.config, max_cache_len=max_len)
+        except (AttributeError, TypeError, ValueError, NotImplementedError):
+            try:
+                return transformers.DynamicCache(config=self.model.config)
+            except TypeError:
+                return transformers.DynamicCache()
+
+    def _prefill(self, ids: list[list[int]], rows: _Rows, max_new: int, torch: Any) -> tuple[Any, Any, Any, Any]:
+        """Run the shared prefix once and each row's suffix; return (cache, logits, mask, last positions)."""
+        dev = self.model.device
+        n_rows, p = len(rows.owner), common_prefix_length(ids)
+        s = max(len(x) for x in ids) - p
+        cache = self._new_cache(p + s + max_new)
+        if p > 0:
+            self._forward(torch.tensor([ids[0][:p]], device=dev), cache)
+        cache.reorder_cache(torch.zeros(n_rows, dtype=torch.long, device=dev))
+        suffix = torch.full((n_rows, s), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((n_rows, p + s), dtype=torch.long)
+        mask[:, :p] = 1
+        for r, (i, _) in enumerate(rows.owner):
+            own = ids[i][p:]
+            suffix[r, s - len(own):] = torch.tensor(own, dtype=torch.long)
+            mask[r, p + s - len(own):] = 1
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        mask, positions = mask.to(dev), positions.to(dev)
+        logits = self._forward(suffix.to(dev), cache, mask, positions[:, p:])
+        return cache, logits, mask, positions[:, -1]
+
+    def _decode(self, ids: list[list[int]], rows: _Rows, params: SamplingParams, eos: set[int],
+                stop_strings: list[str], torch: Any) -> None:
+        """Decode until every row has stopped, dropping finished rows from the batch."""
+        cache, logits, mask, last = self._prefill(ids, rows, params.max_tokens, torch)
+        alive = list(range(len(rows.owner)))
+        window = max(8, 2 * max((len(s) for s in stop_strings), default=0))
+        tok = self.tokenizer
+        for step in range(params.max_tokens):
+            uniforms = None
+            if rows.rngs is not None:
+                uniforms = torch.tensor([rows.rngs[a].random() for a in alive], device=logits.device)
+            nxt = sample_next(logits, params, uniforms, torch)
+            keep = []
+            for k, (a, t) in enumerate(zip(alive, nxt.tolist(), strict=True)):
+                rows.tokens[a].append(t)
+                if t in eos or (stop_strings and any(
+                        s in tok.decode(rows.tokens[a][-window:], skip_special_tokens=True) for s in stop_strings)):
+                    rows.reasons[a] = "stop"
+                else:
+                    keep.append(k)
+            if not keep or step == params.max_tokens - 1:
+                return
+            if len(keep) < len(alive):
+                kept = torch.tensor(keep, dtype=torch.long, device=mask.device)
+                cache.reorder_cache(kept)
+                mask, last, nxt = mask[kept], last[kept], nxt[kept]
+                alive = [alive[k] for k in keep]
+            mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=1)
+            last = last + 1
+            logits = self._forward(nxt[:, None], cache, mask, last[:, None])
 
     def close(self) -> None:
         self.model = None
