@@ -132,7 +132,7 @@ def test_runs_as_a_numeric_non_root_user(dockerfile: Path):
     assert "USER root" not in final_stage and "USER 0" not in final_stage
 
 
-@pytest.mark.parametrize("dockerfile", [*DOCKERFILES, DOCKER / "vllm-entrypoint.sh", ROOT / ".dockerignore"],
+@pytest.mark.parametrize("dockerfile", [*DOCKERFILES, *DOCKER.glob("*.sh"), ROOT / ".dockerignore"],
                          ids=lambda p: p.name)
 def test_no_secrets(dockerfile: Path):
     text = dockerfile.read_text()
@@ -216,13 +216,14 @@ def fake_vllm(tmp_path: Path) -> Path:
 
 
 def _serve(bin_dir: Path, **env: str) -> subprocess.CompletedProcess:
-    full = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **env}
+    full = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "VLLM_API_KEY": "sk-test", **env}
     return subprocess.run(["sh", str(DOCKER / "vllm-entrypoint.sh"), "--max-model-len", "2048"],
                           capture_output=True, text=True, env=full, timeout=30)
 
 
-def test_entrypoint_is_valid_sh():
-    assert subprocess.run(["sh", "-n", str(DOCKER / "vllm-entrypoint.sh")]).returncode == 0
+@pytest.mark.parametrize("script", sorted(DOCKER.glob("*.sh")), ids=lambda p: p.name)
+def test_entrypoint_is_valid_sh(script: Path):
+    assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
 
 
 def test_entrypoint_serves_a_model_folder(fake_vllm: Path, tmp_path: Path):
@@ -248,6 +249,90 @@ def test_entrypoint_refuses_a_missing_folder_or_model(fake_vllm: Path, tmp_path:
     assert missing.returncode == 2 and "not found" in missing.stderr
     unset = _serve(fake_vllm)
     assert unset.returncode != 0 and "MODEL" in unset.stderr
+
+
+def test_entrypoint_refuses_to_serve_without_an_api_key(fake_vllm: Path, tmp_path: Path):
+    model = tmp_path / "models" / "gen"
+    model.mkdir(parents=True)
+    refused = _serve(fake_vllm, MODEL=str(model), VLLM_API_KEY="")
+    assert refused.returncode == 2 and "VLLM_API_KEY" in refused.stderr and not refused.stdout
+    served = _serve(fake_vllm, MODEL=str(model))
+    assert served.returncode == 0 and "sk-test" not in served.stdout  # vLLM reads it from the environment
+    assert _serve(fake_vllm, MODEL=str(model), VLLM_API_KEY="", CCDA_VLLM_NO_API_KEY="1").returncode == 0
+
+
+# ---- the MLflow entrypoint ----------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def fake_mlflow(tmp_path: Path) -> Path:
+    """An ``mlflow`` executable that prints its arguments, then the auth config file and PGPASSWORD it was given."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "mlflow"
+    exe.write_text('#!/bin/sh\nfor a in "$@"; do echo "arg=$a"; done\n'
+                   'echo "pgpassword=${PGPASSWORD:-}"\necho "db_password=${MLFLOW_DB_PASSWORD:-}"\n'
+                   '[ -n "${MLFLOW_AUTH_CONFIG_PATH:-}" ] && sed "s/^/ini=/" "$MLFLOW_AUTH_CONFIG_PATH"\nexit 0\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return bin_dir
+
+
+DB = {"MLFLOW_DB_HOST": "ccda-postgres", "MLFLOW_DB_PORT": "5432", "MLFLOW_DB_NAME": "mlflow",
+      "MLFLOW_DB_USER": "mlflow"}
+
+
+def _mlflow(bin_dir: Path, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    full = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "TMPDIR": str(tmp_path), **env}
+    return subprocess.run(["sh", str(DOCKER / "mlflow-entrypoint.sh"), "--host", "0.0.0.0", "--port", "5000"],
+                          capture_output=True, text=True, env=full, timeout=30)
+
+
+def _lines(proc: subprocess.CompletedProcess, prefix: str) -> list[str]:
+    return [ln[len(prefix):] for ln in proc.stdout.splitlines() if ln.startswith(prefix)]
+
+
+def test_mlflow_entrypoint_keeps_the_password_off_the_command_line(fake_mlflow: Path, tmp_path: Path):
+    proc = _mlflow(fake_mlflow, tmp_path, **DB, MLFLOW_DB_PASSWORD="s3cr%t-pw", MLFLOW_AUTH="none")
+    assert proc.returncode == 0, proc.stderr
+    args = _lines(proc, "arg=")
+    assert args[:2] == ["server", "--backend-store-uri"]
+    assert args[2] == "postgresql+psycopg2://mlflow@ccda-postgres:5432/mlflow"  # no password in the URI
+    assert "s3cr%t-pw" not in " ".join(args) and "--app-name" not in args
+    assert _lines(proc, "pgpassword=") == ["s3cr%t-pw"]  # handed to libpq through the environment
+    assert _lines(proc, "db_password=") == [""]
+
+
+def test_mlflow_entrypoint_starts_the_basic_auth_app(fake_mlflow: Path, tmp_path: Path):
+    proc = _mlflow(fake_mlflow, tmp_path, **DB, PGPASSWORD="pg-pass-123", MLFLOW_FLASK_SERVER_SECRET_KEY="k",
+                   MLFLOW_AUTH_DEFAULT_PERMISSION="NO_PERMISSIONS")
+    assert proc.returncode == 0, proc.stderr
+    args = _lines(proc, "arg=")
+    assert args[3:5] == ["--app-name", "basic-auth"] and args[-4:] == ["--host", "0.0.0.0", "--port", "5000"]
+    ini = _lines(proc, "ini=")
+    assert "default_permission = NO_PERMISSIONS" in ini
+    assert "database_uri = postgresql+psycopg2://mlflow@ccda-postgres:5432/mlflow" in ini  # users in the same DB
+    assert not any("pg-pass-123" in line for line in ini)
+    (ini_file,) = (tmp_path / "ccda-mlflow-auth").glob("*.ini")
+    assert stat.S_IMODE(ini_file.parent.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({**DB, "MLFLOW_AUTH": "none", "MLFLOW_BACKEND_STORE_URI": "postgresql://mlflow:pw@db:5432/mlflow"}, "password"),
+    ({**DB}, "MLFLOW_FLASK_SERVER_SECRET_KEY"),
+    ({**DB, "MLFLOW_AUTH": "oauth"}, "basic or none"),
+    ({"MLFLOW_AUTH": "none"}, "MLFLOW_DB_HOST"),
+])
+def test_mlflow_entrypoint_refuses_bad_settings(fake_mlflow: Path, tmp_path: Path, env: dict, message: str):
+    proc = _mlflow(fake_mlflow, tmp_path, **env)
+    assert proc.returncode != 0 and message in proc.stderr and not _lines(proc, "arg="), proc.stderr
+
+
+def test_mlflow_image_installs_the_auth_extra_and_uses_the_entrypoint():
+    text = (DOCKER / "Dockerfile.mlflow").read_text()
+    assert '"mlflow[auth]==${MLFLOW_VERSION}"' in text  # Flask-WTF: the basic-auth app refuses to start without it
+    assert "COPY --chmod=0755 docker/mlflow-entrypoint.sh /usr/local/bin/ccda-mlflow-serve" in text
+    assert [rest for i, rest in _instructions(DOCKER / "Dockerfile.mlflow") if i == "ENTRYPOINT"] == [
+        '["/usr/local/bin/ccda-mlflow-serve"]']
 
 
 def test_pipeline_images_ship_components_on_pythonpath():

@@ -189,6 +189,66 @@ def test_pipeline_runner_role_is_least_privilege():
     assert get("base", "ServiceAccount", "ccda-vllm")["automountServiceAccountToken"] is False
 
 
+def _pipeline_pod_labels() -> tuple[dict[str, str], tuple[str, str]]:
+    """The labels the KFP pipeline puts on every task pod, and the one of the downloading steps."""
+    pytest.importorskip("kfp")
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from pipelines import ClusterSettings
+
+    s = ClusterSettings()
+    return dict(s.pod_labels), s.internet_label
+
+
+def _egress_rules(which: str, labels: dict[str, str]) -> list[dict]:
+    return [r for p in objects(which, "NetworkPolicy") if "Egress" in p["spec"]["policyTypes"]
+            and _selects(p["spec"]["podSelector"], labels) for r in p["spec"].get("egress", [])]
+
+
+PRIVATE = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+
+
+@ALL
+def test_network_policies_limit_the_pipeline_pods_egress(which: str):
+    labels, (key, value) = _pipeline_pod_labels()
+    plain = _egress_rules(which, labels)
+    assert plain, "no egress policy selects the pipeline's pods"
+    assert _selects(get(which, "NetworkPolicy", "ccda-default-deny-ingress")["spec"]["podSelector"], labels)
+    ports = lambda r: {(p["port"], p.get("protocol", "TCP")) for p in r.get("ports", [])}  # noqa: E731
+    assert any(ports(r) >= {(53, "UDP"), (53, "TCP")} and "to" not in r for r in plain)  # DNS
+    peers = {(tuple(sorted(t["podSelector"]["matchLabels"].items())), tuple(sorted(ports(r))))
+             for r in plain for t in r.get("to", []) if "podSelector" in t}
+    assert (((("app.kubernetes.io/name", "ccda-mlflow"),), ((5000, "TCP"),))) in peers
+    assert (((("app.kubernetes.io/name", "ccda-vllm"),), ((8000, "TCP"),))) in peers
+    kfp = [r for r in plain for t in r.get("to", []) if "namespaceSelector" in t]
+    assert kfp and {(8887, "TCP"), (8080, "TCP"), (9000, "TCP")} <= ports(kfp[0])  # KFP API, MLMD, artifacts
+    # without the download label: nothing outside the private ranges (the API server's endpoints live there)
+    for r in plain:
+        for t in r.get("to", []):
+            assert "ipBlock" not in t or t["ipBlock"]["cidr"] in PRIVATE, t
+        if not r.get("to"):  # any destination: DNS only
+            assert ports(r) <= {(53, "UDP"), (53, "TCP")}, r
+    # with it: https to public addresses, never the private ranges or the cloud metadata service
+    extra = [r for r in _egress_rules(which, {**labels, key: value}) if r not in plain]
+    (internet,) = extra
+    assert ports(internet) == {(443, "TCP")}
+    (block,) = [t["ipBlock"] for t in internet["to"]]
+    assert block["cidr"] == "0.0.0.0/0" and {*PRIVATE, "169.254.0.0/16"} <= set(block["except"])
+
+
+@ALL
+def test_servers_accept_only_the_pods_that_need_them(which: str):
+    labels, _ = _pipeline_pod_labels()
+    for name, port in (("ccda-vllm", 8000), ("ccda-mlflow", 5000)):
+        (rule,) = get(which, "NetworkPolicy", name)["spec"]["ingress"]
+        assert [p["port"] for p in rule["ports"]] == [port]
+        assert rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/component": labels[
+            "app.kubernetes.io/component"]}}}], name  # not `podSelector: {}`: other pods of the namespace stay out
+    for p in objects(which, "NetworkPolicy"):
+        for r in p["spec"].get("ingress", []):
+            assert {"podSelector": {}} not in r.get("from", []), p["metadata"]["name"]
+
+
 @ALL
 def test_network_policies_cover_every_server(which: str):
     policies = objects(which, "NetworkPolicy")
@@ -254,18 +314,61 @@ def test_mlflow_uses_postgres_s3_and_secret_references(which: str):
     dep = get(which, "Deployment", "ccda-mlflow")
     (c,) = pod_spec(dep)["containers"]
     args = " ".join(c["args"])
-    assert "--backend-store-uri=postgresql+psycopg2://$(MLFLOW_DB_USER):$(MLFLOW_DB_PASSWORD)@" in args
+    assert "--backend-store-uri" not in args  # the entrypoint builds it from MLFLOW_DB_*, without the password
     assert "--artifacts-destination=$(MLFLOW_ARTIFACTS_DESTINATION)" in args and "--serve-artifacts" in args
     config = _config_map_for(which, c)
     assert config["MLFLOW_ARTIFACTS_DESTINATION"].startswith("s3://")
     assert config["MLFLOW_S3_ENDPOINT_URL"].startswith(("http://", "https://"))
     assert config["MLFLOW_DB_HOST"] == "ccda-postgres"
     env = {e["name"]: e for e in c["env"]}
-    assert env["MLFLOW_DB_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "ccda-mlflow-db"
+    # libpq reads the password from PGPASSWORD: no URI, argument or ConfigMap holds it
+    assert env["PGPASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "ccda-mlflow-db", "key": "MLFLOW_DB_PASSWORD"}
+    assert not any("PASSWORD" in k for k in config)
     # every key the server reads is documented in mlflow/server.env.example
     documented = _env_file(ROOT / "mlflow" / "server.env.example")
     assert set(config) - {"PGSSLMODE"} <= set(documented)
     assert c["readinessProbe"]["httpGet"]["path"] == "/health"
+
+
+@ALL
+def test_mlflow_is_behind_basic_auth_with_credentials_from_secrets(which: str):
+    (c,) = pod_spec(get(which, "Deployment", "ccda-mlflow"))["containers"]
+    config = _config_map_for(which, c)
+    assert config["MLFLOW_AUTH"] == "basic" and config["MLFLOW_AUTH_DEFAULT_PERMISSION"] in {"READ", "NO_PERMISSIONS"}
+    env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in c["env"]}
+    for key in ("MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD", "MLFLOW_FLASK_SERVER_SECRET_KEY"):
+        assert env[key] == {"name": "ccda-mlflow-admin", "key": key}, key
+    # /health stays open for the probes (MLflow's auth app does not guard it)
+    assert c["readinessProbe"]["httpGet"]["path"] == c["livenessProbe"]["httpGet"]["path"] == "/health"
+
+
+@ALL
+def test_no_secret_reaches_a_command_line(which: str):
+    """A secret expanded into args/command ($(VAR)) is visible in ps and /proc/<pid>/cmdline: env or files only."""
+    for w in (d for d in rendered(which) if d["kind"] in WORKLOADS):
+        for c in containers(w):
+            secret_vars = {e["name"] for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
+            line = " ".join([*c.get("command", []), *c.get("args", [])])
+            used = set(re.findall(r"\$\((\w+)\)", line))
+            assert not used & secret_vars, f"{w['metadata']['name']}/{c['name']}: {used & secret_vars} on the command line"
+            assert not re.search(r"://[^/\s:@]+:[^/\s@]+@", line), f"{w['metadata']['name']}: credentials in a URI"
+
+
+@ALL
+def test_vllm_requires_the_api_key_the_pipeline_sends(which: str):
+    pytest.importorskip("kfp")
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from pipelines import ClusterSettings
+
+    (c,) = pod_spec(get(which, "Deployment", "ccda-vllm"))["containers"]
+    env = {e["name"]: e for e in c["env"]}
+    # vLLM's --api-key, read from VLLM_API_KEY (the entrypoint refuses to start without it): not on the command line
+    ref = env["VLLM_API_KEY"]["valueFrom"]["secretKeyRef"]
+    assert not ref.get("optional", False)
+    s = ClusterSettings()
+    assert (ref["name"], ref["key"]) == (s.vllm_secret, next(k for k, v in s.vllm_env.items() if v == "OPENAI_API_KEY"))
+    assert "--api-key" not in " ".join(c.get("args", []))
 
 
 def test_database_and_object_store_per_environment():
@@ -312,11 +415,17 @@ def test_promotion_policy_matches_the_code():
     policy = yaml.safe_load((ROOT / "mlflow" / "promotion.yaml").read_text())
     assert policy["aliases"] == {"candidate": "candidate", "champion": "champion"}
     assert policy["metrics"] == {"ss": promotion.SS, "cs": promotion.CS, "lms": promotion.LMS}
-    (lms_rule,) = [r for r in policy["rules"] if r["name"] == "lms_within_delta_of_vanilla"]
+    (lms_rule,) = [r for r in policy["rules"] if r["name"] == "lms_non_inferior_to_vanilla"]
     assert lms_rule["delta"] == 2.0 == PromotionConfig().lms_delta
+    (vanilla_rule,) = [r for r in policy["rules"] if r["name"] == "less_biased_than_vanilla"]
+    assert vanilla_rule["min_effect"] == PromotionConfig().min_effect
     assert policy["require_improvement"] is PromotionConfig().require_improvement
     names = {r["name"] for r in policy["rules"]}
-    assert {"ss_not_worse_than_champion", "cs_not_worse_than_champion"} <= names
+    assert {"not_worse_than_champion", "better_than_champion"} <= names
+    from context_cda.config import BootstrapConfig
+
+    boot = BootstrapConfig()
+    assert {k: policy["evidence"][k] for k in ("level", "resamples", "seed", "min_items")} == boot.model_dump()
 
 
 def test_registered_model_names():
