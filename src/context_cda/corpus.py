@@ -86,7 +86,13 @@ class RawLine:
 
 
 def _open_binary(path: Path):
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    if path.suffix == ".gz":
+        with open(path, "rb") as f:
+            if f.read(2) != b"\x1f\x8b":
+                raise InputError(f"{path}: not a gzip file (no gzip header); drop the .gz from its name or "
+                                 "compress it with gzip.")
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
 def _decode(raw: bytes, path: Path, line: int, encoding: str, errors: str) -> tuple[str, bool]:
@@ -107,6 +113,7 @@ def read_lines(path: Path, cfg: Config, stats: Counter) -> Iterator[RawLine]:
     kind = _kind(path)
     src = path.name
     if kind == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         try:
@@ -118,6 +125,10 @@ def read_lines(path: Path, cfg: Config, stats: Counter) -> Iterator[RawLine]:
                 f"{path}: no column {ic.text_column!r}; columns are {', '.join(table.column_names)}. "
                 "Pass --text-column NAME."
             )
+        kind_of = table.schema.field(ic.text_column).type
+        if not (pa.types.is_string(kind_of) or pa.types.is_large_string(kind_of) or pa.types.is_null(kind_of)):
+            raise InputError(f"{path}: column {ic.text_column!r} holds {kind_of}, not text (strings). Pass the "
+                             "column with the text (--text-column NAME) or convert it (df[col].astype(str)).")
         for i, value in enumerate(table.column(ic.text_column).to_pylist(), start=1):
             yield _checked(value, src, i, ic.max_line_chars)
         return

@@ -1,6 +1,16 @@
-"""Errors a user can act on. The CLI prints them as one message (never a traceback) and exits non-zero."""
+"""Errors a user can act on. The CLI prints them as one message (never a traceback) and exits non-zero.
+
+Exit codes: 2 for everything the user must fix (a config key, an input file, a model reference, a server that
+answers with an error), 75 (``EX_TEMPFAIL`` of sysexits.h: "try again later") for :class:`RetryLater` — items
+that failed for a transient reason, or a run folder another process is working in. Rerunning the same command
+later is the fix for those; nothing that finished is redone.
+"""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 
 class CCDAError(Exception):
@@ -23,3 +33,51 @@ class ModelError(CCDAError):
 
 class ServiceError(CCDAError):
     """A server (generation, tracking) is unreachable or answers with an error we cannot retry."""
+
+
+class RetryLater(CCDAError):
+    """Nothing is wrong with the input or the config: rerun the same command later."""
+
+    exit_code = 75
+
+
+class ItemErrors(RetryLater):
+    """A stage ended with items that failed for a transient reason (connection, HTTP 5xx/429, timeout).
+
+    They are recorded as errors, not as results: the stage's outputs hold every other item, the step is not
+    marked up to date, and the next run retries exactly these items. ``count`` is how many, ``step`` where."""
+
+    def __init__(self, message: str, count: int = 0, step: str = "") -> None:
+        super().__init__(message)
+        self.count = count
+        self.step = step
+
+
+class LockHeld(RetryLater):
+    """Another process holds the lock of a run folder's step (its pid, host, start time and command are named)."""
+
+
+def error_kinds(reasons: Iterable[object]) -> dict[str, int]:
+    """How many error items name each failure: ``"generation-error: HTTP 500 (after 6 attempts)"`` -> ``HTTP 500``."""
+    counts: dict[str, int] = {}
+    for r in reasons:
+        if isinstance(r, str) and r:
+            text = r.split(": ", 1)[1] if r.startswith(("generation-error: ", "generator: ")) else r
+            kind = text.split(" (after", 1)[0].strip()[:60]
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def check_item_errors(step: str, n: int, items: int, kinds: Mapping[str, int], listing: Path | str,
+                      allow: bool) -> None:
+    """A stage that ends with ``n`` error items raises :class:`ItemErrors` (exit code 75), or with ``allow``
+    (``run.allow_errors``) logs a loud warning; either way the next run retries exactly those items."""
+    if not n:
+        return
+    why = ", ".join(f"{k} x{v}" for k, v in list(kinds.items())[:3]) or "see the listing"
+    msg = (f"{step}: {n} of {items} items failed for a transient reason ({why}); they are listed in {listing} and "
+           "are not results. Every other item is saved: rerun to retry exactly these (nothing else is redone)")
+    if allow:
+        logging.getLogger("context_cda").warning("WARNING %s; going on without them (run.allow_errors).", msg)
+        return
+    raise ItemErrors(msg + ", or pass --allow-errors (run.allow_errors) to go on without them.", n, step)

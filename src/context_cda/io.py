@@ -9,6 +9,7 @@ the manifest to skip stages whose inputs and config have not changed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import xxhash
 
 from . import __version__
-from .errors import InputError
+from .errors import InputError, LockHeld
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -85,12 +86,44 @@ def json_hash(obj: Any) -> str:
 # ---------------------------------------------------------------------------------------------------- atomic writes
 
 
+_UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENOSPC,
+               errno.EDQUOT, errno.ENAMETOOLONG}
+
+
+def unwritable(path: Path | str, err: OSError) -> InputError:
+    """The one-line error for a folder or file that cannot be written (read-only file system, a file where a
+    folder should be, no permission, disk full)."""
+    why = {errno.ENOTDIR: "a part of this path is a file, not a folder",
+           errno.EEXIST: "a file of that name is in the way"}.get(err.errno or 0, err.strerror or str(err))
+    return InputError(f"{path}: cannot write here ({why}). Choose a writable folder (--run-dir, --out or "
+                      "run.run_dir), or free the space.")
+
+
+def ensure_dir(path: Path | str) -> Path:
+    """``mkdir -p`` with a clear :class:`InputError` when the folder cannot be made (see :func:`unwritable`)."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as e:
+        raise unwritable(p, e) from None
+    except OSError as e:
+        if e.errno in _UNWRITABLE:
+            raise unwritable(p, e) from None
+        raise
+    return p
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it over ``path`` only if the block succeeds."""
     dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    ensure_dir(dest.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    except OSError as e:
+        if e.errno in _UNWRITABLE:
+            raise unwritable(dest.parent, e) from None
+        raise
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -112,7 +145,7 @@ def atomic_dir(dest: Path | str, replace: bool = True) -> Iterator[Path]:
     import shutil
 
     final = Path(dest)
-    final.parent.mkdir(parents=True, exist_ok=True)
+    ensure_dir(final.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     try:
         yield tmp
@@ -164,29 +197,127 @@ def write_table(df: pd.DataFrame, path: Path | str) -> Path:
 
 
 def read_table(path: Path | str, columns: list[str] | None = None) -> pd.DataFrame:
-    """Read a stage table (Parquet, JSONL or CSV), with a clear error when it is missing."""
+    """Read a stage table (Parquet, JSONL or CSV); a missing, unreadable or misnamed file is an
+    :class:`InputError` naming the file (and, for JSONL, the line)."""
     import pandas as pd
 
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: not found. Run the stage that produces it first (or check --run-dir).")
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder; pass the table file (.parquet, .jsonl or .csv) inside it.")
     if p.suffix == ".parquet":
-        return pd.read_parquet(p, columns=columns)
+        return _read_parquet(p, columns)
     if p.suffix == ".jsonl":
-        df = pd.read_json(p, lines=True)
+        df = _read_jsonl(p)
     elif p.suffix == ".csv":
-        df = pd.read_csv(p)
+        try:
+            df = pd.read_csv(p)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+            raise InputError(f"{p}: not a readable CSV table ({_first_line(e)}); write it with "
+                             "DataFrame.to_csv(index=False).") from None
     else:
         raise InputError(f"{p}: unsupported table format {p.suffix!r} (use .parquet, .jsonl or .csv).")
-    return df[columns] if columns else df
+    if columns:
+        require_columns(df, columns, p)
+        return df[columns]
+    return df
 
 
-def require_columns(df: pd.DataFrame, columns: list[str], source: Path | str) -> None:
-    missing = [c for c in columns if c not in df.columns]
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+
+
+def _read_parquet(p: Path, columns: list[str] | None) -> pd.DataFrame:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(p)
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(f"{p}: not a Parquet file ({_first_line(e)}). Write it with DataFrame.to_parquet, or "
+                         "give a text table a .jsonl/.csv name.") from None
+    if columns:
+        missing = [c for c in columns if c not in schema.names]
+        if missing:
+            raise InputError(f"{p}: missing column(s) {', '.join(missing)}; found {', '.join(schema.names)}.")
+    try:
+        return pd.read_parquet(p, columns=columns)
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(f"{p}: unreadable Parquet file ({_first_line(e)}); write it again.") from None
+
+
+def _read_jsonl(p: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    rows = []
+    try:
+        with open(p, encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{p}: line {n}: not valid JSON ({e.msg}); one JSON object per line.") from None
+                if not isinstance(row, dict):
+                    raise InputError(f"{p}: line {n}: a JSON {type(row).__name__}, expected an object "
+                                     "{\"column\": value, ...} per line.")
+                rows.append(row)
+    except UnicodeDecodeError as e:
+        raise InputError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8.") from None
+    return pd.DataFrame(rows)
+
+
+#: column kinds :func:`require_columns` checks: what the non-null values must be, and how to fix a column
+_KINDS: dict[str, tuple[str, Any, str]] = {
+    "text": ("text (strings)", lambda v: isinstance(v, str), "df[{c!r}] = df[{c!r}].astype(str)"),
+    "id": ("ids (strings or integers)", lambda v: isinstance(v, str | int) and not isinstance(v, bool),
+           "df[{c!r}] = df[{c!r}].astype(str)"),
+    "number": ("numbers", lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+               "df[{c!r}] = pd.to_numeric(df[{c!r}])"),
+    "bool": ("true/false values", lambda v: isinstance(v, bool), "df[{c!r}] = df[{c!r}].astype(bool)"),
+    "terms": ("strings or lists of strings", lambda v: isinstance(v, str) or (
+        hasattr(v, "__iter__") and not isinstance(v, bytes | dict) and all(isinstance(x, str) for x in v)),
+        "one list of 'word->counterpart' strings per row"),
+}
+
+
+def require_columns(df: pd.DataFrame, columns: list[str] | Mapping[str, str], source: Path | str) -> None:
+    """Every column named must be there; with a mapping ``{column: kind}`` (kinds: text, id, number, bool,
+    terms) its non-null values must also be of that kind: a column of the wrong type is an :class:`InputError`
+    naming the file, the column and the first bad row, instead of a failure deep inside a later step."""
+    names = list(columns)
+    missing = [c for c in names if c not in df.columns]
     if missing:
         raise InputError(
             f"{source}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}."
         )
+    if not isinstance(columns, Mapping):
+        return
+    import numpy as np
+
+    for col, kind in columns.items():
+        desc, ok, fix = _KINDS[kind]
+        values = df[col]
+        for i, v in enumerate(values.tolist()):
+            if v is None or (isinstance(v, float) and v != v):
+                continue
+            if isinstance(v, np.generic):
+                v = v.item()
+            if not ok(v):
+                raise InputError(
+                    f"{source}: column {col!r} must hold {desc}, but row {i} holds {v!r} ({type(v).__name__}). "
+                    f"Fix that column ({fix.format(c=col)}) or pass the table this stage reads."
+                )
+
+
+def require_rows(df: pd.DataFrame, source: Path | str, hint: str = "") -> None:
+    """An empty table is an :class:`InputError` (a stage never silently turns nothing into nothing)."""
+    if len(df) == 0:
+        raise InputError(f"{source}: the table has no rows. " + (hint or "Check the stage that wrote it (its "
+                         "rejected/quarantine table says why every row was dropped)."))
 
 
 def write_rejected(rows: list[dict[str, Any]] | pd.DataFrame, out_dir: Path | str) -> Path:
@@ -226,8 +357,7 @@ class StageRecorder:
     timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.out_dir = Path(self.out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.out_dir = ensure_dir(self.out_dir)
         self._t0 = time.perf_counter()
 
     @contextlib.contextmanager
@@ -288,3 +418,132 @@ def is_up_to_date(
         if rec is None or not Path(p).exists() or rec.get("sha256") != path_hash(p):
             return False
     return all(Path(o["path"]).exists() for o in m.get("outputs", {}).values())
+
+
+# ---------------------------------------------------------------------------------------------------- locks
+
+
+_HELD: dict[tuple[str, int], list[Any]] = {}  # (lock file, thread) -> [fd, depth]: re-entrant per thread
+
+
+@contextlib.contextmanager
+def file_lock(path: Path | str, what: str) -> Iterator[Path]:
+    """Hold the exclusive lock ``path`` (a step folder's ``layout.LOCK_FILE``) for the block.
+
+    ``what`` names the work (e.g. ``finetune[gpt2/cda/seed-13]``). The lock is an advisory ``flock`` on the
+    lock file, which records the holder (pid, host, start time, command): a second process is refused with a
+    :class:`~context_cda.errors.LockHeld` naming that holder. The operating system releases the lock when its
+    holder dies (``kill -9`` included), so a lock file left by a dead process is stale and taken over (logged).
+    The thread holding a lock may take it again (the runner locks a step, the stage function its folder); any
+    other thread or process is refused. The file is removed on release.
+    """
+    import threading
+
+    path = Path(path)
+    ensure_dir(path.parent)
+    key = (os.path.realpath(path), threading.get_ident())
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield path
+        finally:
+            _HELD[key][1] -= 1
+        return
+    fd = _acquire(path, what)
+    _HELD[key] = [fd, 1]
+    try:
+        yield path
+    finally:
+        del _HELD[key]
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # while still holding it: a waiting opener sees another inode and starts over
+        os.close(fd)
+
+
+def _acquire(path: Path, what: str) -> int:
+    import fcntl
+    import logging
+
+    for _ in range(20):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise unwritable(path.parent, e) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise _held(path, what, holder) from None
+        except OSError:  # a file system without flock: the recorded holder decides (alive on this host: held)
+            holder = _read_holder(fd)
+            if holder and _alive_here(holder):
+                os.close(fd)
+                raise _held(path, what, holder) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # its holder removed the file as we opened it: lock the new one
+            os.close(fd)
+            continue
+        old = _read_holder(fd)
+        if old:
+            logging.getLogger("context_cda.io").warning(
+                "%s: taking over a stale lock (pid %s on %s, started %s, is no longer running)",
+                path.parent, old.get("pid"), old.get("host"), old.get("started"))
+        _write_holder(fd, what)
+        return fd
+    raise LockHeld(f"{path}: could not take the lock (it kept changing hands); retry.")
+
+
+def _alive_here(holder: Mapping[str, Any]) -> bool:
+    import socket
+
+    if holder.get("host") != socket.gethostname():
+        return True  # another host's process: we cannot tell, so it holds the lock
+    try:
+        pid = int(holder.get("pid", 0))
+    except (TypeError, ValueError):
+        return False
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_holder(fd: int) -> dict[str, Any]:
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = os.read(fd, 65536)
+        rec = json.loads(data.decode("utf-8")) if data.strip() else {}
+        return rec if isinstance(rec, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_holder(fd: int, what: str) -> None:
+    import socket
+    import sys
+
+    rec = {"pid": os.getpid(), "host": socket.gethostname(), "what": what,
+           "started": datetime.now(tz=timezone.utc).isoformat(timespec="seconds"),
+           "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:500] if sys.argv else ""}
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, json.dumps(rec).encode("utf-8"))
+    os.fsync(fd)
+
+
+def _held(path: Path, what: str, holder: Mapping[str, Any]) -> LockHeld:
+    who = (f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}, started {holder.get('started', '?')}, "
+           f"running {holder.get('what', '?')} (command: {holder.get('command') or '?'})") if holder else "unknown"
+    return LockHeld(f"{path.parent}: {what} cannot start: another process is working in this folder ({who}). "
+                    f"Wait for it to finish, or use another run folder (--run-dir); if that process is gone "
+                    f"(another host), delete {path}.")
+

@@ -64,6 +64,8 @@ PROMOTION_FILE = "promotion.json"
 EVIDENCE_FILE = "evidence.parquet"
 EPOCH_PREDICTIONS_DIR = "predictions"
 REPORT_FILE = "report.md"
+ERRORS_FILE = "errors.parquet"  # items that failed for a transient reason (retried by the next run)
+LOCK_FILE = ".ccda-lock"  # held while a process works in a step folder (context_cda.io.file_lock)
 
 #: step folder templates, relative to the run folder (keys in braces are filled per step)
 FOLDERS: dict[str, str] = {
@@ -289,7 +291,7 @@ class RunLayout:
 
 
 def _write_marker(root: Path) -> None:
-    from .io import write_json
+    from .io import ensure_dir, write_json
 
-    root.mkdir(parents=True, exist_ok=True)
+    ensure_dir(root)
     write_json(root / LAYOUT_FILE, {"layout_version": LAYOUT_VERSION})

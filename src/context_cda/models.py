@@ -82,6 +82,7 @@ def parse_ref(ref: str) -> ModelRef:
         root = _package_dir(pkg)
         ggufs = sorted(root.rglob("*.gguf"))
         if ggufs:
+            check_gguf(ggufs[0], ref)
             return ModelRef(ref, "package", str(ggufs[0].parent), ggufs[0].name)
         configs = sorted(root.rglob("config.json"), key=lambda p: len(p.parts))
         if configs:
@@ -91,6 +92,7 @@ def parse_ref(ref: str) -> ModelRef:
     if p.suffix == ".gguf":
         if not p.is_file():
             raise ModelError(f"{ref}: GGUF file not found.")
+        check_gguf(p, ref)
         return ModelRef(ref, "gguf", str(p.resolve().parent), p.name)
     if p.is_dir():
         if not (p / "config.json").is_file():
@@ -99,6 +101,23 @@ def parse_ref(ref: str) -> ModelRef:
     if ref.startswith((".", "/", "~")) or os.sep in ref.strip("/").replace("/", "", 1):
         raise ModelError(f"{ref}: no such folder or file.")
     return ModelRef(ref, "hub", ref)
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def check_gguf(path: Path, ref: str) -> None:
+    """A ``.gguf`` file must start with the GGUF magic bytes (checked before transformers gets to parse it)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise ModelError(f"{ref}: cannot read the GGUF file ({e.strerror}).") from None
+    if head != GGUF_MAGIC:
+        raise ModelError(
+            f"{ref}: not a GGUF file (it starts with {head!r}; GGUF files start with {GGUF_MAGIC!r}). Point the "
+            "config at a real .gguf file (or a save_pretrained folder, a hub id, package:NAME)."
+        )
 
 
 def resolve_pretrained(ref: str | ModelRef, cache: str | os.PathLike[str] | None = None) -> str:
@@ -198,11 +217,37 @@ def auto_class_for(family: Family):
     ]
 
 
+def check_device(device: str) -> str:
+    """``device`` unchanged when this machine has it, else a :class:`ModelError` saying what is missing (e.g.
+    ``run.device=cuda`` on a machine without a CUDA GPU, or a CPU-only torch build)."""
+    import re
+
+    import torch
+
+    m = re.fullmatch(r"(auto|cpu|mps|cuda)(?::(\d+))?", device or "")
+    if m is None:
+        raise ModelError(f"run.device={device!r}: unknown device; use auto, cpu, cuda, cuda:N or mps.")
+    kind, index = m.group(1), m.group(2)
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            build = "this torch build has no CUDA support" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise ModelError(f"run.device={device}: {build} (torch {torch.__version__}). Set run.device=auto or "
+                             "cpu (--set run.device=cpu), or run on a machine with a GPU.")
+        if index is not None and int(index) >= torch.cuda.device_count():
+            raise ModelError(f"run.device={device}: only {torch.cuda.device_count()} CUDA device(s) visible "
+                             f"(cuda:0..cuda:{torch.cuda.device_count() - 1}).")
+    if kind == "mps" and not (getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()):
+        raise ModelError(f"run.device={device}: MPS (Apple GPU) is not available here. Set run.device=auto or cpu.")
+    return device
+
+
 def pick_device(device: str = "auto") -> str:
+    """The torch device to use: ``auto`` picks cuda, then mps, then cpu; an explicit device is checked
+    (:func:`check_device`)."""
     import torch
 
     if device != "auto":
-        return device
+        return check_device(device)
     if torch.cuda.is_available():
         return "cuda"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -230,6 +275,7 @@ def load_lm(
     """Load a language model and its tokenizer; the family comes from the config unless given."""
     from transformers import AutoConfig
 
+    dev = pick_device(device)  # a missing device fails before any weights are read
     path = resolve_pretrained(ref, cache)
     try:
         config = AutoConfig.from_pretrained(path)
@@ -244,7 +290,7 @@ def load_lm(
     except OSError as e:
         raise ModelError(_load_hint(ref, e)) from e
     tok = load_tokenizer(path)
-    model.to(pick_device(device))
+    model.to(dev)
     model.eval()
     return model, tok, fam
 

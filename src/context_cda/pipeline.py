@@ -7,6 +7,14 @@ through the same stage function the CLI, DVC and Kubeflow call. A step is skippe
 same input fingerprints, and its outputs still exist. A killed run leaves no marker for the step it was in; on
 the next ``ccda run`` that step runs again, and the long stages resume from their own checkpoints (augment and
 entropy shards, training epochs) instead of starting over.
+
+A step runs holding its folder's lock (:func:`context_cda.io.file_lock`): a second runner, stage command,
+``dvc repro`` or Kubeflow task in the same step folder is refused, naming the holder. A step that ends with
+*error items* (items that failed for a transient reason: augment, entropy) is never marked up to date: without
+``run.allow_errors`` its stage raises :class:`~context_cda.errors.ItemErrors` and the run stops there (exit code
+75); with it the run goes on, says so loudly, and stops before fine-tuning a target whose corpus lost more than
+``run.max_error_fraction`` of its items to errors. Either way the next run reruns the step, which retries exactly
+its error items.
 """
 
 from __future__ import annotations
@@ -21,9 +29,9 @@ from typing import Any
 
 from . import stages as T
 from .config import Config
-from .errors import ConfigError
-from .io import json_hash, path_hash, write_json
-from .layout import RunLayout
+from .errors import CCDAError, ConfigError, ItemErrors
+from .io import file_lock, json_hash, path_hash, write_json
+from .layout import LOCK_FILE, RunLayout
 from .stages import get_stage
 
 MARKER = ".ccda-step.json"
@@ -54,9 +62,19 @@ class Step:
 @dataclass
 class StepResult:
     step: Step
-    status: str  # ran | skipped | failed
+    status: str  # ran | errors (ran, with error items let through by run.allow_errors) | skipped | failed
     seconds: float
     summary: dict[str, Any]
+
+    @property
+    def errors(self) -> int:
+        return error_items(self.summary)
+
+
+def error_items(summary: dict[str, Any]) -> int:
+    """How many items a step's summary reports as errors (failed for a transient reason)."""
+    n = summary.get("errors") if isinstance(summary, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
 # ------------------------------------------------------------------------------------------------------ planning
@@ -112,7 +130,7 @@ def _input_hashes(step: Step) -> dict[str, str] | None:
     for name, p in step.inputs.items():
         if not Path(p).exists():
             return None
-        out[name] = path_hash(p, ignore=(MARKER,))
+        out[name] = path_hash(p, ignore=(MARKER, LOCK_FILE))
     return out
 
 
@@ -160,10 +178,15 @@ def _outputs_exist(out_dir: Path) -> bool:
 
 
 def run_step(step: Step, config: Config, **extra: Any) -> dict[str, Any]:
+    """Run one step holding its folder's lock; mark it up to date only when it ended without error items."""
     fn = get_stage(step.row.step)
-    summary = fn(config, dict(step.inputs), step.out_dir, **step.options, **extra)
-    write_json(step.out_dir / MARKER, {"stage": step.row.step, "name": step.name, "key": step.key(config),
-                                       "inputs": _input_hashes(step) or {}})
+    marker = step.out_dir / MARKER
+    with file_lock(step.out_dir / LOCK_FILE, step.name):
+        marker.unlink(missing_ok=True)  # a step that starts is not up to date until it ends cleanly
+        summary = fn(config, dict(step.inputs), step.out_dir, **step.options, **extra)
+        if not error_items(summary):
+            write_json(marker, {"stage": step.row.step, "name": step.name, "key": step.key(config),
+                                "inputs": _input_hashes(step) or {}})
     return summary
 
 
@@ -177,27 +200,42 @@ def run_pipeline(
     until: str | None = None,
     force: bool = False,
     on_event: Event | None = None,
+    allow_errors: bool | None = None,
 ) -> list[StepResult]:
-    """Run the planned steps in order; returns one result per step. Stops at the first failure (re-raised)."""
+    """Run the planned steps in order; returns one result per step. Stops at the first failure (re-raised).
+
+    ``allow_errors`` overrides ``run.allow_errors`` (see the module docstring)."""
+    if allow_errors is not None:
+        config = config.model_copy(deep=True)
+        config.run.allow_errors = allow_errors
     RunLayout.of(config).check()
     steps = select(plan(config, targets), only, until)
+    check_requirements(config, steps)
     results: list[StepResult] = []
     vanilla: dict[str, dict[str, float]] = {}
     notify = on_event or (lambda *_: None)
+    tracked = False  # whether a step that logs to MLflow has started (then a failure marks the run FAILED)
     for step in steps:
         if not force and is_fresh(step, config):
             results.append(StepResult(step, "skipped", 0.0, _summary_of(step)))
             notify("skipped", step, results[-1])
             continue
+        if step.row.step == "finetune":
+            _check_error_share(config, results, step)
         notify("start", step, None)
-        results.append(_run_one(step, config, vanilla, notify))
+        tracked = tracked or step.row.step in TRACKED
+        results.append(_run_one(step, config, vanilla, notify, tracked))
         notify("done", step, results[-1])
     if not only and until is None:
         _finish_tracking(config, "FINISHED")
     return results
 
 
-def _run_one(step: Step, config: Config, vanilla: dict[str, dict[str, float]], notify: Event) -> StepResult:
+TRACKED = ("finetune", "evaluate-vanilla", "evaluate", "register", "report")
+
+
+def _run_one(step: Step, config: Config, vanilla: dict[str, dict[str, float]], notify: Event,
+             tracked: bool = True) -> StepResult:
     """Run one step; the finetune steps of a target share the vanilla (epoch-0) metrics of the first one."""
     t0 = time.perf_counter()
     target = step.keys.get("target")
@@ -207,13 +245,61 @@ def _run_one(step: Step, config: Config, vanilla: dict[str, dict[str, float]], n
     except BaseException:
         res = StepResult(step, "failed", time.perf_counter() - t0, {})
         notify("failed", step, res)
-        _finish_tracking(config, "FAILED")
+        if tracked:
+            _finish_tracking(config, "FAILED")
         raise
     if step.row.step == "finetune":
         v = _epoch0_metrics(step.out_dir)
         if v:
             vanilla.setdefault(target, v)
-    return StepResult(step, "ran", time.perf_counter() - t0, summary)
+    return StepResult(step, "errors" if error_items(summary) else "ran", time.perf_counter() - t0, summary)
+
+
+def _check_error_share(config: Config, results: list[StepResult], step: Step) -> None:
+    """Stop before fine-tuning a target when this run's error items (augment, the target's entropy) took more
+    than ``run.max_error_fraction`` of the items planned for its corpus."""
+    target = step.keys["target"]
+    parts, kept = [], 1.0
+    for r in results:
+        if r.errors and (r.step.row.step == "augment" or (r.step.row.step == "entropy"
+                                                          and r.step.keys.get("target") == target)):
+            planned = int(r.summary.get("items") or r.summary.get("items_in") or r.errors)
+            parts.append(f"{r.step.name}: {r.errors} of {planned}")
+            kept *= 1 - r.errors / max(planned, r.errors)
+    lost = 1 - kept
+    if parts and lost > config.run.max_error_fraction:
+        raise ItemErrors(
+            f"{step.name}: not started: {lost:.0%} of the items planned for its corpus ended as errors "
+            f"({'; '.join(parts)}), more than run.max_error_fraction={config.run.max_error_fraction:g}. Rerun "
+            "when the generator is healthy (only the error items are redone), or raise run.max_error_fraction.",
+            sum(r.errors for r in results), step.name)
+
+
+def check_requirements(config: Config, steps: list[Step]) -> None:
+    """Before any step runs: the model references the steps load resolve (a missing folder, a file that is not
+    GGUF, an uninstalled package fail here, not after an hour of earlier steps) and ``run.device`` exists when
+    a step uses it. Nothing is loaded or downloaded."""
+    from .models import check_device, parse_ref
+
+    refs: dict[str, str] = {}
+    for s in steps:
+        if "target" in s.keys and s.row.step in ("entropy", "finetune", "evaluate-vanilla"):
+            refs[f"run.targets.{s.keys['target']}"] = config.run.targets[s.keys["target"]]
+        if s.row.step == "augment" and config.augment.backend != "openai":
+            refs["augment.model"] = config.augment.model
+        if s.row.step == "entropy":
+            e = config.entropy
+            if (e.generator_backend or config.augment.backend) != "openai":
+                refs["entropy.generator_model" if e.generator_model else "augment.model"] = (
+                    e.generator_model or config.augment.model)
+            refs["entropy.judge_model"] = e.judge_model
+    for key, ref in refs.items():
+        try:
+            parse_ref(ref)
+        except CCDAError as e:
+            raise type(e)(f"{key}: {e}") from None
+    if config.run.device not in ("auto", "cpu") and any(s.row.gpu != "no" for s in steps):
+        check_device(config.run.device)
 
 
 def _finish_tracking(config: Config, status: str) -> None:
@@ -264,8 +350,10 @@ def _epoch0_metrics(out_dir: Path) -> dict[str, float] | None:
 def rows_out(summary: dict[str, Any]) -> str:
     """A short 'what came out' for the summary table."""
     parts = []
-    for key in ("rows_out", "rows_valid", "accepted", "rejected", "rows_rejected", "rows_quarantined", "scored",
-                "kept", "dropped", "tokens", "epochs", "version", "promote"):
+    for key in ("rows_out", "rows_valid", "accepted", "rejected", "errors", "rows_rejected", "rows_quarantined",
+                "scored", "kept", "dropped", "tokens", "epochs", "version", "promote"):
+        if key == "errors" and not summary.get(key):
+            continue
         if key in summary and not isinstance(summary[key], dict | list):
             parts.append(f"{key}={summary[key]}")
     if not parts:  # a step with sub-steps (filter: one per k)

@@ -16,15 +16,19 @@ from 1):
 * ``[DEAD]``: HTTP 500 on every request;  ``[REFUSE]``: always a refusal;  ``[FLAKY]``: a refusal when
   ``seed == 0``, a good answer for other seeds;  ``[SAME]``: echoes the sentence unchanged.
 
-or at random: ``fault_rate`` (0..1) picks one of 500/429/slow/badjson/drop for a request with that probability
-(seeded by sentence, seed and request count, so runs are reproducible).
+or at random: ``fault_rate`` (0..1) picks one of ``faults`` (default: 500/429/slow/badjson/drop) for a request
+with that probability (seeded by sentence, seed and request count, so runs are reproducible); ``fault_rate`` may be
+changed while the server runs (``srv.fault_rate = 0`` heals it).
+
+``srv.log`` holds (sentence, seed, count, fault) per request; ``srv.calls`` the same as dicts with the prompt
+``kind`` (``augment``: the augment prompt's "Sentence:", ``sample``: the entropy sampler's "Text:") and ``n``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -70,6 +74,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(404, json.dumps({"error": {"message": f"model {body.get('model')} not found"}}).encode())
         user = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
         sentence = re.split(r"(?:Sentence|Text):", user)[-1].strip()  # the augment and the sampler prompts
+        kinds = re.findall(r"(Sentence|Text):", user)
+        kind = {"Sentence": "augment", "Text": "sample"}.get(kinds[-1] if kinds else "", "other")
         seed = body.get("seed")
         srv = self.server
         with srv.lock:
@@ -79,6 +85,8 @@ class _Handler(BaseHTTPRequestHandler):
         fault = srv.pick_fault(sentence, seed, count)
         with srv.lock:
             srv.log.append((sentence, seed, count, fault))
+            srv.calls.append({"kind": kind, "sentence": sentence, "seed": seed, "n": int(body.get("n") or 1),
+                              "fault": fault})
             srv.inflight += 1
             srv.max_inflight = max(srv.max_inflight, srv.inflight)
         try:
@@ -126,6 +134,8 @@ class _Server(ThreadingHTTPServer):
     lock: threading.Lock
     counts: Counter
     log: list
+    calls: list
+    faults: tuple[str, ...]
     requests: int
     inflight: int
     max_inflight: int
@@ -143,18 +153,20 @@ class _Server(ThreadingHTTPServer):
         if self.fault_rate:
             rng = random.Random(f"{sentence}|{seed}|{count}")
             if rng.random() < self.fault_rate:
-                return rng.choice(FAULTS)
+                return rng.choice(self.faults)
         return None
 
 
 class FakeOpenAIServer:
     def __init__(self, model: str = "fake-model", *, delay_s: float = 0.0, slow_s: float = 1.0,
-                 fault_rate: float = 0.0, port: int = 0) -> None:
+                 fault_rate: float = 0.0, port: int = 0, faults: tuple[str, ...] = FAULTS) -> None:
         self.httpd = _Server(("127.0.0.1", port), _Handler)
         self.httpd.model = model
         self.httpd.lock = threading.Lock()
         self.httpd.counts = Counter()
         self.httpd.log = []
+        self.httpd.calls = []
+        self.httpd.faults = tuple(faults)
         self.httpd.requests = 0
         self.httpd.inflight = 0
         self.httpd.max_inflight = 0
@@ -174,6 +186,18 @@ class FakeOpenAIServer:
     @property
     def log(self) -> list:
         return self.httpd.log
+
+    @property
+    def calls(self) -> list[dict]:
+        return self.httpd.calls
+
+    @property
+    def fault_rate(self) -> float:
+        return self.httpd.fault_rate
+
+    @fault_rate.setter
+    def fault_rate(self, value: float) -> None:
+        self.httpd.fault_rate = value
 
     def start(self) -> FakeOpenAIServer:
         self.thread.start()

@@ -18,7 +18,7 @@ from context_cda.augment import (
     parse_swaps,
 )
 from context_cda.augment.postprocess import default_lexicon
-from context_cda.errors import ConfigError, InputError
+from context_cda.errors import ConfigError
 from context_cda.generation import GenerationResult, SamplingParams
 
 
@@ -154,11 +154,18 @@ def test_cache_roundtrip_and_errors_not_cached(tmp_path):
 
 
 def test_shard_store_lock_and_tmp_cleanup(tmp_path):
+    from tests.helpers.lock_holder import other_process_holds
+
+    from context_cda.errors import LockHeld
+
     store = ShardStore(tmp_path / "shards")
     (store.root / ".shard-x.parquet.tmp").write_text("half")
     with store.locked():
         assert not list(store.root.glob(".*.tmp"))
         store.append([{"item_key": "a", "status": "accepted"}])
-        with pytest.raises(InputError, match="lock held"), ShardStore(tmp_path / "shards").locked():
-            pass
     assert len(store.read()) == 1
+    with other_process_holds(store.root, "augment"), pytest.raises(LockHeld, match=r"pid \d+ on .*augment"):
+        with ShardStore(tmp_path / "shards").locked():
+            pass
+    with store.locked():  # released when its holder ended
+        pass

@@ -62,15 +62,19 @@ def test_outputs_rejections_and_retries(tmp_path):
     src = write_cda_table(tmp_path / "cda.parquet", 12, {3: "[REFUSE]", 5: "[FLAKY]", 7: "[SAME]", 9: "[DEAD]"},
                           unapplied=2)
     gen = ScriptedGenerator()
-    s = run_augment(_cfg(tmp_path), {"counterfactuals": src}, tmp_path / "out", generator=gen)
+    cfg = _cfg(tmp_path)
+    cfg.run.allow_errors = True  # the [DEAD] item is an error: reported, not a result
+    s = run_augment(cfg, {"counterfactuals": src}, tmp_path / "out", generator=gen)
     aug = pd.read_parquet(tmp_path / "out" / "augmented.parquet")
     rej = pd.read_parquet(tmp_path / "out" / "rejected.parquet")
+    err = pd.read_parquet(tmp_path / "out" / "errors.parquet")
     assert list(aug.columns) == OUTPUT_COLUMNS
     assert s["accepted"] == 9 and len(aug) == 9 and aug["id"].is_unique and aug["cda_id"].is_unique
-    assert set(rej["cda_id"]) == {"cda0003", "cda0007", "cda0009", "noswap0", "noswap1"}
+    assert set(rej["cda_id"]) == {"cda0003", "cda0007", "noswap0", "noswap1"}
     reasons = dict(zip(rej["cda_id"], rej["reason"], strict=True))
     assert reasons["cda0003"].startswith("refusal") and reasons["cda0007"] == "identical"
-    assert reasons["cda0009"].startswith("generation-error: HTTP 500")
+    assert list(err["cda_id"]) == ["cda0009"] and err["reason"].iloc[0].startswith("generation-error: HTTP 500")
+    assert s["errors"] == 1 and s["rejected"] == 4 and s["error_reasons"] == {"HTTP 500": 1}
     assert reasons["noswap0"].startswith("not-applied")
     flaky = aug.set_index("cda_id").loc["cda0005"]
     assert flaky["attempts"] == 2 and flaky["augmented"].startswith("In the quiet town, She")
@@ -80,7 +84,7 @@ def test_outputs_rejections_and_retries(tmp_path):
     # order follows the input
     assert list(aug["cda_id"]) == sorted(aug["cda_id"])
     assert (tmp_path / "out" / "manifest.json").is_file()
-    assert s["rows_in"] == 14 and s["accepted"] + s["rejected"] == 14
+    assert s["rows_in"] == 14 and s["accepted"] + s["rejected"] + s["errors"] == 14
     # the manifest counts the reasons per attempt: two refusals (cda0003, the flaky cda0005) and one identical
     # copy in attempt 1; in attempt 2 the flaky one is accepted
     per = s["reasons_per_attempt"]
@@ -144,10 +148,14 @@ def test_crash_then_resume_is_exactly_once(tmp_path):
 
 
 def test_generation_errors_are_retried_by_next_run(tmp_path):
+    from context_cda.errors import ItemErrors
+
     src = write_cda_table(tmp_path / "cda.parquet", 4, {1: "[DEAD]"})
     cfg = _cfg(tmp_path)
-    s1 = run_augment(cfg, {"counterfactuals": src}, tmp_path / "o", generator=ScriptedGenerator())
-    assert s1["errors"] == 1
+    with pytest.raises(ItemErrors, match=r"augment: 1 of 4 items failed for a transient reason \(HTTP 500 x1\)"):
+        run_augment(cfg, {"counterfactuals": src}, tmp_path / "o", generator=ScriptedGenerator())
+    s1 = pd.read_json(tmp_path / "o" / "manifest.json", typ="series")["summary"]  # outputs were written first
+    assert s1["errors"] == 1 and s1["accepted"] == 3
     df = pd.read_parquet(src)
     df.loc[1, "counterfactual"] = df.loc[1, "counterfactual"].replace(" [DEAD]", "")
     df.to_parquet(src)  # a changed input row is a new item; the old error row is ignored

@@ -10,8 +10,13 @@ look the request up in the cache, generate the misses (``batch_size`` prompts pe
 every completion with :func:`~context_cda.augment.review` (the first accepted one wins), and retry the
 still-rejected items with a prompt that says what was wrong and adapted sampling (:mod:`.retry`). The shard's
 final rows (accepted, rejected with every reason, or ``error`` when the backend gave up) are then appended
-atomically. Rows with ``error`` are retried by the next run; accepted/rejected rows are final for the current
-settings. The manifest counts the reasons per attempt.
+atomically. The manifest counts the reasons per attempt.
+
+Errors are not results: an item whose every attempt failed in the generator (connection, HTTP 5xx/429,
+timeout, a malformed reply — after the backend's own retries) is ``error``, listed in ``errors.parquet``, never in
+``rejected.parquet``. The stage still writes its outputs (every accepted and rejected item), then raises
+:class:`~context_cda.errors.ItemErrors` (exit code 75) unless ``run.allow_errors`` is set; either way the next
+run retries exactly the error items. Accepted and rejected rows are final for the current settings.
 """
 
 from __future__ import annotations
@@ -26,9 +31,18 @@ from typing import Any
 
 from .. import layout as L
 from .. import schemas as S
-from ..errors import InputError
+from ..errors import InputError, check_item_errors, error_kinds
 from ..generation.base import Generator, SamplingParams
-from ..io import StageRecorder, json_hash, read_table, require_columns, stable_id, write_rejected, write_table
+from ..io import (
+    StageRecorder,
+    json_hash,
+    read_table,
+    require_columns,
+    require_rows,
+    stable_id,
+    write_rejected,
+    write_table,
+)
 from .checks import ReviewSettings, review_many
 from .checks.meaning import judge_model_ref, make_meaning_judge
 from .postprocess import default_lexicon, parse_swaps
@@ -40,6 +54,7 @@ ACCEPTED, REJECTED, ERROR = "accepted", "rejected", "error"
 OUTPUT_COLUMNS = [S.ID, S.CDA_ID, S.COUNTERFACTUAL, S.AUGMENTED, S.ATTEMPTS, S.GEN_MODEL, S.PROMPT_VERSION,
                   S.RAW_OUTPUT, S.ORIGINAL, S.SWAPPED_TERMS]
 REJECTED_COLUMNS = [S.ID, S.CDA_ID, S.COUNTERFACTUAL, S.RAW_OUTPUT, S.ATTEMPTS, "status", S.REASON]
+ERROR_COLUMNS = [S.ID, S.CDA_ID, S.COUNTERFACTUAL, S.ATTEMPTS, "status", S.REASON]
 ATTEMPT_REASONS = "attempt_reasons"  # shard column: JSON list, one list of reasons per rejected attempt
 
 
@@ -151,7 +166,9 @@ def load(config: Any, inputs: Mapping[str, Path | str]) -> Loaded:
     a = config.augment
     src = _input_path(inputs)
     df = read_table(src)
-    require_columns(df, [S.ID, S.COUNTERFACTUAL, S.SWAPPED_TERMS], src)
+    require_columns(df, {S.ID: "id", S.COUNTERFACTUAL: "text", S.SWAPPED_TERMS: "terms"}, src)
+    require_rows(df, src, "Nothing to augment: check the CDA and validation steps (their quarantine and rejected "
+                 "tables say why rows were dropped).")
     skipped: list[dict[str, Any]] = []
     if "applied" in df.columns:
         mask = df["applied"].fillna(False).astype(bool)
@@ -241,7 +258,8 @@ def run(p: Plan, items: list[_Item], progress: bool = False) -> tuple[int, int]:
 
 
 def assemble(p: Plan, loaded: Loaded, out_dir: Path) -> tuple[Any, Any, Any, int]:
-    """Write ``augmented.parquet`` and ``rejected.parquet`` from the shards (input order, one row per item)."""
+    """Write ``augmented.parquet``, ``rejected.parquet`` and ``errors.parquet`` from the shards (input order, one
+    row per item)."""
     import pandas as pd
 
     keys = [it.key for it in loaded.items]
@@ -253,12 +271,14 @@ def assemble(p: Plan, loaded: Loaded, out_dir: Path) -> tuple[Any, Any, Any, int
             merged[col] = None
     aug = merged[merged["status"] == ACCEPTED][OUTPUT_COLUMNS].reset_index(drop=True)
     aug[S.ATTEMPTS] = aug[S.ATTEMPTS].astype("int64")
-    rej = merged[merged["status"] != ACCEPTED][REJECTED_COLUMNS]
+    rej = merged[merged["status"] == REJECTED][REJECTED_COLUMNS]
+    errors = merged[merged["status"] == ERROR][ERROR_COLUMNS].reset_index(drop=True)
     if loaded.skipped:
         rej = pd.concat([rej, pd.DataFrame(loaded.skipped)], ignore_index=True)
     rej = rej.reset_index(drop=True)
     write_table(aug, out_dir / L.AUGMENTED_FILE)
     write_rejected(rej, out_dir)
+    write_table(errors, out_dir / L.ERRORS_FILE)
     return aug, rej, merged, duplicates
 
 
@@ -293,6 +313,7 @@ def record(rec: StageRecorder, p: Plan, loaded: Loaded, out_dir: Path, assembled
         "accepted": int(len(aug)),
         "rejected": int(len(rej)),
         "errors": int((merged["status"] == ERROR).sum()) if len(merged) else 0,
+        "error_reasons": error_kinds(merged.loc[merged["status"] == ERROR, S.REASON]) if len(merged) else {},
         "reject_reasons": reason_counts(rej[S.REASON]) if len(rej) else {},
         "reasons_per_attempt": attempt_counts(merged),
         "accepted_per_attempt": {str(k): int(v) for k, v in aug[S.ATTEMPTS].value_counts().sort_index().items()},
@@ -311,8 +332,10 @@ def record(rec: StageRecorder, p: Plan, loaded: Loaded, out_dir: Path, assembled
         "review": {"meaning": p.config.augment.review.meaning},
     }
     rec.finish(
-        counts={"in": summary["rows_in"], "out": summary["accepted"], "rejected": summary["rejected"]},
-        outputs={"augmented": out_dir / L.AUGMENTED_FILE, "rejected": out_dir / "rejected.parquet"},
+        counts={"in": summary["rows_in"], "out": summary["accepted"], "rejected": summary["rejected"],
+                "errors": summary["errors"]},
+        outputs={"augmented": out_dir / L.AUGMENTED_FILE, "rejected": out_dir / "rejected.parquet",
+                 "errors": out_dir / L.ERRORS_FILE},
         summary=summary,
     )
     return summary
@@ -333,11 +356,11 @@ def run_augment(
     caller that already holds a model).
     """
     out_dir = Path(out_dir)
+    loaded = load(config, inputs)  # a bad input fails here, before anything is written
     rec = StageRecorder("augment", out_dir, {"augment": config.augment.model_dump(mode="json"),
                                              "lexicon": config.lexicon.model_dump(mode="json")},
                         inputs={"counterfactuals": _input_path(inputs)},
                         versions=("transformers", "torch", "httpx", "vllm", "py3langid"))
-    loaded = load(config, inputs)
     p = plan(config, out_dir, rec, generator, judge)
     t0 = time.perf_counter()
     with p.store.locked():
@@ -345,7 +368,10 @@ def run_augment(
         elapsed = time.perf_counter() - t0
         with rec.timed("merge"):
             assembled = assemble(p, loaded, out_dir)
-    return record(rec, p, loaded, out_dir, assembled, resumed, processed, elapsed)
+        summary = record(rec, p, loaded, out_dir, assembled, resumed, processed, elapsed)
+    check_item_errors("augment", summary["errors"], summary["items"], summary["error_reasons"],
+                      out_dir / L.ERRORS_FILE, config.run.allow_errors)
+    return summary
 
 
 # ------------------------------------------------------------------------------------------------ one shard

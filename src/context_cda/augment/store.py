@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError
 from ..generation.base import Conversation, GenerationResult, SamplingParams
-from ..io import json_hash, write_table, write_text
+from ..io import file_lock, json_hash, write_table, write_text
+from ..layout import LOCK_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -64,23 +64,12 @@ class ShardStore:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold an exclusive advisory lock on the folder (released by the OS if the process dies)."""
-        import fcntl
-
-        fh = open(self.root / ".lock", "a+")  # noqa: SIM115
-        try:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise InputError(
-                    f"{self.root}: another `ccda augment` is writing here (lock held). Wait for it to finish or "
-                    "use another --run-dir."
-                ) from None
+        """Hold the folder's lock (:func:`context_cda.io.file_lock`: released by the OS if the process dies, a
+        second process is refused naming the holder); leftovers of a killed write are removed first."""
+        with file_lock(self.root / LOCK_FILE, "augment"):
             for tmp in self.root.glob(".*.tmp"):  # leftovers of a killed write
                 tmp.unlink(missing_ok=True)
             yield
-        finally:
-            fh.close()
 
     def shards(self) -> list[Path]:
         return sorted(self.root.glob("shard-*.parquet"))

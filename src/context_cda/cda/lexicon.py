@@ -202,7 +202,10 @@ def load_json_pairs(path: Path, key: str | None = None) -> list[Pair]:
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: line {e.lineno}: not valid JSON ({e.msg}).") from e
     if isinstance(data, dict):
-        if key is None or key not in data:
+        if key is None:
+            raise InputError(f"{path}: a JSON object ({', '.join(map(str, list(data)[:5]))}, ...); expected a JSON "
+                             'list of [male, female] pairs, e.g. [["he", "she"], ["king", "queen"]].')
+        if key not in data:
             raise InputError(f"{path}: expected a key {key!r} holding the pair list; found {list(data)}.")
         data = data[key]
     out = []

@@ -9,7 +9,15 @@ from typing import Any
 
 from .. import schemas as S
 from ..config import Config
-from ..io import StageRecorder, read_table, require_columns, stable_id, write_rejected, write_table
+from ..io import (
+    StageRecorder,
+    read_table,
+    require_columns,
+    require_rows,
+    stable_id,
+    write_rejected,
+    write_table,
+)
 from ..layout import COUNTERFACTUALS_FILE
 from .lexicon import load_lexicon, load_name_pairs
 from .swap import Swapper, cds_decision
@@ -92,7 +100,8 @@ def run_cda(config: Config, inputs: Mapping[str, Path] | None = None, out_dir: P
         {"sentences": src},
     )
     df = read_table(src)
-    require_columns(df, [S.ID, S.TEXT], src)
+    require_columns(df, {S.ID: "id", S.TEXT: "text"}, src)
+    require_rows(df, src, "Nothing to swap: ingest kept no sentence (its rejected table says why).")
     swapper = make_swapper(config)
     with rec.timed("swap"):
         rows, rejected = counterfactual_rows(df[S.TEXT].tolist(), df[S.ID].tolist(), config, swapper)

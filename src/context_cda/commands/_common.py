@@ -23,6 +23,13 @@ TargetsOpt = Annotated[
     list[str] | None, typer.Option("--target", help="Target short name (repeatable; default: all).")
 ]
 ArmsOpt = Annotated[list[str] | None, typer.Option("--arm", help="Arm (repeatable; default: train.arms).")]
+AllowErrorsOpt = Annotated[
+    bool | None,
+    typer.Option("--allow-errors/--no-allow-errors",
+                 help="Go on when items fail for a transient reason (server errors, rate limits, timeouts): they "
+                 "are reported loudly and retried by the next run (default: run.allow_errors; without it such a "
+                 "stage exits with code 75 after saving its finished items)."),
+]
 ParamsOpt = Annotated[
     Path | None, typer.Option("--params", help="params.yaml to read (default: nearest one, or $CCDA_PARAMS).")
 ]

@@ -8,7 +8,17 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, console, print_summary, resolve_config, step_io
+from ._common import (
+    AllowErrorsOpt,
+    ParamsOpt,
+    ProfileOpt,
+    RunDirOpt,
+    SetOpt,
+    console,
+    print_summary,
+    resolve_config,
+    step_io,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +43,7 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[int | None, typer.Option("--limit", help="Only the first N counterfactuals.")] = None,
         batch_size: Annotated[int | None, typer.Option("--batch-size", help="Prompts per generate call.")] = None,
         no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+        allow_errors: AllowErrorsOpt = None,
     ) -> None:
         """Contextual counterfactuals: a generator LM rephrases each CDA counterfactual (kill and rerun to resume).
 
@@ -46,7 +57,7 @@ def register(app: typer.Typer) -> None:
         sets = list(sets or [])
         if base_url:
             sets.append(f"augment.openai.base_url={base_url}")
-        cfg = resolve_config(profile, sets, run_dir, params, augment=flags)
+        cfg = resolve_config(profile, sets, run_dir, params, augment=flags, run={"allow_errors": allow_errors})
         inputs, out_dir = step_io(cfg, "augment", {"counterfactuals": input_path}, out)
         summary = run_augment(cfg, inputs, out_dir, progress=not no_progress)
         print_summary("augment", summary)

@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, pick, print_summary, resolve_config, step_io
+from ._common import (
+    AllowErrorsOpt,
+    ParamsOpt,
+    ProfileOpt,
+    RunDirOpt,
+    SetOpt,
+    pick,
+    print_summary,
+    resolve_config,
+    step_io,
+)
 
 TargetOpt = Annotated[
     list[str] | None,
@@ -47,13 +57,14 @@ def entropy(
     rule: Annotated[str | None, typer.Option("--rule", help="strict | lenient.")] = None,
     estimator: Annotated[str | None, typer.Option("--estimator", help="eq1 | plogp | discrete.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N items.")] = None,
+    allow_errors: AllowErrorsOpt = None,
 ) -> None:
     """Semantic entropy of each contextual counterfactual under each target model (resumable)."""
     from ..entropy import run_entropy
 
     flags = {"n_samples": n_samples, "judge": judge, "judge_model": judge_model, "rule": rule,
              "estimator": estimator, "limit": limit}
-    cfg = resolve_config(profile, sets, run_dir, params, entropy=flags)
+    cfg = resolve_config(profile, sets, run_dir, params, entropy=flags, run={"allow_errors": allow_errors})
     for name in pick(target, list(cfg.run.targets), "--target"):
         inputs, out_dir = step_io(cfg, "entropy", {"augmented": input_path}, target=name)
         summary = run_entropy(cfg, inputs, out_dir, target=name)

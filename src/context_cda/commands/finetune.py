@@ -55,10 +55,16 @@ def finetune(
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = resolve_config(profile, sets, run_dir, params,
                          train={"epochs": epochs, "token_budget": token_budget, "max_steps": max_steps})
+    from ..errors import ConfigError
+
+    bad = [s for s in seed or [] if not 0 <= s < 2**32]
+    if bad:
+        raise ConfigError(f"--seed {bad[0]}: training seeds must lie in [0, 2**32) (numpy and torch seeds).")
     jobs = [(t, a, s) for t in pick(target, list(cfg.run.targets), "--target")
             for a in pick(arm, list(cfg.train.arms), "--arm") for s in (seed or cfg.train.seeds)]
     if (input_path or out) and len(jobs) != 1:
-        raise typer.BadParameter("--input/--out need exactly one --target, --arm and --seed.")
+        raise ConfigError("--input/--out need exactly one --target, --arm and --seed (of "
+                          f"{len(jobs)} configured: add --arm and --seed).")
     for t, a, s in jobs:
         inputs, out_dir = step_io(cfg, "finetune", None, out, target=t, arm=a, seed=s)
         if input_path is not None:

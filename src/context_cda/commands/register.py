@@ -46,7 +46,9 @@ def register_cmd(
     targets = pick(target, list(cfg.run.targets), "--target")
     arms = pick(arm, list(cfg.train.arms), "--arm")
     if evaluation and len(targets) * len(arms) != 1:
-        raise typer.BadParameter("--evaluation needs exactly one --target and one --arm.")
+        from ..errors import ConfigError
+
+        raise ConfigError("--evaluation needs exactly one --target and one --arm.")
     seed = cfg.train.seeds[0]
     for t in targets:
         folders, _ = step_io(cfg, "register", target=t)

@@ -6,7 +6,16 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, console, resolve_config
+from ._common import (
+    AllowErrorsOpt,
+    ParamsOpt,
+    ProfileOpt,
+    RunDirOpt,
+    SetOpt,
+    console,
+    console_err,
+    resolve_config,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -21,6 +30,7 @@ def register(app: typer.Typer) -> None:
         until: Annotated[str | None, typer.Option(help="Stop after this stage.")] = None,
         force: Annotated[bool, typer.Option("--force", help="Re-run steps even when up to date.")] = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="List the steps and whether they are up to date.")] = False,
+        allow_errors: AllowErrorsOpt = None,
     ) -> None:
         """ingest → cda → validate → augment → validate → entropy → filter → finetune → register → report."""
         from rich.markup import escape
@@ -28,7 +38,7 @@ def register(app: typer.Typer) -> None:
 
         from ..pipeline import is_fresh, plan, rows_out, run_pipeline, select
 
-        cfg = resolve_config(profile, sets, run_dir, params)
+        cfg = resolve_config(profile, sets, run_dir, params, run={"allow_errors": allow_errors})
         tlist = [t.strip() for t in targets.split(",")] if targets else None
         olist = [s.strip() for s in only.split(",")] if only else None
         c = console()
@@ -41,6 +51,9 @@ def register(app: typer.Typer) -> None:
         def on_event(kind, step, res):
             if kind == "start":
                 c.rule(f"[bold cyan]{escape(step.name)}")
+            elif kind == "done" and res.errors:
+                c.print(f"[bold yellow]! {escape(step.name)} in {res.seconds:.1f}s with {res.errors} ERROR items "
+                        f"(allowed; not marked up to date)[/] {rows_out(res.summary)}")
             elif kind == "done":
                 c.print(f"[green]✓[/] {escape(step.name)} in {res.seconds:.1f}s {rows_out(res.summary)}")
             elif kind == "skipped":
@@ -58,3 +71,9 @@ def register(app: typer.Typer) -> None:
         report = cfg.run_dir() / "report" / "report.md"
         if report.is_file():
             c.print(f"report: {report}  (HTML beside it)")
+        with_errors = [r for r in results if r.errors]
+        if with_errors:
+            parts = ", ".join(f"{escape(r.step.name)}: {r.errors}" for r in with_errors)
+            console_err().print(f"[bold red]WARNING: {sum(r.errors for r in with_errors)} items ended as errors "
+                                f"(transient failures, let through by --allow-errors): {parts}. Those steps are not "
+                                "up to date: rerun `ccda run` to retry exactly these items.[/]")

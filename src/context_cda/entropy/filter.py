@@ -136,7 +136,7 @@ def run_filter(
     scores_path = Path(inputs["scores"])
     out = Path(out_dir)
     scores = read_table(scores_path)
-    require_columns(scores, [S.ID, S.TEXT, S.SE], scores_path)
+    require_columns(scores, {S.ID: "id", S.TEXT: "text", S.SE: "number"}, scores_path)
     bad = scores[S.SE].isna()
     if bad.any():
         raise InputError(

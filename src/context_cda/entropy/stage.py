@@ -4,7 +4,8 @@ Per target model (``config.run.targets[target]``) the stage writes below ``out_d
 
     scores (layout.SCORES_FILE)  id, text, se, se_eq1, se_plogp, se_discrete, n_clusters, n_samples
     audit (layout.AUDIT_FILE)    id, sample_idx, sample, cluster, loglik_sum, loglik_mean, n_tokens
-    rejected.parquet   id, text, reason
+    rejected.parquet   id, text, reason  (final: too few usable samples, non-finite likelihoods, empty text)
+    errors (layout.ERRORS_FILE)  id, text, reason  (the generator failed for a transient reason: retried next run)
     shards/<fingerprint>/shard-*.parquet   checkpoints (one atomic file per shard of items)
     samples/<fingerprint>/samples-*.parquet the M rephrasings per item, reused when only the judge, rule,
                                             estimator or threshold changes (generation is the costly part)
@@ -14,6 +15,12 @@ Resuming: every finished shard is one atomically written file holding its items'
 folder named by a fingerprint of everything that changes the results (entropy config, target model, generator,
 seed). A restarted run reads the finished shards, skips their ids and processes only the rest, so a kill loses at
 most the shard in flight and never duplicates an item.
+
+Errors are not results: an item whose rephrasings the generator could not produce (connection, HTTP 5xx/429,
+timeout, after the backend's own retries) is an *error*: it goes into no shard and its cached samples are not
+reused, so the next run samples and scores it (and only it) again. The stage writes its outputs for every other
+item, then raises :class:`~context_cda.errors.ItemErrors` (exit code 75) unless ``run.allow_errors`` is set. The
+stage holds its folder's lock (:func:`context_cda.io.file_lock`) while it runs.
 """
 
 from __future__ import annotations
@@ -28,8 +35,18 @@ from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
 from .. import schemas as S
-from ..errors import ConfigError, InputError
-from ..io import StageRecorder, json_hash, read_table, stable_id, write_rejected, write_table
+from ..errors import ConfigError, InputError, check_item_errors, error_kinds
+from ..io import (
+    StageRecorder,
+    file_lock,
+    json_hash,
+    read_table,
+    require_columns,
+    require_rows,
+    stable_id,
+    write_rejected,
+    write_table,
+)
 from .clustering import Query, cluster_ids
 from .estimators import semantic_entropies
 from .judges import EntailmentJudge, PairDecider
@@ -57,11 +74,13 @@ _EST_COLUMN = {"eq1": S.SE_EQ1, "plogp": S.SE_PLOGP, "discrete": S.SE_DISCRETE}
 
 @dataclass
 class ItemsResult:
-    """What processing a batch of items produced: score rows, audit rows, rejected rows and judge counters."""
+    """What processing a batch of items produced: score rows, audit rows, rejected rows (final) and error rows
+    (the generator failed: not results, retried by the next run)."""
 
     scores: list[dict[str, Any]] = field(default_factory=list)
     audit: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
 
 
 def cluster_samples(
@@ -107,10 +126,10 @@ def process_items(
     errs = list(sample_errors) if sample_errors is not None else [None] * len(ids)
     keep: list[int] = []
     for i, ss in enumerate(samples):
-        if len(ss) < cfg.min_samples:
+        if errs[i]:
+            res.errors.append({S.ID: ids[i], S.TEXT: texts[i], S.REASON: f"generator: {errs[i]}"})
+        elif len(ss) < cfg.min_samples:
             why = f"too-few-samples: {len(ss)} non-empty rephrasings < entropy.min_samples={cfg.min_samples}"
-            if errs[i]:
-                why += f" (generator: {errs[i]})"
             res.rejected.append({S.ID: ids[i], S.TEXT: texts[i], S.REASON: why})
         else:
             keep.append(i)
@@ -241,6 +260,8 @@ def _read_items(path: Path, limit: int | None) -> tuple[pd.DataFrame, list[dict[
             f"{', '.join(map(str, df.columns))}. Pass the augmented table that validation kept "
             f"({L.FOLDERS['validate-augment']}/{L.VALID_FILE})."
         )
+    require_columns(df, {S.ID: "id", col: "text"}, path)
+    require_rows(df, path, "Nothing to score: augment accepted no item, or validation quarantined them all.")
     df = df[[S.ID, col]].rename(columns={col: S.TEXT})
     dup = df[S.ID].duplicated()
     if dup.any():
@@ -316,6 +337,7 @@ class _Progress:
     shards_written: int = 0
     generated: int = 0
     decider: PairDecider | None = None
+    errors: dict[str, str] = field(default_factory=dict)  # id -> why its generation failed (this run)
 
 
 def run_entropy(
@@ -342,10 +364,17 @@ def run_entropy(
         )
     if "augmented" not in inputs:
         raise InputError("run_entropy needs inputs={'augmented': <the validated augmented table>}.")
-    target_ref = config.run.targets[target]
-    out, in_path = Path(out_dir), Path(inputs["augmented"])
-    rec = StageRecorder("entropy", out, config, inputs={"augmented": in_path}, versions=("torch", "transformers"))
+    out = Path(out_dir)
+    with file_lock(out / L.LOCK_FILE, f"entropy[{target}]"):
+        return _run_entropy(config, inputs, out, target, generator, scorer, judge, batched)
+
+
+def _run_entropy(config: Config, inputs: Mapping[str, Path | str], out: Path, target: str,
+                 generator: Generator | None, scorer: Scorer | None, judge: EntailmentJudge | None,
+                 batched: bool) -> dict[str, Any]:
+    target_ref, in_path = config.run.targets[target], Path(inputs["augmented"])
     items, rejected_input = _read_items(in_path, config.entropy.limit)
+    rec = StageRecorder("entropy", out, config, inputs={"augmented": in_path}, versions=("torch", "transformers"))
     fp = fingerprint(config, target_ref)
     shard_dir = out / SHARDS_DIR / fp
     shard_dir.mkdir(parents=True, exist_ok=True)
@@ -361,16 +390,33 @@ def run_entropy(
         finally:
             models.close()
     scores, audit, rejected = _assemble(shard_dir, items, rejected_input)
+    errors = _errors(shard_dir, items, progress)
     scores_path = write_table(scores, out / L.SCORES_FILE)
     audit_path = write_table(audit, out / L.AUDIT_FILE)
     write_rejected(rejected, out)
+    errors_path = write_table(errors, out / L.ERRORS_FILE)
     summary = _summary(config, target, target_ref, fp, items, rejected_input, scores, rejected, todo, progress)
+    summary.update(errors=int(len(errors)), error_reasons=error_kinds(errors[S.REASON]))
     rec.finish(
-        counts={"in": summary["items_in"], "out": len(scores), "rejected": summary["rejected"]},
-        outputs={"scores": scores_path, "audit": audit_path},
+        counts={"in": summary["items_in"], "out": len(scores), "rejected": summary["rejected"],
+                "errors": summary["errors"]},
+        outputs={"scores": scores_path, "audit": audit_path, "errors": errors_path},
         summary=summary,
     )
+    check_item_errors(f"entropy[{target}]", summary["errors"], summary["items_in"], summary["error_reasons"],
+                      errors_path, config.run.allow_errors)
     return summary
+
+
+def _errors(shard_dir: Path, items: pd.DataFrame, progress: _Progress) -> pd.DataFrame:
+    """The items without a finished row (their generation failed in this run): id, text, reason."""
+    import pandas as pd
+
+    done = set(read_shards(shard_dir)[S.ID].astype(str))
+    left = items[~items[S.ID].astype(str).isin(done)]
+    reasons = [progress.errors.get(str(i), "generator: not processed") for i in left[S.ID]]
+    return pd.DataFrame({S.ID: left[S.ID].tolist(), S.TEXT: left[S.TEXT].tolist(), S.REASON: reasons},
+                        columns=[S.ID, S.TEXT, S.REASON])
 
 
 def _process_shards(config: Config, todo: pd.DataFrame, models: _Models, out: Path, shard_dir: Path,
@@ -393,6 +439,7 @@ def _process_shards(config: Config, todo: pd.DataFrame, models: _Models, out: Pa
                             sample_errors=[sample_cache[i][2] for i in ids])
         progress.t_sample += t1 - t0
         progress.t_score += time.perf_counter() - t1
+        progress.errors.update({str(r[S.ID]): r[S.REASON] for r in res.errors})
         name = f"shard-{seq:05d}-{stable_id(*ids)}.parquet"
         write_table(_shard_frame(res), shard_dir / name)  # atomic: the shard is done or absent
         seq += 1
@@ -407,8 +454,8 @@ def _draw_samples(config: Config, ids: list[str], texts: list[str], models: _Mod
     import pandas as pd
 
     cfg = config.entropy
-    need = [k for k, (i, t) in enumerate(zip(ids, texts, strict=True))
-            if i not in sample_cache or sample_cache[i][0] != t]
+    need = [k for k, (i, t) in enumerate(zip(ids, texts, strict=True))  # a cached failure is sampled again
+            if i not in sample_cache or sample_cache[i][0] != t or sample_cache[i][2]]
     if not need:
         return 0
     new_samples, new_errors = sample_rephrasings(

@@ -57,11 +57,11 @@ def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided") -> pd.Data
     df = read_table(path)
     if S.ID not in df.columns:  # a user's own table (ccda finetune --input): ids from the text
         first = S.ORIGINAL if kind == "cda" else S.TEXT if S.TEXT in df.columns else S.AUGMENTED
-        df = df.assign(**{S.ID: [stable_id("row", t) for t in df.get(first, pd.Series(dtype=str))]})
+        df = df.assign(**{S.ID: [stable_id("row", t) for t in df.get(first, [None] * len(df))]})
     if kind == "cda":
         from ..cda import training_rows
 
-        require_columns(df, [S.ORIGINAL, S.COUNTERFACTUAL], path)
+        require_columns(df, {S.ORIGINAL: "text", S.COUNTERFACTUAL: "text"}, path)
         rows = training_rows(df, cda_mode)
     else:
         col = S.TEXT if S.TEXT in df.columns else S.AUGMENTED if S.AUGMENTED in df.columns else None
@@ -70,6 +70,7 @@ def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided") -> pd.Data
                 f"{path}: needs a {S.TEXT!r} (filtered corpus) or {S.AUGMENTED!r} (augmented) column; found "
                 f"{', '.join(map(str, df.columns))}."
             )
+        require_columns(df, {col: "text"}, path)
         rows = pd.DataFrame({S.ID: df[S.ID].astype(str), S.TEXT: df[col], "side": col})
     rows = rows[rows[S.TEXT].notna()].assign(**{S.TEXT: lambda d: d[S.TEXT].astype(str).str.strip()})
     rows = rows[rows[S.TEXT] != ""].reset_index(drop=True)

@@ -4,12 +4,18 @@ Writes, below the step folder ``finetune/<target>/<arm>/seed-<seed>`` (:mod:`con
 ``checkpoints/epoch-N`` (resumable), ``final/`` (``save_pretrained``, safetensors, tokenizer; LoRA adapters merged),
 ``adapter/`` (LoRA only), ``metrics.csv`` (one row per evaluated epoch; epoch 0 = the vanilla model),
 ``train_rows.parquet`` (the source rows of the texts trained on), ``corpus_stats.json`` and ``manifest.json``.
+
+Before anything is loaded or written the stage checks its inputs, the target's model reference, ``run.device``
+and the arm's corpus (at least ``train.min_rows`` rows); then it holds the step folder's lock
+(:func:`context_cda.io.file_lock`, on the main process under DDP) while it trains, so a second fine-tuning of the
+same target, arm and seed is refused instead of sharing ``checkpoints/``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
 from ..errors import ConfigError, InputError
-from ..io import StageRecorder, atomic_dir, atomic_path, write_json, write_table
+from ..io import StageRecorder, atomic_dir, atomic_path, file_lock, write_json, write_table
 from .corpus import apply_token_budget, arm_corpus, count_tokens, load_arm_rows, tokenize_texts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -208,6 +214,41 @@ def run_finetune(
     """
     seed = config.train.seeds[0] if seed is None else int(seed)
     out, say = Path(out_dir), log or logger.info
+    check_inputs(config, inputs, target, arm, seed)
+    main_rank = os.environ.get("RANK", "0") == "0"  # under DDP every rank runs this; the main one holds the lock
+    lock = file_lock(out / L.LOCK_FILE, f"finetune[{target}/{arm}/seed-{seed}]")
+    with lock if main_rank else contextlib.nullcontext():
+        return _finetune(config, inputs, out, target, arm, seed, token_budget,
+                         evaluate_fn if evaluate else None, evaluate, vanilla_metrics, on_step, say)
+
+
+def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, arm: str, seed: int) -> None:
+    """What can be checked without loading anything: the seed, the inputs, the model reference, the device and
+    the size of the arm's corpus (``train.min_rows``)."""
+    from ..models import check_device, parse_ref
+
+    if not 0 <= seed < 2**32:
+        raise ConfigError(f"finetune {target}/{arm}: seed {seed} must lie in [0, 2**32) (numpy and torch seeds).")
+    for name, p in inputs.items():
+        if not Path(p).exists():
+            raise InputError(f"finetune {target}/{arm}: input {name} = {p} not found; run the stage before.")
+    parse_ref(model_ref(config, target))
+    if config.run.device not in ("auto", "cpu"):
+        check_device(config.run.device)
+    kind, path = arm_corpus(inputs, arm, config.train.k)
+    if not path.exists():
+        raise InputError(f"finetune {arm}: its corpus {path} does not exist; run the earlier stages first.")
+    rows = len(load_arm_rows(kind, path, config.cda.mode))
+    if rows < config.train.min_rows:
+        raise InputError(
+            f"finetune {target}/{arm}: its corpus {path} has {rows} rows, fewer than train.min_rows="
+            f"{config.train.min_rows}. Earlier steps lost items (their errors, rejected and quarantine tables say "
+            "why): rerun them (error items are retried), or lower train.min_rows."
+        )
+
+
+def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: int, token_budget, evaluate_fn,
+              evaluate: bool, vanilla_metrics, on_step, say) -> dict[str, Any]:
     rec = _recorder(config, inputs, out, target, arm, seed, token_budget)
     with rec.timed("load"):
         model, tok, family = load_target(config, target)
@@ -217,8 +258,7 @@ def run_finetune(
     say(f"finetune {target}/{arm}/seed-{seed}: {family} model, {len(corpus.examples)} sequences, "
         f"{corpus.used} tokens (budget {corpus.budget})")
     result, metrics_log, tracker, main = _train(config, model, tok, family, corpus, out, target, arm, seed,
-                                                evaluate_fn if evaluate else None, evaluate, vanilla_metrics,
-                                                on_step, say, rec)
+                                                evaluate_fn, evaluate, vanilla_metrics, on_step, say, rec)
     summary = _summary(target, arm, seed, family, corpus, result, metrics_log, out, tracker)
     if main:
         _record(rec, out, corpus, summary, tracker)
@@ -226,9 +266,6 @@ def run_finetune(
 
 
 def _recorder(config: Config, inputs, out: Path, target: str, arm: str, seed: int, token_budget) -> StageRecorder:
-    for name, p in inputs.items():
-        if not Path(p).exists():
-            raise InputError(f"finetune {target}/{arm}: input {name} = {p} not found; run the stage before.")
     stage_cfg = {
         "train": config.train.model_dump(mode="json"),
         "evaluate": config.evaluate.model_dump(mode="json"),

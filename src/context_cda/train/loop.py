@@ -6,8 +6,13 @@
   mixed precision (bf16/fp16 on GPU), gradient clipping, AdamW with linear warm-up and decay.
 * A checkpoint after every epoch (after that epoch's evaluation) in ``checkpoints/epoch-N`` (model, optimizer,
   scheduler and RNG states through ``accelerator.save_state``, then ``state.json`` as the completion marker);
-  :func:`train` resumes from the last complete checkpoint. Batch order and masking depend only on (seed, epoch, batch), and evaluation runs with the
-  RNG state forked, so a resumed run ends with the same weights as an uninterrupted one.
+  :func:`train` resumes from the last complete checkpoint. Batch order and masking depend only on (seed, epoch,
+  batch), and evaluation runs with the RNG state forked, so a resumed run ends with the same weights as an
+  uninterrupted one.
+* Retention: once a checkpoint is complete, only the newest ``train.keep_checkpoints`` full states are kept
+  (default 1: resuming needs the last one only); an older epoch's folder is deleted, or with
+  ``train.keep_epoch_weights`` reduced to its model weights (``state.json`` goes first, so a half-pruned folder
+  is never taken for a resumable one).
 """
 
 from __future__ import annotations
@@ -115,7 +120,8 @@ def data_fingerprint(examples: Sequence[dict[str, list[int]]], tcfg, seed: int, 
     for ex in examples:
         h.update(np.asarray(ex["input_ids"], dtype=np.int64).tobytes())
         h.update(b"|")
-    settings = tcfg.model_dump(mode="json", exclude={"eval_every", "arms", "seeds", "k"})
+    settings = tcfg.model_dump(mode="json", exclude={"eval_every", "arms", "seeds", "k", "min_rows",
+                                                     "keep_checkpoints", "keep_epoch_weights"})
     h.update(json.dumps([settings, seed, family], sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -212,6 +218,9 @@ def train(
         if evaluate is not None and (epoch % tcfg.eval_every == 0 or last):
             _run_eval(acc, run.model, tokenizer, evaluate, epoch)
         _save_checkpoint(acc, out, epoch, run.global_step, {"epoch_losses": run.epoch_losses}, fingerprint)
+        if acc.is_main_process:
+            prune_checkpoints(out, tcfg.keep_checkpoints, tcfg.keep_epoch_weights)
+        acc.wait_for_everyone()
         epochs_done = epoch
     acc.wait_for_everyone()
     return TrainResult(
@@ -336,3 +345,26 @@ def _save_checkpoint(
             shutil.rmtree(final)
         os.replace(tmp, final)
     acc.wait_for_everyone()
+
+
+WEIGHT_FILES = ("model*.safetensors", "pytorch_model*.bin")
+
+
+def prune_checkpoints(out_dir: Path | str, keep: int = 1, keep_weights: bool = False) -> list[Path]:
+    """Keep the newest ``keep`` complete checkpoints whole; delete older epochs' folders, or (``keep_weights``)
+    reduce them to their model weights. Returns the folders pruned."""
+    root = Path(out_dir) / CHECKPOINTS
+    full = sorted((int(d.name.split("-", 1)[1]), d) for d in root.glob("epoch-*")
+                  if d.is_dir() and d.name.split("-", 1)[1].isdigit() and (d / STATE_FILE).is_file())
+    pruned = []
+    for _, d in full[: max(len(full) - max(keep, 1), 0)]:
+        (d / STATE_FILE).unlink()  # first: from now on the folder is not a resumable checkpoint
+        if not keep_weights:
+            shutil.rmtree(d, ignore_errors=True)
+        else:
+            weights = {f for pattern in WEIGHT_FILES for f in d.glob(pattern)}
+            for f in d.iterdir():
+                if f not in weights:
+                    shutil.rmtree(f, ignore_errors=True) if f.is_dir() else f.unlink()
+        pruned.append(d)
+    return pruned

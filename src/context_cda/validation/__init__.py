@@ -23,6 +23,15 @@ BOUNDARIES: dict[str, str] = {
 
 EXCLUDED = "excluded-by-reviewer"
 
+#: boundary -> the columns its suite reads and what they hold; a table without them (or with a column of another
+#: type) is an input error naming the file, not a table whose every row is quarantined
+TABLE_COLUMNS: dict[str, dict[str, str]] = {
+    "cda": {S.ID: "id", S.ORIGINAL: "text", S.COUNTERFACTUAL: "text"},
+    "augment": {S.ID: "id", S.CDA_ID: "id", S.COUNTERFACTUAL: "text", S.AUGMENTED: "text"},
+    "entropy": {S.ID: "id", S.TEXT: "text"},
+}
+TYPED_IF_PRESENT: dict[str, str] = {S.SE: "number", S.N_SWAPS: "number", S.ORIGINAL: "text"}
+
 
 def run_validate(
     config,
@@ -35,7 +44,7 @@ def run_validate(
     the quarantined ones (with reasons) and the results (file names: :mod:`context_cda.layout`) below ``out_dir``. ``target`` only labels the
     manifest (the entropy boundary is per target)."""
     from ..errors import ConfigError, InputError
-    from ..io import StageRecorder, read_table
+    from ..io import StageRecorder, read_table, require_columns, require_rows
     from .core import validate_table
 
     inputs = dict(inputs or {})
@@ -58,6 +67,10 @@ def run_validate(
     df = read_table(src)
     if S.ID not in df.columns:
         raise InputError(f"{src}: no '{S.ID}' column; validate reads stage outputs, which always have one.")
+    require_columns(df, {**{c: k for c, k in TYPED_IF_PRESENT.items() if c in df.columns},
+                         **TABLE_COLUMNS[boundary]}, src)
+    require_rows(df, src, f"Nothing to validate at the {boundary} boundary: the stage before it kept no row (its "
+                 "rejected and errors tables say why).")
     prepared = module.prepare(df, config)
     with rec.timed("suite"):
         summary = validate_table(prepared, module.checks(config) + reviewer_checks(config, boundary), boundary,
