@@ -243,3 +243,28 @@ def test_data_list_shows_what_a_profile_reads_and_where(data_mirror, capsys):
     demo = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
     assert "../shared" not in demo.read_text()  # configs name datasets, not paths
     assert main(["data", "verify", "--profile", "demo"]) == 0
+
+
+def test_the_data_doc_lists_every_dataset():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "data.md").read_text()
+    rows = set(re.findall(r"^\| `([a-z0-9-]+)` \| `([^`]+)`", doc, flags=re.M))
+    assert {name for name, _ in rows} == set(datasets.DATASETS)
+    for name, path in rows:  # the documented mirror path starts with the registry's
+        assert path.startswith(datasets.DATASETS[name].path), (name, path)
+
+
+def test_s3_uris_survive_path_objects_and_refuse_escaping_keys():
+    from context_cda import s3
+    from context_cda.models import parse_ref
+
+    assert s3.is_s3(Path("s3://b/k/x.txt")) and s3.normalise(Path("s3://b/k/x.txt")) == "s3://b/k/x.txt"
+    assert s3.split("s3://bucket/a/b.txt") == ("bucket", "a/b.txt") and s3.split("s3://bucket") == ("bucket", "")
+    assert s3.join("s3://b/mirror/", "corpus/", "x.raw") == "s3://b/mirror/corpus/x.raw"
+    with pytest.raises(InputError, match="no bucket name"):
+        s3.split("s3:///key")
+    assert s3._relative("models/tg/", "models/tg/sub/config.json") == "sub/config.json"
+    with pytest.raises(InputError, match="not a plain path"):
+        s3._relative("models/tg/", "models/tg/../../etc/passwd")
+    ref = parse_ref("s3://bucket/models/tg/")
+    assert (ref.kind, ref.location, ref.name) == ("s3", "s3://bucket/models/tg/", "tg")
+    assert not s3.is_s3("/data/s3-like/file") and not s3.is_s3("models/s3:/x")
