@@ -89,3 +89,11 @@ def test_missing_kfp_extra_is_reported(monkeypatch, capsys):
     monkeypatch.setattr(importlib, "import_module", lambda n, *a: fake_import(n))
     assert main(["pipeline", "compile", "--out", "/tmp/never.yaml"]) == 2
     assert "context-cda[kfp]" in capsys.readouterr().err
+
+
+def test_compile_reports_bad_cluster_settings_in_one_line(tmp_path, capsys):
+    rc = main(["pipeline", "compile", "--out", str(tmp_path / "x.yaml"), "--profile", "tiny",
+               "--set", "pipeline.shm_size=20Gi"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "pipeline.shm_size" in err and "Traceback" not in err
+    assert not (tmp_path / "x.yaml").exists()

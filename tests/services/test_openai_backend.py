@@ -97,21 +97,45 @@ def test_server_gone_mid_run_stops_the_run_and_resume_finishes(tmp_path):
 
 @pytest.mark.parametrize("fault_rate", [0.35])
 def test_random_faults_no_item_lost_or_duplicated(tmp_path, fault_rate):
+    """Items whose retries ran out are errors (errors.parquet, exit 75), never rejections; the rerun against the
+    healed server sends exactly those, and every id ends accepted, rejected with a reason, or (still) an error."""
+    from context_cda.errors import ItemErrors
+
     n = 40
     src = write_cda_table(tmp_path / "cda.parquet", n, {5: "[DEAD]", 6: "[REFUSE]", 7: "[FLAKY]"})
+    out = tmp_path / "out"
+    ids = {f"cda{i:04d}" for i in range(n)}
+
+    def tables():
+        return [pd.read_parquet(out / f) for f in ("augmented.parquet", "rejected.parquet", "errors.parquet")]
+
     with FakeOpenAIServer(fault_rate=fault_rate, slow_s=0.8) as srv:
         cfg = openai_config(srv.base_url, tmp_path, shard_size=8,
                             openai={"timeout_s": 0.3, "max_attempts": 3, "concurrency": 8})
-        s = run_augment(cfg, {"counterfactuals": src}, tmp_path / "out")
-    aug = pd.read_parquet(tmp_path / "out" / "augmented.parquet")
-    rej = pd.read_parquet(tmp_path / "out" / "rejected.parquet")
-    ids = {f"cda{i:04d}" for i in range(n)}
-    assert aug["cda_id"].is_unique and rej["cda_id"].is_unique
-    assert set(aug["cda_id"]) | set(rej["cda_id"]) == ids and not set(aug["cda_id"]) & set(rej["cda_id"])
-    assert rej["reason"].str.len().gt(0).all()
-    assert {"cda0005", "cda0006"} <= set(rej["cda_id"]) and "cda0007" in set(aug["cda_id"])
-    assert s["accepted"] + s["rejected"] == n and s["duplicates_dropped"] == 0
-    assert any(f for (*_, f) in srv.log)  # faults really happened
+        with pytest.raises(ItemErrors) as first:  # [DEAD] answers HTTP 500 to every attempt
+            run_augment(cfg, {"counterfactuals": src}, out)
+        aug, rej, err = tables()
+        assert first.value.count == len(err) >= 1 and "cda0005" in set(err["cda_id"])
+        for t in (aug, rej, err):
+            assert t["cda_id"].is_unique
+        assert set(aug["cda_id"]) | set(rej["cda_id"]) | set(err["cda_id"]) == ids
+        assert not (set(aug["cda_id"]) & set(rej["cda_id"]) or set(err["cda_id"]) & (set(aug["cda_id"]) | set(rej["cda_id"])))
+        assert any(f for (*_, f) in srv.log)  # faults really happened
+
+        srv.fault_rate = 0  # healed: the rerun asks only for the items that failed
+        failed, before = set(err["cda_id"]), len(srv.log)
+        with pytest.raises(ItemErrors) as second:
+            run_augment(cfg, {"counterfactuals": src}, out)
+        retried = {sent for sent, *_ in srv.log[before:]}
+    aug2, rej2, err2 = tables()
+    assert second.value.count == 1 and set(err2["cda_id"]) == {"cda0005"}  # only the dead one is left
+    sentences = dict(zip(pd.read_parquet(src)["id"], pd.read_parquet(src)["counterfactual"], strict=True))
+    assert retried == {sentences[i] for i in failed}
+    assert aug2["cda_id"].is_unique and rej2["cda_id"].is_unique
+    assert set(aug2["cda_id"]) | set(rej2["cda_id"]) | set(err2["cda_id"]) == ids
+    assert set(aug["cda_id"]) <= set(aug2["cda_id"])  # nothing accepted is lost
+    assert rej2["reason"].str.len().gt(0).all()
+    assert "cda0006" in set(rej2["cda_id"]) and "cda0007" in set(aug2["cda_id"])
 
 
 # ---- the API key only over https (or to this machine) ----------------------------------------------------------
