@@ -7,11 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -21,53 +17,21 @@ pytest.importorskip("mlflow")
 torch = pytest.importorskip("torch")
 httpx = pytest.importorskip("httpx")
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+
+from mlflow_server import mlflow_server as start_mlflow_server  # noqa: E402
+
 from context_cda.config import Config  # noqa: E402
 
 pytestmark = pytest.mark.services
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory):
     """A real tracking + registry server (sqlite backend, served local artifacts), started once per session."""
     root = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
-    exe = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
-    cmd = [
-        exe, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-        "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-        "--serve-artifacts", "--artifacts-destination", str(root / "artifacts"),
-    ]
-    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root,
-                            env={**os.environ, "MLFLOW_TRACKING_URI": ""})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited: {(root / 'server.log').read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                raise RuntimeError(f"mlflow server not ready: {(root / 'server.log').read_text()[-3000:]}")
-            time.sleep(0.5)
+    with start_mlflow_server(root, str(root / "artifacts")) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def _metrics(ss: float, cs: float, lms: float = 90.0) -> dict[str, float]:

