@@ -243,6 +243,11 @@ def test_data_list_shows_what_a_profile_reads_and_where(data_mirror, capsys):
     demo = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
     assert "../shared" not in demo.read_text()  # configs name datasets, not paths
     assert main(["data", "verify", "--profile", "demo"]) == 0
+    capsys.readouterr()
+    assert main(["data", "list", "--profile", "tiny"]) == 0  # explicit paths only (ingest.corpus: path)
+    assert "found: explicit ingest.path=tests/fixtures/corpus/tiny_corpus.txt" in capsys.readouterr().out
+    assert main(["data", "fetch", "--profile", "tiny"]) == 0
+    assert "nothing to fetch" in capsys.readouterr().out
 
 
 def test_the_data_doc_lists_every_dataset():

@@ -81,3 +81,46 @@ def test_evaluate_stage_metrics_take_precedence_in_table1(tmp_path):
     assert t1.loc["cda", "stereoset_ss"] == 52.5 and t1.loc["cda", "source"] == "evaluate"
     assert t1.loc["cda", "stereoset_lms"] == 85.0  # not in the aggregate: per-epoch value kept
     assert t1.loc["vanilla", "source"] == "metrics.csv"
+
+
+def _predictions(folder, ss_share, cs_share, n=120):
+    """StereoSet / CrowS predictions where the first ss_share / cs_share of the items take the stereotyped side."""
+    ss = [{"id": f"c{i}", "target": f"t{i % 8}", "bias_type": "gender",
+           "score_stereotype": 0.6 if i < ss_share * n else 0.4,
+           "score_anti_stereotype": 0.4 if i < ss_share * n else 0.6, "score_unrelated": 0.1} for i in range(n)]
+    cp = [{"id": f"p{i}", "bias_type": "gender", "direction": "stereo",
+           "score_more": -1.0 if i < cs_share * n else -2.0, "score_less": -2.0 if i < cs_share * n else -1.0}
+          for i in range(n)]
+    for name, rows in (("stereoset", ss), ("crows", cp)):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_parquet(folder / name / "predictions.parquet")
+
+
+def test_seeds_intervals_marks_and_paired_comparisons(tmp_path):
+    """Two seeds per arm: the arm row (first seed) with its interval and a significance mark, a row per seed, the
+    mean ± std over seeds, and the paired comparisons (arm - vanilla, arm - arm) from the per-item scores."""
+    run = tmp_path / "run"
+    lay = RunLayout(run)
+    ci = {"stereoset_ss_ci_low": 55.0, "stereoset_ss_ci_high": 67.0}
+    for arm, shares in (("cda", {13: 0.70, 14: 0.74}), ("context-cda", {13: 0.50, 14: 0.52})):
+        for seed, share in shares.items():
+            _write(run, "gpt2", arm, [(0, {**VANILLA, **ci}), (1, {**VANILLA, "stereoset_ss": 100 * share})], seed=seed)
+            _predictions(lay.evaluation_dir("gpt2", arm, seed), share, share)
+    _predictions(lay.evaluation_dir("gpt2"), 0.72, 0.72)
+    cfg = Config.model_validate({"run": {"run_dir": str(run)}, "tracking": {"enabled": False},
+                                 "train": {"seeds": [13, 14]}})
+    run_report(cfg, step_inputs(cfg, "report"), run / "report")
+    md = (run / "report" / "report.md").read_text()
+    assert "| Vanilla | 0 | 61.00 [55.00, 67.00] |" in md  # the interval of the epoch-0 evaluation
+    assert "| CDA, seed 14 |  | 74.00 |" in md
+    assert "| Context-CDA, mean ± std (2 seeds) |  | 51.00 ± 1.41 |" in md
+    # Context-CDA is significantly less biased than vanilla on |SS-50|: its SS cell is marked
+    assert "| Context-CDA | 1 | 50.00* |" in md
+    assert "## Paired comparisons" in md and "| Context-CDA − Vanilla |" in md and "| Context-CDA − CDA |" in md
+    comp = pd.read_csv(run / "report" / "comparisons.csv")
+    row = comp[(comp.a == "context-cda") & (comp.b == "vanilla") & (comp.metric == "ss_dist")].iloc[0]
+    assert row["diff"] == pytest.approx(1.0 - 22.0, abs=1.0) and row["ci_high"] < 0 and bool(row["significant"])
+    row = comp[(comp.a == "cda") & (comp.b == "vanilla") & (comp.metric == "ss")].iloc[0]
+    assert row["diff"] == pytest.approx(0.0, abs=1.0) and not bool(row["significant"])  # (70 + 74) / 2 = 72
+    html = (run / "report" / "report.html").read_text()
+    assert "Paired comparisons" in html and "mean ± std (2 seeds)" in html

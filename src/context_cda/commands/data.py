@@ -54,16 +54,19 @@ def register(app: typer.Typer) -> None:
     def list_cmd(profile: ProfileOpt = None, sets: SetOpt = None, params: ParamsOpt = None,
                  every: AllOpt = False) -> None:
         """What the profile reads and where each dataset would be found now (nothing is downloaded)."""
-        from ..datasets import DATA_DIR_ENV, data_cache_dir, data_dir, get, where
+        from ..datasets import DATA_DIR_ENV, DATASETS, data_cache_dir, data_dir, get, where
 
         cfg = resolve_config(profile, sets, params=params)
         cache = cfg.run.data_cache
         typer.echo(f"mirror (${DATA_DIR_ENV}): {data_dir() or 'not set'}; data cache: {data_cache_dir(cache)}")
         rows = ([(n, "", "", None) for n in _chosen(cfg, None, True)] if every else profile_datasets(cfg))
         for name, used_by, key, explicit in rows:
+            user = f" [{used_by}]" if used_by else ""
+            if explicit and name not in DATASETS:  # e.g. ingest.corpus: path
+                typer.echo(f"{key}{user}\n    found: explicit {key}={explicit}")
+                continue
             ds = get(name)
             found = f"explicit {key}={explicit}" if explicit else "{}: {}".format(*where(ds, cache))
-            user = f" [{used_by}]" if used_by else ""
             typer.echo(f"{name}{user}  {ds.description}\n    mirror path {ds.path}; checksums {ds.checksums}; "
                        f"from {ds.provenance}\n    found: {found}")
 
@@ -80,8 +83,10 @@ def register(app: typer.Typer) -> None:
         from ..errors import CCDAError, InputError
 
         cfg = resolve_config(profile, sets, params=params)
-        failed = []
-        for name in _chosen(cfg, names, every):
+        failed, chosen = [], _chosen(cfg, names, every)
+        if not chosen:
+            typer.echo("nothing to fetch: every dataset the profile reads is an explicit path.")
+        for name in chosen:
             try:
                 root, how = fetch(get(name), to, cache=cfg.run.data_cache, force=force)
             except CCDAError as e:

@@ -8,7 +8,9 @@ report are logged to the pipeline's MLflow run.
 
 Table 1 lists, per target, the vanilla model (epoch 0) and each arm after its last evaluated epoch; where the
 evaluate steps wrote their ``aggregate.json``, their (full-benchmark) metrics are used. With several training
-seeds, the first of ``train.seeds`` gives the row.
+seeds, the first of ``train.seeds`` gives the row, followed by one row per seed and their mean ± std. Cells carry
+their bootstrap intervals and significance marks, and a section of paired comparisons (arm vs vanilla, arm vs
+arm) follows (:mod:`.evidence`; ``comparisons.csv``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .. import layout as L
 from ..errors import InputError
 from ..io import StageRecorder, read_json, write_json, write_text
-from . import extrinsic, generated
+from . import evidence, extrinsic, generated
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -101,7 +103,9 @@ def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]
     def add(target: str, model: str, epoch: int, row) -> None:
         vals, source = _metric_values(row), "metrics.csv"
         if (target, model) in final:
-            vals = {m: final[(target, model)].get(m, vals[m]) for m in METRICS}
+            got = final[(target, model)]
+            # a metric the evaluate step measured comes with its own interval (or none), never the epoch's
+            vals = {k: got.get(k) if k.split("_ci_")[0] in got else vals[k] for k in vals}
             source = "evaluate"
         rows.append({"target": target, "model": model, "epoch": epoch, **vals, "source": source})
 
@@ -115,8 +119,11 @@ def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]
                 continue
             last = adf.iloc[-1]
             add(str(target), arm, int(last["epoch"]), last)
-    cols = ["target", "model", "epoch", *(m for m in METRICS), "source"]
+    cols = ["target", "model", "epoch", *(m for m in METRICS), "source", *_CI_COLUMNS]
     return pd.DataFrame(rows, columns=cols)
+
+
+_CI_COLUMNS = [f"{m}_ci_{side}" for m in METRICS for side in ("low", "high")]
 
 
 def evaluation_dirs(evaluate_dir: Path | str | None, seeds: list[int] | None = None) -> dict[tuple[str, str], Path]:
@@ -194,7 +201,7 @@ def plot_next_token(aggs: Mapping[str, Mapping[str, dict[str, Any]]], out_dir: P
 def _metric_values(row) -> dict[str, float | None]:
     import pandas as pd
 
-    return {m: (float(row[m]) if m in row and pd.notna(row[m]) else None) for m in METRICS}
+    return {m: (float(row[m]) if m in row and pd.notna(row[m]) else None) for m in [*METRICS, *_CI_COLUMNS]}
 
 
 def _arm_order(arms) -> list[str]:
@@ -264,18 +271,14 @@ def _fmt_metric(v: Any) -> str:
 
 def render_markdown(
     t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path,
-    t2: pd.DataFrame | None = None,
+    t2: pd.DataFrame | None = None, ev: evidence.Evidence | None = None,
 ) -> str:
     lines = [f"# Context-CDA report: `{run_dir.name}`", "",
              "## Table 1: intrinsic bias after debiasing", "",
              "SS (StereoSet stereotype score) and CS (CrowS-Pairs) are best at 50; LMS (language modelling score) "
              "and ICAT are better higher.", ""]
-    for target, tdf in t1.groupby("target", sort=True):
-        lines += [f"### {target}", "", "| Model | Epoch | SS | LMS | ICAT | CS |", "|---|---:|---:|---:|---:|---:|"]
-        for _, r in tdf.iterrows():
-            vals = " | ".join(_fmt(r[m]) for m in METRICS)
-            lines.append(f"| {arm_label(r['model'])} | {int(r['epoch'])} | {vals} |")
-        lines.append("")
+    lines += evidence.table1_markdown(t1, ev, list(METRICS), arm_label)
+    lines += evidence.markdown(ev, sorted(map(str, t1["target"].unique())), arm_label) if ev else []
     if t2 is not None and not t2.empty:
         cols = [c for c in t2.columns if c in EXTRINSIC]
         lines += ["## Table 2: extrinsic bias, downstream quality and next-token balance", "",
@@ -302,7 +305,7 @@ def render_markdown(
 
 def render_html(
     t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path,
-    t2: pd.DataFrame | None = None,
+    t2: pd.DataFrame | None = None, ev: evidence.Evidence | None = None,
 ) -> str:
     e = html.escape
     parts = [
@@ -315,13 +318,8 @@ def render_html(
         "<h2>Table 1: intrinsic bias after debiasing</h2>",
         "<p>SS and CS are best at 50; LMS and ICAT are better higher.</p>",
     ]
-    for target, tdf in t1.groupby("target", sort=True):
-        parts.append(f"<h3>{e(str(target))}</h3><table><tr><th>Model</th><th>Epoch</th>"
-                     + "".join(f"<th>{t}</th>" for t, _ in METRICS.values()) + "</tr>")
-        for _, r in tdf.iterrows():
-            parts.append(f"<tr><td>{e(arm_label(r['model']))}</td><td class='n'>{int(r['epoch'])}</td>"
-                         + "".join(f"<td class='n'>{_fmt(r[m])}</td>" for m in METRICS) + "</tr>")
-        parts.append("</table>")
+    parts += evidence.table1_html(t1, ev, list(METRICS), [t for t, _ in METRICS.values()], arm_label)
+    parts += evidence.html_section(ev, sorted(map(str, t1["target"].unique())), arm_label) if ev else []
     if t2 is not None and not t2.empty:
         cols = [c for c in t2.columns if c in EXTRINSIC]
         parts.append("<h2>Table 2: extrinsic bias, downstream quality and next-token balance</h2>"
@@ -359,8 +357,10 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
     run_dir, out, seeds = folders["finetune"].parent, Path(out_dir), list(config.train.seeds)
     rec = StageRecorder("report", out, {"report": config.report.model_dump(mode="json")},
                         {k: v for k, v in folders.items() if v.exists()})
-    df = first_seed(collect_metrics(folders["finetune"]), seeds)
+    every_seed = collect_metrics(folders["finetune"])
+    df = first_seed(every_seed, seeds)
     final = evaluate_metrics(folders.get("evaluations"), seeds)
+    ev = evidence.collect(config, folders, every_seed)
     t1, t2 = table1(df, final), table2(final)
     t2 = extrinsic.with_marks(t2, extrinsic.read_deviations(evaluation_dirs(folders.get("evaluations"), seeds)))
     out.mkdir(parents=True, exist_ok=True)
@@ -368,16 +368,19 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
     promotions = _promotions(folders.get("registrations"))
     outputs: dict[str, Path] = {"table1": out / "table1.csv"}
     t1.to_csv(out / "table1.csv", index=False)
+    if ev.pairs:
+        outputs["comparisons"] = out / "comparisons.csv"
+        evidence.comparisons_frame(ev).to_csv(outputs["comparisons"], index=False)
     if not t2.empty:
         outputs["table2"] = out / "table2.csv"
         t2.to_csv(out / "table2.csv", index=False)
     gen = generated.collect(folders.get("augment"), folders.get("entropy"), folders.get("filtered"), out)
     if "md" in config.report.formats:
-        outputs["markdown"] = write_text(out / L.REPORT_FILE, render_markdown(t1, plots, promotions, run_dir, t2)
+        outputs["markdown"] = write_text(out / L.REPORT_FILE, render_markdown(t1, plots, promotions, run_dir, t2, ev)
                                          + generated.markdown(gen))
     if "html" in config.report.formats:
         outputs["html"] = write_text(out / "report.html",
-                                     generated.into_html(render_html(t1, plots, promotions, run_dir, t2), gen))
+                                     generated.into_html(render_html(t1, plots, promotions, run_dir, t2, ev), gen))
     table = [{k: (None if v != v else v) for k, v in r.items()} for r in t1.to_dict("records")]
     summary = {"run_dir": str(run_dir), "rows": len(t1), "plots": [p.name for p in plots],
                "table1": table, "files": {k: str(v) for k, v in outputs.items()},

@@ -1,0 +1,260 @@
+"""The evidence in the report: Table 1's intervals and significance marks, per-seed rows with mean ± std, and the
+paired comparisons of every arm with vanilla and with every other arm.
+
+* Cells are ``value [low, high]``: the bootstrap interval at ``evaluate.bootstrap.level`` of the metric (from the
+  evaluate step's aggregate, else the per-epoch ``metrics.csv``; both carry ``<metric>_ci_low/_ci_high``).
+* A ``*`` marks an arm's cell whose paired difference from vanilla is significant at that level: |SS-50| for SS,
+  |CS-50| for CS, LMS, ICAT (the interval of the difference excludes 0).
+* With several training seeds, Table 1's arm row is the first seed's (the registered model), and one row per
+  seed and a ``mean ± std`` row follow it (std over seeds, ddof 1).
+* The paired comparisons use the per-item scores (:mod:`context_cda.tracking.evidence`): an arm's seeds pooled
+  (item decisions averaged over seeds), vanilla's from its evaluate step or the epoch-0 predictions.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import layout as L
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..config import Config
+    from ..stats import Difference
+
+#: Table 1's metrics -> the paired difference that marks them
+MARKED_BY = {"stereoset_ss": "ss_dist", "stereoset_lms": "lms", "stereoset_icat": "icat", "crows_cs": "cs_dist"}
+#: the paired-comparison table's columns: (benchmark, key, title)
+COLUMNS = (("stereoset", "ss", "ΔSS"), ("stereoset", "ss_dist", "Δ|SS-50|"), ("stereoset", "lms", "ΔLMS"),
+           ("stereoset", "icat", "ΔICAT"), ("crows", "cs", "ΔCS"), ("crows", "cs_dist", "Δ|CS-50|"))
+
+
+@dataclass
+class Evidence:
+    """What the report shows beyond the point values."""
+
+    level: float
+    seeds: list[int]
+    per_seed: dict[tuple[str, str], dict[int, dict[str, float]]] = field(default_factory=dict)  # (target, arm)
+    # (target, a, b) -> {key: Difference}; b is "vanilla" or another arm
+    pairs: dict[tuple[str, str, str], dict[str, Difference]] = field(default_factory=dict)
+
+    def mark(self, target: str, model: str, metric: str) -> str:
+        d = self.pairs.get((target, model, L.VANILLA), {}).get(MARKED_BY.get(metric, ""))
+        return "*" if d is not None and d.significant else ""
+
+
+# ------------------------------------------------------------------------------------------------ collecting
+
+
+def _seed_metrics(finetune_df: pd.DataFrame, evaluations: Path | None) -> dict[tuple[str, str], dict[int, dict]]:
+    """Per (target, arm), per seed: the evaluate step's flat metrics where present, else the last epoch's."""
+    from ..errors import InputError
+    from ..io import read_json
+
+    out: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
+    for (target, arm, seed), g in finetune_df[finetune_df["epoch"] > 0].groupby(["target", "arm", "seed"]):
+        last = g.sort_values("epoch").iloc[-1]
+        out.setdefault((str(target), str(arm)), {})[int(seed)] = {
+            k: float(v) for k, v in last.items() if k not in ("epoch", "arm", "target", "seed") and v == v}
+    for keys, folder in L.discover(evaluations, "evaluate") if evaluations and evaluations.is_dir() else []:
+        try:
+            metrics = read_json(folder / L.AGGREGATE_FILE).get("metrics", {})
+        except (InputError, AttributeError):
+            continue
+        slot = out.setdefault((keys["target"], keys["arm"]), {}).setdefault(int(keys["seed"]), {})
+        slot.update({k: float(v) for k, v in metrics.items() if isinstance(v, int | float)})
+    return out
+
+
+def _pairs(folders: Mapping[str, Path], targets: list[str], arms: list[str], seeds: list[int],
+           settings) -> dict[tuple[str, str, str], dict[str, Difference]]:
+    """Every arm against vanilla and against every later arm, on the items both were scored on."""
+    from ..evaluate import crows, stereoset
+    from ..stats import paired
+    from ..tracking import evidence as E
+
+    fn = {"stereoset": (stereoset.metrics, stereoset.IDEALS), "crows": (crows.metrics, crows.IDEALS)}
+    out: dict[tuple[str, str, str], dict[str, Difference]] = {}
+    for target in targets:
+        ev_dir, ft_dir = _of_target(folders.get("evaluations"), "evaluate", target), _of_target(
+            folders["finetune"], "finetune", target)
+        models: dict[str, E.Evidence] = {}
+        van = E.vanilla_items_dir(ev_dir, ft_dir, target)
+        if van is not None:
+            models[L.VANILLA] = E.load([van])
+        for arm in arms:
+            found = {s: d for s in seeds if (d := E.model_items_dir(ev_dir, ft_dir, target, arm, s)) is not None}
+            if found:
+                models[arm] = E.load(found)
+        names = [m for m in (L.VANILLA, *arms) if m in models]
+        for b, a in itertools.combinations(names, 2):  # a - b, b earlier (vanilla first)
+            diffs: dict[str, Difference] = {}
+            for bench, (metric, ideals) in fn.items():
+                if models[a].has(bench) and models[b].has(bench):
+                    diffs.update(paired(models[a].items[bench], models[b].items[bench], metric, settings, ideals))
+            if diffs:
+                out[(target, a, b)] = diffs
+    return out
+
+
+def _of_target(parent: Path | None, step: str, target: str) -> Path | None:
+    """The fan-in folder of ``step`` for one target inside the fan-in folder of all targets (``parent``)."""
+    if parent is None:
+        return None
+    top = L.fanin_dir(Path("/"), step, {})
+    return Path(parent) / L.fanin_dir(Path("/"), step, {"target": target}).relative_to(top)
+
+
+def collect(config: Config, folders: Mapping[str, Path], finetune_df: pd.DataFrame) -> Evidence:
+    """The report's evidence from the run's finetune and evaluate folders."""
+    from ..stats import Settings
+
+    settings = Settings.of(config.evaluate.bootstrap)
+    seeds = list(config.train.seeds)
+    ev = Evidence(level=settings.level, seeds=seeds)
+    ev.per_seed = _seed_metrics(finetune_df, folders.get("evaluations"))
+    targets = sorted({str(t) for t in finetune_df["target"].unique()})
+    arms = [a for a in config.train.arms if any((t, a) in ev.per_seed for t in targets)]
+    arms += sorted({a for _, a in ev.per_seed} - set(arms))
+    ev.pairs = _pairs(folders, targets, arms, seeds, settings)
+    return ev
+
+
+# ------------------------------------------------------------------------------------------------ cells
+
+
+def cell(values: Mapping[str, Any], metric: str, mark: str = "") -> str:
+    """``61.20 [55.10, 67.30]*`` (the interval where the values carry one; – when the value is missing)."""
+    v = values.get(metric)
+    if v is None or v != v:
+        return "–"
+    lo, hi = values.get(f"{metric}_ci_low"), values.get(f"{metric}_ci_high")
+    text = f"{float(v):.2f}"
+    if lo is not None and hi is not None and lo == lo and hi == hi:
+        text += f" [{float(lo):.2f}, {float(hi):.2f}]"
+    return text + mark
+
+
+def seed_rows(ev: Evidence, target: str, arm: str, metrics: list[str]) -> list[tuple[str, list[str]]]:
+    """(label, cells) per seed and the ``mean ± std`` row, when the arm was trained with several seeds."""
+    from ..stats import mean_std
+
+    per = ev.per_seed.get((target, arm), {})
+    if len(per) < 2:
+        return []
+    rows = [(f"seed {s}", [cell(per[s], m) for m in metrics]) for s in sorted(per)]
+    cells = []
+    for m in metrics:
+        mean, std, n = mean_std(per[s].get(m) for s in per)
+        cells.append("–" if n == 0 else f"{mean:.2f} ± {std:.2f}")
+    rows.append((f"mean ± std ({len(per)} seeds)", cells))
+    return rows
+
+
+def _diff_cell(d: Difference | None) -> str:
+    if d is None:
+        return "–"
+    return f"{d.point:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" + ("*" if d.significant else "")
+
+
+def comparison_rows(ev: Evidence, target: str, label) -> list[tuple[str, list[str]]]:
+    return [(f"{label(a)} − {label(b)}", [_diff_cell(diffs.get(k)) for _, k, _ in COLUMNS])
+            for (t, a, b), diffs in ev.pairs.items() if t == target]
+
+
+def note(ev: Evidence) -> str:
+    return (f"Cells: value [low, high], the {ev.level:.0%} seeded bootstrap interval (StereoSet resampled within "
+            "target terms, CrowS over pairs). * on an arm: its paired difference from vanilla (|SS-50|, LMS, ICAT, "
+            f"|CS-50|) is significant at {ev.level:.0%}. With several seeds the arm row is the first seed's (the "
+            "registered model), followed by each seed and the mean ± std over seeds.")
+
+
+# ------------------------------------------------------------------------------------------------ sections
+
+
+def markdown(ev: Evidence, targets: list[str], label) -> list[str]:
+    """The paired-comparison section (Markdown lines)."""
+    lines = ["## Paired comparisons", "",
+             f"Differences a − b on the items both models were scored on, with the {ev.level:.0%} paired bootstrap "
+             "interval; * where it excludes 0. An arm trained with several seeds enters with its seeds' pooled "
+             "per-item scores. Negative Δ|SS-50| and Δ|CS-50| mean less biased.", ""]
+    for target in targets:
+        rows = comparison_rows(ev, target, label)
+        if not rows:
+            continue
+        lines += [f"### {target}", "", "| a − b | " + " | ".join(t for _, _, t in COLUMNS) + " |",
+                  "|---|" + "---:|" * len(COLUMNS)]
+        lines += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows]
+        lines.append("")
+    return lines if len(lines) > 5 else []
+
+
+def html_section(ev: Evidence, targets: list[str], label) -> list[str]:
+    e = html.escape
+    parts = []
+    for target in targets:
+        rows = comparison_rows(ev, target, label)
+        if not rows:
+            continue
+        parts.append(f"<h3>{e(target)}</h3><table><tr><th>a − b</th>"
+                     + "".join(f"<th>{e(t)}</th>" for _, _, t in COLUMNS) + "</tr>")
+        parts += [f"<tr><td>{e(name)}</td>" + "".join(f"<td class='n'>{e(c)}</td>" for c in cells) + "</tr>"
+                  for name, cells in rows]
+        parts.append("</table>")
+    if not parts:
+        return []
+    return [f"<h2>Paired comparisons</h2><p>Differences a − b on the items both models were scored on, with the "
+            f"{ev.level:.0%} paired bootstrap interval; * where it excludes 0. Negative Δ|SS-50| and Δ|CS-50| mean "
+            "less biased.</p>", *parts]
+
+
+def comparisons_frame(ev: Evidence) -> pd.DataFrame:
+    """``comparisons.csv``: target, a, b, metric, diff, ci_low, ci_high, p, n, significant (a - b)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"target": t, "a": a, "b": b, "metric": k, "diff": d.point, "ci_low": d.low,
+                          "ci_high": d.high, "p": d.p, "n": d.n, "significant": d.significant}
+                         for (t, a, b), diffs in ev.pairs.items() for k, d in diffs.items()])
+
+
+# ------------------------------------------------------------------------------------------------ Table 1
+
+
+def _rows(t1: pd.DataFrame, ev: Evidence | None, target: str, metrics: list[str], label):
+    """(model label, epoch text, cells) of one target's Table 1: each row, then its seeds' rows."""
+    for _, r in t1[t1["target"] == target].iterrows():
+        model = str(r["model"])
+        marks = [ev.mark(target, model, m) if ev and model != L.VANILLA else "" for m in metrics]
+        yield label(model), str(int(r["epoch"])), [cell(r, m, k) for m, k in zip(metrics, marks, strict=True)]
+        for name, cells in seed_rows(ev, target, model, metrics) if ev else []:
+            yield f"{label(model)}, {name}", "", cells
+
+
+def table1_markdown(t1: pd.DataFrame, ev: Evidence | None, metrics: list[str], label) -> list[str]:
+    lines = [note(ev), ""] if ev else []
+    for target in sorted(t1["target"].unique()):
+        lines += [f"### {target}", "", "| Model | Epoch | SS | LMS | ICAT | CS |", "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {name} | {epoch} | " + " | ".join(cells) + " |"
+                  for name, epoch, cells in _rows(t1, ev, str(target), metrics, label)]
+        lines.append("")
+    return lines
+
+
+def table1_html(t1: pd.DataFrame, ev: Evidence | None, metrics: list[str], titles: list[str], label) -> list[str]:
+    e = html.escape
+    parts = [f"<p>{e(note(ev))}</p>"] if ev else []
+    for target in sorted(t1["target"].unique()):
+        parts.append(f"<h3>{e(str(target))}</h3><table><tr><th>Model</th><th>Epoch</th>"
+                     + "".join(f"<th>{t}</th>" for t in titles) + "</tr>")
+        parts += [f"<tr><td>{e(name)}</td><td class='n'>{epoch}</td>"
+                  + "".join(f"<td class='n'>{e(c)}</td>" for c in cells) + "</tr>"
+                  for name, epoch, cells in _rows(t1, ev, str(target), metrics, label)]
+        parts.append("</table>")
+    return parts
