@@ -49,7 +49,7 @@ from ..io import (
 )
 from .clustering import Query, cluster_ids
 from .estimators import semantic_entropies
-from .judges import EntailmentJudge, PairDecider
+from ..judges import EntailmentJudge, PairDecider
 from .likelihood import sample_logliks
 from .sampling import REPHRASE_PROMPT_VERSION, sample_rephrasings
 
@@ -316,7 +316,7 @@ class _Models:
     def get_decider(self, batched: bool) -> PairDecider:
         if self.judge is None:
             from ..generation import make_generator
-            from .judges import make_judge
+            from ..judges import make_judge
 
             c = self.config
             self.judge = make_judge(c.entropy, device=c.run.device, model_cache=c.run.model_cache,
