@@ -50,8 +50,8 @@ def main() -> None:
 
     from context_cda.config import Config
     from context_cda.entropy import run_entropy
-    from context_cda.entropy.judges import make_judge
     from context_cda.generation import make_generator
+    from context_cda.judges import make_judge
     from context_cda.scoring import load_scorer
 
     ap = argparse.ArgumentParser()

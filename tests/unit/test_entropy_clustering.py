@@ -7,8 +7,8 @@ from context_cda.entropy.clustering import (
     su_cluster,
     su_cluster_many,
 )
-from context_cda.entropy.judges import PairDecider, equivalent, label_map, parse_llm_label
 from context_cda.errors import ConfigError, ModelError
+from context_cda.judges import PairDecider, equivalent, label_map, parse_llm_label
 
 
 class TableJudge:
@@ -122,8 +122,8 @@ def test_parse_llm_label():
 
 
 def test_llm_judge_prompts_through_a_generator():
-    from context_cda.entropy.judges import LLMJudge
     from context_cda.generation.base import GenerationResult
+    from context_cda.judges import LLMJudge
 
     class Gen:
         backend, model_id = "fake", "fake"

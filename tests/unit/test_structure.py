@@ -51,11 +51,26 @@ def _imported(path: Path, node: ast.AST) -> str | None:
     return None
 
 
+def _type_only(tree: ast.AST) -> set[int]:
+    """ids of the import statements under ``if TYPE_CHECKING:`` (annotations only: never executed)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return out
+
+
 def import_graph() -> dict[str, set[str]]:
+    """Which top-level units of the package import which, at run time (lazy imports inside functions count;
+    imports only for type annotations do not)."""
     edges: dict[str, set[str]] = defaultdict(set)
     for path in _modules():
         src = _package(path)
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        skip = _type_only(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
             dst = _imported(path, node)
             if dst and dst != src and dst != "__init__":
                 edges[src].add(dst)

@@ -2,7 +2,7 @@
 
 For each contextual counterfactual x: sample M rephrasings (:mod:`.sampling`, through the augment stage's
 ``Generator``), score log p(s | x) under the *target* model (:mod:`.likelihood`, the shared ``Scorer``), cluster
-the samples by bidirectional entailment (:mod:`.clustering` with a judge from :mod:`.judges`), estimate semantic
+the samples by bidirectional entailment (:mod:`.clustering` with a judge from :mod:`context_cda.judges`), estimate semantic
 entropy (:mod:`.estimators`, pure numpy), then drop the top k % (:mod:`.filter`).
 
 ``run_entropy`` and ``run_filter`` are loaded lazily: importing this package imports neither torch nor pandas.

@@ -1,4 +1,4 @@
-"""Meaning: a judge compares the counterfactual with the output (the entropy stage's judges, reused).
+"""Meaning: a judge compares the counterfactual with the output (context_cda.judges, the entropy stage's too).
 
 * ``embedding`` (a judge with ``similarity``): the cosine of the two sentence embeddings must reach
   ``meaning_threshold``;
@@ -57,27 +57,14 @@ def judge_model_ref(config: Any) -> str:
     )
 
 
-#: The judges' factory, named rather than imported (the lazy "module:function" map the stage table and the
-#: generation backends use): the entropy package imports this review for its sampler, so a plain import back into
-#: ``entropy`` would make the two packages import each other. Moving ``entropy/judges.py`` into a package of its
-#: own would turn this into a plain import.
-JUDGE_FACTORY = "context_cda.entropy.judges:make_judge"
-
-
-def _judge_factory() -> Any:
-    import importlib
-
-    module, _, name = JUDGE_FACTORY.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def make_meaning_judge(config: Any) -> Any | None:
-    """The configured meaning judge (None when ``augment.review.meaning`` is off), built by the entropy stage's
-    :func:`~context_cda.entropy.judges.make_judge`: the one implementation of each judge."""
+    """The configured meaning judge (None when ``augment.review.meaning`` is off), built by
+    :func:`context_cda.judges.make_judge`, the one implementation of each judge (the entropy stage's too)."""
+    from ...judges import make_judge
+
     r = config.augment.review
     if r.meaning == "off":
         return None
-    make_judge = _judge_factory()
 
     spec = SimpleNamespace(judge=r.meaning, judge_model=judge_model_ref(config),
                            batch_size=config.entropy.batch_size, embedding_threshold=r.meaning_threshold)
