@@ -38,8 +38,9 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
 The resolved config travels as one YAML string parameter (``config_yaml``), so the same config drives a local
 ``kfp.local`` run, a compiled package and a submitted run. Cluster object names (secrets, PVC, vLLM service) are
 in :class:`ClusterSettings` and match ``k8s/base`` (Secrets ``ccda-s3-credentials`` and ``ccda-hf-token``,
-ConfigMap ``ccda-pipeline-config``, PVC ``ccda-model-cache``); the optional Secrets ``ccda-mlflow-auth``
-(MLflow basic auth) and ``ccda-vllm-api-key`` are used when they exist.
+ConfigMap ``ccda-pipeline-config``, PVC ``ccda-model-cache``). ``ccda-mlflow-auth`` (the MLflow user; the server
+runs basic auth) is read as optional, since tracking may be off; ``ccda-vllm-api-key`` is required by the steps
+that call the vLLM service (augment and entropy in service mode), as the server requires the key.
 
 (No ``from __future__ import annotations`` here: KFP reads the pipeline function's annotations at runtime.)
 """
