@@ -38,8 +38,10 @@ def collect_arms(
 ) -> str:
     """Fan-in over the arms and seeds of one target: a small slice of the run folder for the report (no model
     weights, no checkpoints, no per-item predictions), laid out by :mod:`context_cda.layout` from the step and
-    keys each artifact carries: finetune steps' metrics.csv, manifests, corpus statistics and training rows; the
-    evaluations' aggregate.json files; the registration records; the filtered corpora; the entropy scores."""
+    keys each artifact carries: finetune steps' metrics.csv, manifests, corpus statistics, training rows and
+    per-epoch intrinsic predictions; the evaluations' aggregate.json files and their StereoSet / CrowS per-item
+    predictions (for the report's paired comparisons); the registration records; the filtered corpora; the
+    entropy scores."""
     import json
     import shutil
     from pathlib import Path
@@ -60,11 +62,13 @@ def collect_arms(
                     (dest(art) / f.relative_to(art.path)).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, dest(art) / f.relative_to(art.path))
 
-    small = ("*.json", "*.csv", "*.png", L.TRAIN_ROWS_FILE)
+    # the per-item intrinsic scores the report's paired comparisons read (small: a few hundred rows each)
+    paired = tuple(f"{b}/{L.PREDICTIONS_FILE}" for b in ("stereoset", "crows"))
+    small = ("*.json", "*.csv", "*.png", L.TRAIN_ROWS_FILE, *(f"{L.EPOCH_PREDICTIONS_DIR}/*/{p}" for p in paired))
     for art in checkpoints:
         copy(art, small)
     for art in [*(evaluations or []), *([vanilla_evaluation] if vanilla_evaluation is not None else [])]:
-        copy(art, (L.AGGREGATE_FILE, f"*/{L.AGGREGATE_FILE}"))
+        copy(art, (L.AGGREGATE_FILE, f"*/{L.AGGREGATE_FILE}", *paired))
     if registration is not None:
         copy(registration, ("*.json", "*/*.json"))
     copy(filtered, ("*.json", "*/*"))

@@ -417,7 +417,9 @@ def test_collect_arms_copies_evaluation_aggregates_without_predictions(tmp_path)
     for model in ("cda/seed-13", "vanilla"):
         files = {p.relative_to(root / "evaluate" / "t1" / model).as_posix()
                  for p in (root / "evaluate" / "t1" / model).rglob("*") if p.is_file()}
-        assert files == {"aggregate.json", "stereoset/aggregate.json", "next-token/aggregate.json"}, model
+        # aggregates, and the intrinsic per-item scores the paired comparisons need; no other predictions
+        assert files == {"aggregate.json", "stereoset/aggregate.json", "next-token/aggregate.json",
+                         "stereoset/predictions.parquet"}, model
     assert (root / "finetune" / "t1" / "cda" / "seed-13" / "metrics.csv").is_file()
     assert not (root / "finetune" / "t1" / "cda" / "seed-13" / "final").exists()
     assert not (root / "finetune" / "t1" / "cda" / "seed-13" / "checkpoints").exists()

@@ -123,7 +123,8 @@ def _check_evaluations_reach_register_and_report(root: Path, cfg) -> None:
             assert json.loads(found[-1].read_text())["metrics"]
             for bench in cfg.evaluate.benchmarks:
                 assert (summary_eval / bench / "aggregate.json").is_file(), (model, bench)
-            assert not list(summary_eval.rglob("*.parquet"))  # aggregates only, no predictions
+            # aggregates, plus the intrinsic per-item scores the report's paired comparisons read
+            assert {p.parent.name for p in summary_eval.rglob("*.parquet")} <= {"stereoset", "crows"}
     t1 = pd.read_csv(_one(root, "table1.csv"))
     assert set(t1["model"]) == {"vanilla", *cfg.train.arms}
     assert set(t1["source"]) == {"evaluate"}
