@@ -404,6 +404,29 @@ def rates(results: list[dict], env: dict, smoke: bool) -> dict[str, dict]:
     return out
 
 
+def plan_table(out: dict, env: dict, measured: dict[str, dict]) -> dict[str, Any]:
+    """``gpu``, ``models`` and ``rates`` for ``ccda plan --throughput``: the packaged table
+    (src/context_cda/resources/throughput.json: model sizes, assumed MFUs for what was not measured) with this
+    run's GPU and measured rates laid over it, so the whole JSON prices a profile on its own."""
+    packaged_path = ROOT / "src" / "context_cda" / "resources" / "throughput.json"
+    packaged = json.loads(packaged_path.read_text()) if packaged_path.is_file() else {"gpu": {}, "models": {},
+                                                                                        "rates": {}}
+    gpu = {**packaged.get("gpu", {}), "name": env["device_name"], "measured_on": env["device_name"]}
+    if env["peak_flops"]:
+        gpu.update(peak_flops=env["peak_flops"], peak_flops_source=env["peak_flops_source"])
+    models = dict(packaged.get("models", {}))
+    for info in out["shapes"].values():
+        models.setdefault(info["model_key"], {"params": info["parameters"]})
+    table_rates = {op: dict(v) for op, v in packaged.get("rates", {}).items()}
+    for op, entries in measured.items():
+        table_rates.setdefault(op, {}).update(entries)
+    what = "a SMOKE run (tiny shapes on CPU): no figure here is a GPU throughput" if out["smoke"] else \
+        f"measured by benchmarks/gpu/run.py on {env['device_name']} ({env['date'][:10]})"
+    about = (f"Rates {what} (each entry's source says which); entries without a measured source, and models "
+             f"without a rate, come from the packaged table: {packaged.get('about', '(not found)')}")
+    return {"about": about, "gpu": gpu, "models": models, "rates": table_rates}
+
+
 def goals(results: list[dict]) -> dict[str, Any]:
     gpt_train = [r for r in results if r["shape"] == "gpt2" and r["operation"] == "train" and r.get("mode") == "full"
                  and r.get("mfu") is not None]
@@ -466,8 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {len(rows)} measurements in {info['seconds']} s", file=sys.stderr, flush=True)
     out["elapsed_s"] = round(time.perf_counter() - args.t0, 1)
     out["goals"] = goals(out["results"])
-    out["gpu"] = {"name": env["device_name"], "peak_flops": env["peak_flops"], "peak_flops_source": env["peak_flops_source"]}
-    out["rates"] = rates(out["results"], env, args.smoke)
+    out.update(plan_table(out, env, rates(out["results"], env, args.smoke)))
     text = json.dumps(out, indent=2)
     print(text)
     if args.out:

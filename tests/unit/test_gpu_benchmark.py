@@ -81,3 +81,14 @@ def test_rates_table_feeds_the_cost_model(smoke, tmp_path):
     assert rate(table, "train", "gpt2") == (smoke["rates"]["train"]["gpt2"]["per_s"],
                                             smoke["rates"]["train"]["gpt2"]["source"])
     assert set(smoke["goals"]) >= {"gpt2_full_finetune_best_mfu", "gpt2_stereoset_crows_gender_s"}
+
+
+def test_the_json_prices_a_profile_on_its_own(smoke, tmp_path, capsys):
+    """Rates not measured (the paper's 8B generator, its NLI judge) come from the packaged table it carries."""
+    from context_cda.cli import main
+
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(smoke))
+    assert "SMOKE" in smoke["about"] and smoke["models"]["meta-llama/Meta-Llama-3-8B-Instruct"]["params"] > 0
+    assert main(["plan", "--profile", "paper", "--throughput", str(path)]) == 0
+    assert "dominant step" in capsys.readouterr().out
