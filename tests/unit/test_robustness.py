@@ -363,3 +363,15 @@ def test_requirements_are_checked_before_any_step(cfg, calls, tmp_path):  # noqa
         pipeline.run_pipeline(cfg)
     assert calls == []
 
+
+
+def test_a_second_register_of_a_target_is_refused(tmp_path, capsys):
+    from context_cda.cli import main
+
+    run_dir = tmp_path / "run"
+    L.RunLayout(run_dir).check()
+    with other_process_holds(run_dir / "register" / "tiny-gpt2", "register[tiny-gpt2]") as holder:
+        code = main(["register", "--params", str(ROOT / "params.yaml"), "--profile", "tiny", "--run-dir",
+                     str(run_dir)])
+    err = capsys.readouterr().err
+    assert code == 75 and f"pid {holder.pid}" in err and "register[tiny-gpt2] cannot start" in err, err

@@ -49,18 +49,22 @@ def register_cmd(
         from ..errors import ConfigError
 
         raise ConfigError("--evaluation needs exactly one --target and one --arm.")
+    from ..io import file_lock
+    from ..layout import LOCK_FILE
+
     seed = cfg.train.seeds[0]
     for t in targets:
-        folders, _ = step_io(cfg, "register", target=t)
-        for a in arms:
-            inputs = register_inputs(cfg, t, a, seed, folders=folders)
-            if evaluation:
-                inputs["evaluation"] = evaluation
-            out_dir = RunLayout.of(cfg).register_dir(t, a)
-            summary = run_register(cfg, inputs, out_dir, t, a, discover=False, seed=seed)
-            print_summary(f"register {t}/{a}", {k: v for k, v in summary.items() if k != "decision"})
-            verdict = "promoted to champion" if summary.get("promote") else "kept as candidate"
-            console().print(f"{summary['model_name']} v{summary.get('version')}: {verdict}")
+        folders, step_dir = step_io(cfg, "register", target=t)
+        with file_lock(step_dir / LOCK_FILE, f"register[{t}]"):  # the runner's register step holds the same lock
+            for a in arms:
+                inputs = register_inputs(cfg, t, a, seed, folders=folders)
+                if evaluation:
+                    inputs["evaluation"] = evaluation
+                out_dir = RunLayout.of(cfg).register_dir(t, a)
+                summary = run_register(cfg, inputs, out_dir, t, a, discover=False, seed=seed)
+                print_summary(f"register {t}/{a}", {k: v for k, v in summary.items() if k != "decision"})
+                verdict = "promoted to champion" if summary.get("promote") else "kept as candidate"
+                console().print(f"{summary['model_name']} v{summary.get('version')}: {verdict}")
 
 
 def register(app: typer.Typer) -> None:
