@@ -47,9 +47,9 @@ from ..io import (
     write_rejected,
     write_table,
 )
+from ..judges import EntailmentJudge, PairDecider
 from .clustering import Query, cluster_ids
 from .estimators import semantic_entropies
-from ..judges import EntailmentJudge, PairDecider
 from .likelihood import sample_logliks
 from .sampling import REPHRASE_PROMPT_VERSION, sample_rephrasings
 
