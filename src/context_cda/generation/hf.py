@@ -10,8 +10,9 @@ tokenizer has none), tokenized once, sorted (so that prompts sharing a prefix la
   prefix and the suffix, masked, with position ids counted over real tokens only);
 * **keeps a preallocated (static) KV cache** when transformers offers one, so a decoding step writes one slot
   instead of re-concatenating the whole cache;
-* **drops finished rows**: a row that produced an EOS id, completed a stop string or reached ``max_tokens``
-  leaves the batch, so the remaining rows stop paying for it.
+* **compacts the batch**: a row that produced an EOS id, completed a stop string or reached ``max_tokens``
+  is finished; once finished rows outnumber running ones, the batch is cut down to the running rows (each cut
+  copies the KV cache, so the batch halves at most log2(rows) times instead of shrinking row by row).
 
 Stop strings that are single special tokens of the vocabulary (``<|eot_id|>``, ``<|im_end|>``) become extra EOS
 ids; other stop strings end a row once its last few decoded tokens contain one, and are cut from the text.
@@ -249,32 +250,38 @@ class HFGenerator:
 
     def _decode(self, ids: list[list[int]], rows: _Rows, params: SamplingParams, eos: set[int],
                 stop_strings: list[str], torch: Any) -> None:
-        """Decode until every row has stopped, dropping finished rows from the batch."""
+        """Decode until every row has stopped. A finished row stays in the batch (its output ignored) until
+        finished rows outnumber the running ones; then the batch is compacted to the running rows. (Compacting
+        copies the whole KV cache, about what one more step costs; a finished row costs far less per step while
+        the weights' memory traffic dominates, so the batch halves at most log2(rows) times.)"""
         cache, logits, mask, last = self._prefill(ids, rows, params.max_tokens, torch)
-        alive = list(range(len(rows.owner)))
+        slots = list(range(len(rows.owner)))  # the row in each slot of the batch
+        running = set(slots)
         window = max(8, 2 * max((len(s) for s in stop_strings), default=0))
         tok = self.tokenizer
         for step in range(params.max_tokens):
             uniforms = None
             if rows.rngs is not None:
-                uniforms = torch.tensor([rows.rngs[a].random() for a in alive], device=logits.device)
+                uniforms = torch.tensor([rows.rngs[a].random() if a in running else 0.5 for a in slots],
+                                        device=logits.device)
             nxt = sample_next(logits, params, uniforms, torch)
-            keep = []
-            for k, (a, t) in enumerate(zip(alive, nxt.tolist(), strict=True)):
+            for a, t in zip(slots, nxt.tolist(), strict=True):
+                if a not in running:
+                    continue
                 rows.tokens[a].append(t)
                 if t in eos or (stop_strings and any(
                         s in tok.decode(rows.tokens[a][-window:], skip_special_tokens=True) for s in stop_strings)):
                     rows.reasons[a] = "stop"
-                else:
-                    keep.append(k)
-            if not keep or step == params.max_tokens - 1:
+                    running.discard(a)
+            if not running or step == params.max_tokens - 1:
                 return
-            if len(keep) < len(alive):
-                kept = torch.tensor(keep, dtype=torch.long, device=mask.device)
+            if len(slots) - len(running) > len(running):
+                kept = torch.tensor([k for k, a in enumerate(slots) if a in running], dtype=torch.long,
+                                    device=mask.device)
                 cache.reorder_cache(kept)
                 mask, last, nxt = mask[kept], last[kept], nxt[kept]
-                alive = [alive[k] for k in keep]
-            mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=1)
+                slots = [a for a in slots if a in running]
+            mask = torch.cat([mask, mask.new_ones((len(slots), 1))], dim=1)
             last = last + 1
             logits = self._forward(nxt[:, None], cache, mask, last[:, None])
 
