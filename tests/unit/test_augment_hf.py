@@ -118,6 +118,27 @@ def test_sample_next_draws_inside_the_nucleus():
     assert int(sample_next(logits, SamplingParams(temperature=0.0), None, torch)) == 1
 
 
+def test_top_p_from_the_top_candidates_equals_a_full_sort():
+    """Nucleus sampling reads the top 256 tokens when they hold the nucleus, else sorts the whole vocabulary:
+    both give the draw of the plain definition (sort everything, keep the smallest head reaching top_p)."""
+    torch = pytest.importorskip("torch")
+    from context_cda.generation.hf import sample_next
+
+    gen = torch.Generator().manual_seed(0)
+    peaked = torch.randn(6, 5000, generator=gen) * 4.0  # nucleus of a few dozen tokens
+    flat = torch.randn(6, 5000, generator=gen) * 0.1  # nucleus of thousands: the full-sort path
+    for logits in (peaked, flat):
+        for top_p in (0.5, 0.9, 0.99):
+            p = SamplingParams(temperature=0.8, top_p=top_p)
+            u = torch.rand(6, generator=gen)
+            probs = torch.softmax(logits / 0.8, dim=-1)
+            sp, si = probs.sort(dim=-1, descending=True)
+            sp = sp.masked_fill(sp.cumsum(-1) - sp >= top_p, 0.0)
+            cdf = sp.cumsum(-1)
+            want = si.gather(1, torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1))).squeeze(1)
+            assert torch.equal(sample_next(logits, p, u, torch), want)
+
+
 def test_common_prefix_length():
     from context_cda.generation.hf import common_prefix_length
 

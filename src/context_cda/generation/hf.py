@@ -65,6 +65,9 @@ def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
     return max(p, 0)
 
 
+NUCLEUS_CANDIDATES = 256
+
+
 def sample_next(logits: Any, params: SamplingParams, uniforms: Any, torch: Any) -> Any:
     """The next token of each row: argmax when greedy, else an inverse-CDF draw with ``uniforms`` (one number in
     [0, 1) per row, or None for torch's global generator) from the temperature-scaled, top-p-truncated
@@ -74,8 +77,10 @@ def sample_next(logits: Any, params: SamplingParams, uniforms: Any, torch: Any) 
     probs = torch.softmax(logits.float() / params.temperature, dim=-1)
     u = torch.rand(probs.shape[0], device=probs.device) if uniforms is None else uniforms
     index = None
-    if params.top_p < 1.0:
-        probs, index = probs.sort(dim=-1, descending=True)
+    if params.top_p < 1.0:  # the nucleus lies in the top 256 unless their mass falls short: then sort it all
+        probs, index = probs.topk(min(probs.shape[1], NUCLEUS_CANDIDATES), dim=-1)
+        if bool((probs.sum(dim=-1) < params.top_p).any()):
+            probs, index = torch.softmax(logits.float() / params.temperature, dim=-1).sort(dim=-1, descending=True)
         mass_before = probs.cumsum(dim=-1) - probs
         probs = probs.masked_fill(mass_before >= params.top_p, 0.0)
     cdf = probs.cumsum(dim=-1)
