@@ -16,12 +16,13 @@ import os
 if not os.environ.get("_KFP_RUNTIME"):
     from components.augment import augment
     from components.cda import cda
-    from components.control import arm_matrix, collect_arms, record_status
+    from components.control import arm_matrix, collect_arms, part_matrix, record_status
     from components.entropy import entropy
     from components.evaluate import evaluate, evaluate_target
     from components.filter import filter  # noqa: A004
     from components.finetune import finetune
     from components.ingest import ingest
+    from components.merge import augment_merge, entropy_merge
     from components.register import register
     from components.report import report
     from components.validate import validate
@@ -31,9 +32,11 @@ if not os.environ.get("_KFP_RUNTIME"):
         "ingest": ingest,
         "cda": cda,
         "validate-cda": validate,
-        "augment": augment,
+        "augment-part": augment,
+        "augment": augment_merge,
         "validate-augment": validate,
-        "entropy": entropy,
+        "entropy-part": entropy,
+        "entropy": entropy_merge,
         "validate-entropy": validate,
         "filter": filter,
         "finetune": finetune,
@@ -47,14 +50,17 @@ __all__ = [
     "STAGE_COMPONENTS",
     "arm_matrix",
     "augment",
+    "augment_merge",
     "cda",
     "collect_arms",
     "entropy",
+    "entropy_merge",
     "evaluate",
     "evaluate_target",
     "filter",
     "finetune",
     "ingest",
+    "part_matrix",
     "record_status",
     "register",
     "report",

@@ -73,9 +73,10 @@ def artifact_keys(artifact) -> dict[str, Any]:
     """The fan-out keys a component stored on its output artifact (see :func:`run_table_step`); KFP keeps
     numbers in metadata as floats, so the seed is made an int again."""
     meta = dict(artifact.metadata or {})
-    keys = {k: meta[k] for k in ("target", "arm", "seed") if k in meta}
-    if "seed" in keys:
-        keys["seed"] = int(float(keys["seed"]))
+    keys = {k: meta[k] for k in ("target", "arm", "seed", "shard") if k in meta}
+    for k in ("seed", "shard"):
+        if k in keys:
+            keys[k] = int(float(keys[k]))
     return keys
 
 

@@ -26,6 +26,13 @@ def arm_matrix(target: str, arms: list[str], seeds: list[int]) -> list[dict]:
 
 
 @dsl.component(base_image=CPU_IMAGE)
+def part_matrix(target: str, parts: int) -> list[dict]:
+    """``[{"target": target, "shard": 0}, ...]``: the items of a target's generation-part loop (the target travels
+    in each item, as in :func:`arm_matrix`)."""
+    return [{"target": target, "shard": i} for i in range(parts)]
+
+
+@dsl.component(base_image=CPU_IMAGE)
 def collect_arms(
     target: str,
     checkpoints: Input[list[dsl.Model]],

@@ -1,4 +1,5 @@
-"""entropy: semantic entropy of every validated contextual counterfactual under one target model."""
+"""entropy: semantic entropy of the validated contextual counterfactuals under one target model, one generation
+part per task (joined by :func:`components.merge.entropy_merge`)."""
 
 from kfp import dsl
 from kfp.dsl import Input, Output
@@ -11,12 +12,13 @@ from components.images import GPU_IMAGE
 def entropy(
     config_yaml: str,
     target: str,
+    shard: int,
     augmented: Input[Corpus],
-    scores: Output[ScoredCorpus],
+    part: Output[ScoredCorpus],
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
-    """Sample, cluster by entailment, score under ``target`` (context_cda.entropy.run_entropy)."""
+    """Sample, cluster by entailment, score part ``shard`` under ``target`` (context_cda.entropy.run_entropy)."""
     from components._runtime import load_config, run_table_step
 
-    return run_table_step("entropy", load_config(config_yaml, overrides), {"augmented": augmented}, scores,
-                          target=target)
+    return run_table_step("entropy-part", load_config(config_yaml, overrides), {"augmented": augmented}, part,
+                          target=target, shard=shard)

@@ -338,22 +338,24 @@ def build_pipeline(
         status = step(C.record_status(config_yaml=config_yaml), "record_status")
         with dsl.ExitHandler(status, name="context-cda-run"):
             w = _Wiring()
-            if _corpus_steps(w, step, wanted, config_yaml, gen_overrides) and wanted("entropy"):
-                _target_steps(w, step, wanted, config_yaml, gen_overrides, targets, arms, seeds)
+            parts = list(range(config.pipeline.generation_shards))
+            if _corpus_steps(w, step, wanted, config_yaml, gen_overrides, parts) and wanted("entropy-part"):
+                _target_steps(w, step, wanted, config_yaml, gen_overrides, targets, arms, seeds, parts)
 
     return context_cda_pipeline
 
 
 def _task_settings(variant: str, s: ClusterSettings):
-    """``step(task, name, generates=False)``: caching, and on the cluster the resources, mounts, secrets, timeout,
-    retries and security settings of the table's kind of step (``generates``: it calls the generator, which in
-    service mode is the cluster's vLLM and needs its API key)."""
+    """``step(task, name)``: caching, and on the cluster the resources, mounts, secrets, timeout, retries and
+    security settings of the table's kind of step (a row that ``generates`` calls the generator, which in service
+    mode is the cluster's vLLM and needs its API key)."""
     gpu = variant == "gpu" and s.accelerator_count > 0
     if variant == "gpu" and _quantity(s.shm_size) >= _quantity(GPU_MEMORY_LIMIT) // 2:
         raise ConfigError(f"pipeline.shm_size {s.shm_size}: /dev/shm is memory-backed and counts against the GPU "
                          f"tasks' memory limit ({GPU_MEMORY_LIMIT}); keep it below half of that.")
 
-    def step(task: dsl.PipelineTask, name: str, generates: bool = False) -> dsl.PipelineTask:
+    def step(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
+        generates = name in T.STAGES and T.get(name).generates
         task.set_caching_options(enable_caching=s.enable_caching and name not in UNCACHED)
         if variant != "gpu":
             return task
@@ -373,28 +375,44 @@ def _task_settings(variant: str, s: ClusterSettings):
     return step
 
 
-def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides) -> bool:
-    """ingest -> cda -> validate(cda) -> augment -> validate(augment); False when the DAG stops earlier."""
+def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, parts) -> bool:
+    """ingest -> cda -> validate(cda) -> augment parts (ParallelFor) -> merge -> validate(augment); False when the
+    DAG stops earlier."""
     w.add("ingest", step(C.ingest(config_yaml=config_yaml), "ingest"))
     if not wanted("cda"):
         return False
     w.add("cda", step(C.cda(config_yaml=config_yaml, sentences=w.feed("cda", "sentences")), "cda"))
     w.add("validate-cda", step(C.validate(config_yaml=config_yaml, boundary="cda",
                                           data=w.feed("validate-cda", "cda")), "validate-cda"))
+    if not wanted("augment-part"):
+        return False
+    with dsl.ParallelFor(parts, name="augment-parts") as shard:
+        w.add("augment-part", step(C.augment(config_yaml=config_yaml, shard=shard, overrides=gen_overrides,
+                                             counterfactuals=w.feed("augment-part", "counterfactuals")),
+                                   "augment-part"))
     if not wanted("augment"):
         return False
-    w.add("augment", step(C.augment(config_yaml=config_yaml, counterfactuals=w.feed("augment", "counterfactuals"),
-                                    overrides=gen_overrides), "augment", generates=True))
+    w.add("augment", step(C.augment_merge(config_yaml=config_yaml, parts=w.feed("augment", "parts"),
+                                          counterfactuals=w.feed("augment", "counterfactuals")), "augment"))
     w.add("validate-augment", step(C.validate(config_yaml=config_yaml, boundary="augment",
                                               data=w.feed("validate-augment", "augment")), "validate-augment"))
     return True
 
 
-def _target_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, targets, arms, seeds) -> None:
-    """Per target: entropy -> validate(entropy) -> filter -> (arm, seed) loop -> register -> collect; report."""
+def _target_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, targets, arms, seeds, parts) -> None:
+    """Per target: entropy parts (ParallelFor) -> merge -> validate(entropy) -> filter -> (arm, seed) loop ->
+    register -> collect; report."""
     with dsl.ParallelFor(targets, name="targets") as target:
-        w.add("entropy", step(C.entropy(config_yaml=config_yaml, target=target, augmented=w.feed("entropy", "augmented"),
-                                        overrides=gen_overrides), "entropy", generates=True))
+        items = step(C.part_matrix(target=target, parts=len(parts)), "part_matrix")
+        with dsl.ParallelFor(items.output, name="entropy-parts") as item:
+            w.add("entropy-part", step(C.entropy(config_yaml=config_yaml, target=item.target, shard=item.shard,
+                                                 augmented=w.feed("entropy-part", "augmented"),
+                                                 overrides=gen_overrides), "entropy-part"))
+        if not wanted("entropy"):
+            return
+        w.add("entropy", step(C.entropy_merge(config_yaml=config_yaml, target=target,
+                                              parts=w.feed("entropy", "parts"),
+                                              augmented=w.feed("entropy", "augmented")), "entropy"))
         w.add("validate-entropy", step(C.validate(config_yaml=config_yaml, boundary="entropy", target=target,
                                                   data=w.feed("validate-entropy", "entropy")), "validate-entropy"))
         if not wanted("filter"):

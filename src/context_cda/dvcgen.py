@@ -4,8 +4,9 @@ Every row of :data:`context_cda.stages.TABLE` that is switched on becomes one DV
 ``ccda <command>`` with its fan-out keys as flags, ``deps`` are its inputs (the same layout paths the runner and
 Kubeflow use) and its library code, ``params`` the config keys it reads, ``outs``/``metrics``/``plots`` what it
 writes. Fan-out keys become a DVC ``matrix`` over ``run.targets`` (its keys), ``train.arms`` and ``train.seeds``,
-so ``params.yaml`` alone decides how many targets, arms and seeds run; a row's ``when`` key (e.g.
-``evaluate.after_training``) is read from the config the file is generated with. A test keeps the committed
+so ``params.yaml`` alone decides how many targets, arms and seeds run; the generation parts
+(``pipeline.generation_shards``) and a row's ``when`` key (e.g. ``evaluate.after_training``) are read from the config
+the file is generated with (regenerate after changing them). A test keeps the committed
 ``dvc.yaml`` equal to what this module generates.
 """
 
@@ -66,7 +67,8 @@ def stage_entry(row: T.Stage, config: Config) -> dict[str, Any]:
     cmd = " ".join(["ccda", row.command, *row.cli_args, *(f"--{k} {v}" for k, v in names.items())])
     entry: dict[str, Any] = {}
     if row.fanout:
-        entry["matrix"] = {k: MATRIX[k] for k in row.fanout}
+        # generation parts: a literal list (DVC's matrix needs one; regenerate after changing the count)
+        entry["matrix"] = {k: MATRIX.get(k) or T.fanout_values(config, k) for k in row.fanout}
     entry["cmd"] = cmd
     deps = [_rel(row, i) for i in row.inputs if not i.optional or T.get(i.step).enabled(config)]
     files = [str(v) for k in row.config_files if (v := T.config_value(config, k))]  # e.g. a local corpus

@@ -9,8 +9,10 @@ this module for paths; none of them joins a file name of its own::
     <run>/ingest/sentences.parquet
     <run>/cda/counterfactuals.parquet
     <run>/validate/<boundary>[/<target>]/           valid.parquet, quarantine.parquet, results.json
-    <run>/augment/augmented.parquet
-    <run>/entropy/<target>/scores.parquet           (+ audit.parquet)
+    <run>/augment-parts/part-<i>/                   one generation part each (pipeline.generation_shards)
+    <run>/augment/augmented.parquet                 the parts merged (+ rejected.parquet, errors.parquet)
+    <run>/entropy-parts/<target>/part-<i>/          one part each: samples, checkpoints, its scores
+    <run>/entropy/<target>/scores.parquet           the parts merged (+ audit.parquet, rejected, errors)
     <run>/filter/<target>/k<k>/corpus.parquet       one folder per k (+ se_hist.png)
     <run>/finetune/<target>/<arm>/seed-<seed>/      final/, checkpoints/, metrics.csv, train_rows.parquet,
                                                     predictions/epoch-<N>/<benchmark>/predictions.parquet
@@ -72,8 +74,10 @@ FOLDERS: dict[str, str] = {
     "ingest": "ingest",
     "cda": "cda",
     "validate-cda": "validate/cda",
+    "augment-part": "augment-parts/part-{shard}",
     "augment": "augment",
     "validate-augment": "validate/augment",
+    "entropy-part": "entropy-parts/{target}/part-{shard}",
     "entropy": "entropy/{target}",
     "validate-entropy": "validate/entropy/{target}",
     "filter": "filter/{target}",
@@ -87,7 +91,7 @@ FOLDERS: dict[str, str] = {
 #: validation boundary -> its step
 BOUNDARY_STEPS = {"cda": "validate-cda", "augment": "validate-augment", "entropy": "validate-entropy"}
 
-_KEYS = ("target", "arm", "seed")
+_KEYS = ("target", "arm", "seed", "shard")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 VANILLA = "vanilla"
 

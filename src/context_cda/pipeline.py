@@ -50,8 +50,9 @@ class Step:
         return self.row.step
 
     @property
-    def name(self) -> str:  # e.g. "finetune[gpt2/cda/seed-13]"
-        parts = [f"seed-{v}" if k == "seed" else str(v) for k, v in self.keys.items()]
+    def name(self) -> str:  # e.g. "finetune[gpt2/cda/seed-13]", "augment-part[part-0]"
+        parts = [f"seed-{v}" if k == "seed" else f"part-{v}" if k == "shard" else str(v)
+                 for k, v in self.keys.items()]
         return f"{self.row.step}[{'/'.join(parts)}]" if parts else self.row.step
 
     def key(self, config: Config) -> str:

@@ -63,6 +63,7 @@ class Stage:
     artifact: str = "out"  # the KFP output artifact holding the step folder
     when: str | None = None  # a boolean config key that switches the step on
     side_effects: bool = False  # writes outside the run folder (the model registry): Kubeflow never caches it
+    generates: bool = False  # calls the generator (on the cluster: the vLLM service and its API key)
     # "module:attr" of an extra up-to-date check, fn(config, out_dir, **keys) -> bool, for a step whose outputs
     # live outside the run folder too (the runner reruns the step when it says False)
     fresh: str | None = None
@@ -97,16 +98,25 @@ TABLE: tuple[Stage, ...] = (
     Stage("validate-cda", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "cda"),
           (Input("cda", "cda", L.COUNTERFACTUALS_FILE),), options={"boundary": "cda"}, code=("validation",),
           artifact="validated", cli_args=("--stage", "cda"), **_VALIDATED),
-    Stage("augment", "augment", "context_cda.augment:run_augment", ("run.seed", "run.device", "lexicon", "augment"),
-          (Input("counterfactuals", "validate-cda", L.VALID_FILE),), gpu="generator",
-          code=("augment", *_GEN), artifact="augmented", cli_args=("--no-progress",)),
+    Stage("augment-part", "augment", "context_cda.augment:run_augment",
+          ("run.seed", "run.device", "lexicon", "augment", "pipeline.generation_shards"),
+          (Input("counterfactuals", "validate-cda", L.VALID_FILE),), fanout=("shard",), gpu="generator",
+          code=("augment", *_GEN, "shards.py"), artifact="part", cli_args=("--no-progress",), generates=True),
+    Stage("augment", "augment", "context_cda.augment:run_augment_merge",
+          ("lexicon", "augment", "pipeline.generation_shards"),
+          (Input("parts", "augment-part"), Input("counterfactuals", "validate-cda", L.VALID_FILE)),
+          code=("augment", "shards.py"), artifact="augmented", cli_args=("--merge",)),
     Stage("validate-augment", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "augment"),
           (Input("augment", "augment", L.AUGMENTED_FILE),), options={"boundary": "augment"},
           code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_VALIDATED),
-    Stage("entropy", "entropy", "context_cda.entropy:run_entropy",
-          ("run.seed", "run.device", "run.targets.{target}", "augment", "entropy"),
-          (Input("augmented", "validate-augment", L.VALID_FILE),), fanout=("target",), gpu="yes",
-          code=("entropy", "augment", *_GEN, "scoring"), artifact="scores"),
+    Stage("entropy-part", "entropy", "context_cda.entropy:run_entropy",
+          ("run.seed", "run.device", "run.targets.{target}", "augment", "entropy", "pipeline.generation_shards"),
+          (Input("augmented", "validate-augment", L.VALID_FILE),), fanout=("target", "shard"), gpu="yes",
+          code=("entropy", "augment", *_GEN, "scoring", "judges.py", "shards.py"), artifact="part", generates=True),
+    Stage("entropy", "entropy", "context_cda.entropy:run_entropy_merge",
+          ("entropy.limit", "pipeline.generation_shards"),
+          (Input("parts", "entropy-part", None, ("target",)), Input("augmented", "validate-augment", L.VALID_FILE)),
+          fanout=("target",), code=("entropy", "shards.py"), artifact="scores", cli_args=("--merge",)),
     Stage("validate-entropy", "validate", "context_cda.validation:run_validate", ("validate",),
           (Input("entropy", "entropy", L.SCORES_FILE, ("target",)),), fanout=("target",),
           options={"boundary": "entropy"}, code=("validation",), artifact="validated",
@@ -242,6 +252,8 @@ def fanout_values(config: Config, key: str, targets: Iterable[str] | None = None
         return [L.safe_name(a, "arm") for a in config.train.arms]
     if key == "seed":
         return list(config.train.seeds)
+    if key == "shard":
+        return list(range(config.pipeline.generation_shards))
     raise ConfigError(f"unknown fan-out key {key!r}.")
 
 

@@ -182,17 +182,22 @@ def test_parallel_for_over_targets_and_arms(gpu):
     spec, _ = gpu
     comps = spec["components"]
     loops = {name: c["dag"]["tasks"] for name, c in comps.items() if name.startswith("comp-for-loop")}
-    outer = next(t for t in loops.values() if "entropy" in t)
+    outer = next(t for t in loops.values() if "filter" in t)
     inner = next(t for t in loops.values() if "finetune" in t)
-    assert {"entropy", "filter", "arm-matrix", "collect-arms", "register"} <= set(outer)
-    assert {"finetune", "evaluate"} == set(inner)
-    inner_loop = next(n for n, t in outer.items() if "parameterIterator" in t)
+    parts = next(t for t in loops.values() if "entropy" in t)  # the target's generation parts
+    assert {"entropy-merge", "filter", "arm-matrix", "collect-arms", "register"} <= set(outer)
+    assert {"finetune", "evaluate"} == set(inner) and set(parts) == {"entropy"}
+    inner_loop = next(n for n, t in outer.items() if t.get("componentRef", {}).get("name", "").endswith(
+        next(k for k, v in loops.items() if v is inner).removeprefix("comp-")))
     assert inner_loop in outer["register"]["dependentTasks"]  # every arm and seed first (one gate, in order)
     exit_dag = comps["comp-exit-handler-1"]["dag"]["tasks"]
-    targets_loop = next(t for t in exit_dag.values() if "parameterIterator" in t)
-    assert targets_loop["parameterIterator"]["items"]["inputParameter"].endswith("targets")
-    arms_loop = next(t for t in outer.values() if "parameterIterator" in t)
+    targets_loop = next(t for t in exit_dag.values()
+                        if t.get("parameterIterator", {}).get("items", {}).get("inputParameter", "").endswith("targets"))
+    arms_loop = outer[inner_loop]
     assert "arm-matrix" in arms_loop["parameterIterator"]["items"]["inputParameter"]
+    # the generation parts: a ParallelFor over pipeline.generation_shards, before the targets and inside each
+    augment_loop = next(t for t in exit_dag.values() if "parameterIterator" in t and t is not targets_loop)
+    assert augment_loop["parameterIterator"]["items"]["raw"] == "[0]"
     # the report fans in over the targets
     assert "report" in exit_dag
 
@@ -209,12 +214,12 @@ def test_evaluations_reach_register_and_the_report(gpu):
     spec, _ = gpu
     comps = spec["components"]
     loops = {name: c["dag"]["tasks"] for name, c in comps.items() if name.startswith("comp-for-loop")}
-    outer_name, outer = next((n, t) for n, t in loops.items() if "entropy" in t)
+    outer_name, outer = next((n, t) for n, t in loops.items() if "filter" in t)
     inner_name, inner = next((n, t) for n, t in loops.items() if "finetune" in t)
     # the vanilla target is evaluated once per target (outer loop), on a GPU node, after its corpus passed
     van = outer["evaluate-target"]
     assert van["componentRef"]["name"] == "comp-evaluate-target"
-    assert van["inputs"]["parameters"]["target"] == outer["entropy"]["inputs"]["parameters"]["target"]
+    assert van["inputs"]["parameters"]["target"] == outer["entropy-merge"]["inputs"]["parameters"]["target"]
     assert "filter" in van["dependentTasks"]
     assert "evaluate-target" not in inner
     # register (per target) gets every (arm, seed)'s checkpoint and evaluation, and the target's vanilla one
@@ -237,7 +242,7 @@ def test_evaluations_reach_register_and_the_report(gpu):
     exit_dag = comps["comp-exit-handler-1"]["dag"]["tasks"]
     targets_loop = next(n for n, t in exit_dag.items() if t.get("componentRef", {}).get("name") == outer_name)
     assert _artifact_source(exit_dag["report"], "summaries") == (targets_loop, "pipelinechannel--collect-arms-summary")
-    assert _artifact_source(exit_dag["report"], "augmented") == ("augment", "augmented")
+    assert _artifact_source(exit_dag["report"], "augmented") == ("augment-merge", "augmented")
     # the evaluate_target body runs the table's vanilla evaluation step
     source = _executors(spec)["exec-evaluate-target"]["container"]["command"][-1]
     assert 'run_table_step("evaluate-vanilla"' in source
@@ -249,8 +254,10 @@ def test_training_and_filtering_read_the_validated_tables(gpu):
     tasks = _all_tasks(spec)
     validators = {n: t for n, t in tasks.items() if t["componentRef"]["name"].startswith("comp-validate")}
     boundary = {t["inputs"]["parameters"]["boundary"]["runtimeValue"]["constant"]: n for n, t in validators.items()}
-    assert _artifact_source(tasks["augment"], "counterfactuals") == (boundary["cda"], "validated")
+    assert _artifact_source(tasks["augment"], "counterfactuals") == ("<parent>", f"pipelinechannel--{boundary['cda']}-validated")
+    assert _artifact_source(tasks["augment-merge"], "counterfactuals") == (boundary["cda"], "validated")
     assert _artifact_source(tasks["entropy"], "augmented") == ("<parent>", f"pipelinechannel--{boundary['augment']}-validated")
+    assert _artifact_source(tasks["entropy-merge"], "augmented") == ("<parent>", f"pipelinechannel--{boundary['augment']}-validated")
     assert _artifact_source(tasks["filter"], "scores") == (boundary["entropy"], "validated")
     ft = tasks["finetune"]
     assert _artifact_source(ft, "cda") == ("<parent>", f"pipelinechannel--{boundary['cda']}-validated")
@@ -552,7 +559,7 @@ def test_paper_package_sends_the_vllm_key_to_the_generating_steps_only(paper):
             assert secrets["ccda-vllm-api-key"]["keyToEnv"] == [{"secretKey": "OPENAI_API_KEY", "envVar": "OPENAI_API_KEY"}]
             assert not secrets["ccda-vllm-api-key"].get("optional", False)
             assert "augment.openai.allow_insecure=$CCDA_VLLM_ALLOW_INSECURE" in overrides
-    assert {s for s, (step, _) in _task_steps(spec).items() if step in ("augment", "entropy")} == {
+    assert {s for s, (step, _) in _task_steps(spec).items() if step in ("augment-part", "entropy-part")} == {
         "exec-augment", "exec-entropy"}
     assert "overrides" in tasks["entropy"]["inputs"]["parameters"]
 

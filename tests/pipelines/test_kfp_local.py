@@ -128,3 +128,32 @@ def _check_evaluations_reach_register_and_report(root: Path, cfg) -> None:
     t1 = pd.read_csv(_one(root, "table1.csv"))
     assert set(t1["model"]) == {"vanilla", *cfg.train.arms}
     assert set(t1["source"]) == {"evaluate"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_generation_parts_run_side_by_side_and_merge_once_under_kfp_local(kfp_local, tmp_path, fake_llm):
+    """pipeline.generation_shards = 3: augment and the entropy step run as three parts each (a ParallelFor),
+    merged once; every item of the input ends in exactly one part and the merged tables hold each once."""
+    import pandas as pd
+
+    cfg = tp.tiny_config(fake_llm.base_url, run_dir=tmp_path / "run")
+    cfg.pipeline.generation_shards = 3
+    build_pipeline("cpu", cfg, last_stage="validate-entropy")()
+    assert _status(kfp_local)["state"] == "SUCCEEDED"
+    parts = {}
+    for manifest in kfp_local.rglob("manifest.json"):
+        m = json.loads(manifest.read_text())
+        if m["stage"] == "augment" and m["config"].get("part") is not None:
+            parts[m["config"]["part"]] = manifest.parent
+    assert sorted(parts) == [0, 1, 2]
+    per_part = [set(pd.read_parquet(d / "augmented.parquet")["cda_id"]) | set(pd.read_parquet(d / "rejected.parquet")
+                                                                                ["cda_id"]) for d in parts.values()]
+    assert sum(len(p) for p in per_part) == len(set().union(*per_part))  # no item in two parts
+    merged = next(m.parent for m in kfp_local.rglob("manifest.json")
+                  if json.loads(m.read_text())["stage"] == "augment-merge")
+    aug = pd.read_parquet(merged / "augmented.parquet")
+    assert aug["id"].is_unique and json.loads((merged / "manifest.json").read_text())["summary"]["parts"] == 3
+    scores = next(p for p in kfp_local.rglob("scores.parquet")
+                  if json.loads((p.parent / "manifest.json").read_text())["stage"] == "entropy-merge")
+    assert set(pd.read_parquet(scores)["id"]) <= set(aug["id"])

@@ -10,7 +10,8 @@ from context_cda.errors import ConfigError
 from context_cda.io import StageRecorder, write_text
 
 OUTPUT = {"ingest": "sentences.parquet", "cda": "counterfactuals.parquet", "validate-cda": "valid.parquet",
-          "augment": "augmented.parquet", "validate-augment": "valid.parquet", "entropy": "scores.parquet",
+          "augment-part": "augmented.parquet", "augment": "augmented.parquet", "validate-augment": "valid.parquet",
+          "entropy-part": "scores.parquet", "entropy": "scores.parquet",
           "validate-entropy": "valid.parquet", "finetune": "final/model.safetensors",
           "evaluate-vanilla": "aggregate.json", "evaluate": "aggregate.json", "register": "decision.json",
           "report": "report.md"}
@@ -57,7 +58,9 @@ def names(steps):
 
 def test_plan_order_and_fan_out(cfg):
     steps = pipeline.plan(cfg)
-    assert names(steps)[:5] == ["ingest", "cda", "validate-cda", "augment", "validate-augment"]
+    assert names(steps)[:6] == ["ingest", "cda", "validate-cda", "augment-part[part-0]", "augment",
+                                "validate-augment"]
+    assert "entropy-part[b/part-0]" in names(steps)
     assert "entropy[b]" in names(steps) and "finetune[b/context-cda/seed-13]" in names(steps)
     assert names(steps)[-1] == "report"
     ft = next(s for s in steps if s.name == "finetune[a/context-cda/seed-13]")
@@ -67,7 +70,10 @@ def test_plan_order_and_fan_out(cfg):
                          "filtered": rd / "filter/a"}
     assert ft.out_dir == rd / "finetune/a/context-cda/seed-13"
     assert next(s for s in steps if s.name == "filter[a]").inputs == {"scores": rd / "validate/entropy/a/valid.parquet"}
-    assert next(s for s in steps if s.name == "entropy[a]").inputs == {"augmented": rd / "validate/augment/valid.parquet"}
+    assert next(s for s in steps if s.name == "entropy-part[a/part-0]").inputs == {
+        "augmented": rd / "validate/augment/valid.parquet"}
+    assert next(s for s in steps if s.name == "entropy[a]").inputs == {  # the merge reads the parts
+        "parts": rd / "entropy-parts/a", "augmented": rd / "validate/augment/valid.parquet"}
     assert names(pipeline.plan(cfg, ["b"])).count("entropy[b]") == 1
     assert "entropy[a]" not in names(pipeline.plan(cfg, ["b"]))
     with pytest.raises(ConfigError, match="unknown target"):
@@ -105,7 +111,8 @@ def test_only_and_until(cfg, calls):
     res = pipeline.run_pipeline(cfg, until="cda")
     assert names(r.step for r in res) == ["ingest", "cda", "validate-cda"]  # with the validation of its output
     res = pipeline.run_pipeline(cfg, until="augment")
-    assert names(r.step for r in res) == ["ingest", "cda", "validate-cda", "augment", "validate-augment"]
+    assert names(r.step for r in res) == ["ingest", "cda", "validate-cda", "augment-part[part-0]", "augment",
+                                          "validate-augment"]
     res = pipeline.run_pipeline(cfg, only=["validate"])
     assert names(r.step for r in res) == ["validate-cda", "validate-augment", "validate-entropy[a]",
                                           "validate-entropy[b]"]
@@ -127,7 +134,7 @@ def test_failure_stops_the_run_and_is_reported(cfg, calls, monkeypatch):
     orig = pipeline.get_stage
 
     def failing(stage):
-        if stage == "augment":
+        if stage == "augment-part":
             def boom(*a, **k):
                 raise RuntimeError("generator crashed")
             return boom
@@ -137,7 +144,7 @@ def test_failure_stops_the_run_and_is_reported(cfg, calls, monkeypatch):
     events = []
     with pytest.raises(RuntimeError, match="generator crashed"):
         pipeline.run_pipeline(cfg, on_event=lambda kind, step, res: events.append((kind, step.name)))
-    assert ("failed", "augment") in events and not any(n.startswith("entropy") for _, n in events)
+    assert ("failed", "augment-part[part-0]") in events and not any(n.startswith("entropy") for _, n in events)
 
 
 def test_seeds_fan_out_the_arms(cfg_factory, calls):
@@ -149,3 +156,15 @@ def test_seeds_fan_out_the_arms(cfg_factory, calls):
         "finetune[a/context-cda/seed-2]"]
     assert "evaluate[a/context-cda/seed-2]" in steps and "evaluate-vanilla[a]" in steps
     assert not any(s.startswith("register") for s in steps)  # tracking off: the table's `when`
+
+
+def test_generation_parts_fan_out_augment_and_entropy(cfg_factory, calls):
+    cfg = cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, pipeline={"generation_shards": 3},
+                      tracking={"enabled": False})
+    steps = [s.name for s in pipeline.plan(cfg)]
+    assert [s for s in steps if s.startswith("augment")] == [
+        "augment-part[part-0]", "augment-part[part-1]", "augment-part[part-2]", "augment"]
+    assert [s for s in steps if s.startswith("entropy")] == [
+        "entropy-part[a/part-0]", "entropy-part[a/part-1]", "entropy-part[a/part-2]", "entropy[a]"]
+    part = next(s for s in pipeline.plan(cfg) if s.name == "augment-part[part-2]")
+    assert part.options == {"shard": 2} and part.out_dir == cfg.run_dir() / "augment-parts" / "part-2"

@@ -4,7 +4,8 @@ The generators themselves (``make_generator``, ``SamplingParams``, backends) liv
 
 Public API (imported lazily, so ``import context_cda.augment`` needs no torch)::
 
-    run_augment(config, inputs={"counterfactuals": path}, out_dir) -> dict        # the stage
+    run_augment(config, inputs={"counterfactuals": path}, out_dir, shard=None) -> dict   # the stage (one part)
+    run_augment_merge(config, inputs={"parts": dir, "counterfactuals": path}, out_dir)  # the parts joined
     build_messages(sentence, version="v1", few_shot=True, feedback=None)          # the prompt
     review(original, counterfactual, output, *, lexicon=None, judge=None, settings=None)
         -> Review(accepted, text, reasons)                                          # the only acceptance rule
@@ -19,6 +20,7 @@ from typing import Any
 
 _EXPORTS = {
     "run_augment": ".stage",
+    "run_augment_merge": ".merge",
     "load_gender_lexicon": ".stage",
     "PROMPTS": ".prompts",
     "PromptSpec": ".prompts",

@@ -161,14 +161,31 @@ def _terms(value: Any) -> list[str]:
 # ------------------------------------------------------------------------------------------------ the steps
 
 
-def load(config: Any, inputs: Mapping[str, Path | str]) -> Loaded:
-    """Read the CDA table; unapplied rows are rejected here; one item (keyed by every setting) per row."""
-    a = config.augment
+def eligible(config: Any, inputs: Mapping[str, Path | str], part: int | None = None):
+    """The CDA table's rows this call augments: every row (``part`` None) or one generation part's
+    (:mod:`context_cda.shards`), the first ``augment.limit`` of the table; the merge expects exactly these."""
+    from ..shards import part_of
+
     src = _input_path(inputs)
     df = read_table(src)
     require_columns(df, {S.ID: "id", S.COUNTERFACTUAL: "text", S.SWAPPED_TERMS: "terms"}, src)
     require_rows(df, src, "Nothing to augment: check the CDA and validation steps (their quarantine and rejected "
                  "tables say why rows were dropped).")
+    limit = config.augment.limit
+    if limit is not None and "applied" in df.columns:  # the first `limit` applied rows, and every unapplied one
+        applied = df["applied"].fillna(False).astype(bool)
+        df = df[~applied | (applied.cumsum() <= limit)]
+    elif limit is not None:
+        df = df.head(limit)
+    if part is not None:
+        parts = config.pipeline.generation_shards
+        df = df[[part_of(str(i), parts) == part for i in df[S.ID]]]
+    return src, df
+
+
+def load(config: Any, inputs: Mapping[str, Path | str], part: int | None = None) -> Loaded:
+    """Read the CDA table; unapplied rows are rejected here; one item (keyed by every setting) per row."""
+    src, df = eligible(config, inputs, part)
     skipped: list[dict[str, Any]] = []
     if "applied" in df.columns:
         mask = df["applied"].fillna(False).astype(bool)
@@ -176,8 +193,6 @@ def load(config: Any, inputs: Mapping[str, Path | str]) -> Loaded:
             skipped.append({S.ID: None, S.CDA_ID: r.id, S.COUNTERFACTUAL: getattr(r, S.COUNTERFACTUAL),
                             "status": REJECTED, S.REASON: "not-applied: the CDA row has no swap"})
         df = df.loc[mask]
-    if a.limit is not None:
-        df = df.head(a.limit)
     if df[S.ID].duplicated().any():
         dup = df.loc[df[S.ID].duplicated(), S.ID].iloc[0]
         raise InputError(f"{src}: duplicate id {dup!r}; ids must be unique.")
@@ -345,20 +360,24 @@ def run_augment(
     config: Any,
     inputs: Mapping[str, Path | str],
     out_dir: Path | str,
+    shard: int | None = None,
     *,
     generator: Generator | None = None,
     judge: Any = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Augment ``inputs['counterfactuals']`` into ``out_dir/augmented.parquet`` (see the module docstring).
+    """Augment ``inputs['counterfactuals']`` into ``out_dir/augmented.parquet`` (see the module docstring): every
+    row, or with ``shard`` only generation part ``shard`` of ``pipeline.generation_shards``
+    (:func:`context_cda.shards.part_of`; :func:`run_augment_merge` joins the parts).
 
     ``generator`` overrides the configured backend and ``judge`` the configured meaning judge (tests, or a
     caller that already holds a model).
     """
     out_dir = Path(out_dir)
-    loaded = load(config, inputs)  # a bad input fails here, before anything is written
+    loaded = load(config, inputs, shard)  # a bad input fails here, before anything is written
     rec = StageRecorder("augment", out_dir, {"augment": config.augment.model_dump(mode="json"),
-                                             "lexicon": config.lexicon.model_dump(mode="json")},
+                                             "lexicon": config.lexicon.model_dump(mode="json"), "part": shard,
+                                             "parts": config.pipeline.generation_shards},
                         inputs={"counterfactuals": _input_path(inputs)},
                         versions=("transformers", "torch", "httpx", "vllm", "py3langid"))
     p = plan(config, out_dir, rec, generator, judge)

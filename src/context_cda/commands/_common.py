@@ -72,6 +72,33 @@ def step_io(
     return inputs, Path(out) if out is not None else step_dir(cfg, step, layout, **keys)
 
 
+ShardOpt = Annotated[
+    int | None,
+    typer.Option("--shard", help="Run only this generation part (0..pipeline.generation_shards-1), no merge."),
+]
+MergeOpt = Annotated[bool, typer.Option("--merge", help="Only merge the generation parts that ran.")]
+
+
+def run_parts(cfg: Config, step: str, shard: int | None, merge: bool, overrides: dict[str, Any],
+              run_part, run_merge, out: Path | None = None, **keys: Any) -> tuple[dict[str, Any] | None, Path]:
+    """``ccda augment`` / ``ccda entropy``: every generation part of ``<step>-part`` and then the merge ``step``
+    (the default), one part (``--shard N``), or only the merge (``--merge``). Returns the merge's summary (None
+    after a single part) and the folder it wrote."""
+    from ..errors import ConfigError
+
+    parts = cfg.pipeline.generation_shards
+    if shard is not None and (merge or not 0 <= shard < parts):
+        raise ConfigError(f"--shard {shard}: pipeline.generation_shards is {parts}, so parts are 0..{parts - 1} "
+                          "(and --shard runs one part, without --merge).")
+    for i in ([] if merge else [shard] if shard is not None else range(parts)):
+        inputs, part_dir = step_io(cfg, f"{step}-part", overrides, None, **keys, shard=i)
+        run_part(inputs, part_dir, i)
+        if shard is not None:
+            return None, part_dir
+    inputs, out_dir = step_io(cfg, step, overrides, out, **keys)
+    return run_merge(inputs, out_dir), out_dir
+
+
 def pick(names: list[str] | None, known: list[str], what: str) -> list[str]:
     """``names`` (default: all ``known``), refusing unknown ones with the list of known ones."""
     from ..errors import ConfigError

@@ -10,14 +10,16 @@ import typer
 
 from ._common import (
     AllowErrorsOpt,
+    MergeOpt,
     ParamsOpt,
     ProfileOpt,
     RunDirOpt,
     SetOpt,
+    ShardOpt,
     console,
     print_summary,
     resolve_config,
-    step_io,
+    run_parts,
 )
 
 
@@ -44,24 +46,31 @@ def register(app: typer.Typer) -> None:
         batch_size: Annotated[int | None, typer.Option("--batch-size", help="Prompts per generate call.")] = None,
         no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
         allow_errors: AllowErrorsOpt = None,
+        shard: ShardOpt = None,
+        merge: MergeOpt = False,
     ) -> None:
         """Contextual counterfactuals: a generator LM rephrases each CDA counterfactual (kill and rerun to resume).
 
-        `ccda augment review --input FILE` reviews outputs of any generator instead.
+        Runs every generation part (pipeline.generation_shards) and merges them; --shard N runs one part, --merge
+        only the merge. `ccda augment review --input FILE` reviews outputs of any generator instead.
         """
         if ctx.invoked_subcommand is not None:
             return
-        from ..augment import run_augment
+        from ..augment import run_augment, run_augment_merge
 
         flags = {"backend": backend, "model": model, "limit": limit, "batch_size": batch_size}
         sets = list(sets or [])
         if base_url:
             sets.append(f"augment.openai.base_url={base_url}")
         cfg = resolve_config(profile, sets, run_dir, params, augment=flags, run={"allow_errors": allow_errors})
-        inputs, out_dir = step_io(cfg, "augment", {"counterfactuals": input_path}, out)
-        summary = run_augment(cfg, inputs, out_dir, progress=not no_progress)
-        print_summary("augment", summary)
-        console().print(f"wrote {out_dir} (augmented and rejected tables)")
+        summary, out_dir = run_parts(
+            cfg, "augment", shard, merge, {"counterfactuals": input_path},
+            lambda inputs, part_dir, i: print_summary(f"augment part {i}", run_augment(
+                cfg, inputs, part_dir, i, progress=not no_progress)),
+            lambda inputs, merged_dir: run_augment_merge(cfg, inputs, merged_dir), out)
+        if summary is not None:
+            print_summary("augment", summary)
+        console().print(f"wrote {out_dir} (augmented, rejected and error tables)")
 
     @group.command("review")
     def review(

@@ -9,13 +9,16 @@ import typer
 
 from ._common import (
     AllowErrorsOpt,
+    MergeOpt,
     ParamsOpt,
     ProfileOpt,
     RunDirOpt,
     SetOpt,
+    ShardOpt,
     pick,
     print_summary,
     resolve_config,
+    run_parts,
     step_io,
 )
 
@@ -58,17 +61,24 @@ def entropy(
     estimator: Annotated[str | None, typer.Option("--estimator", help="eq1 | plogp | discrete.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N items.")] = None,
     allow_errors: AllowErrorsOpt = None,
+    shard: ShardOpt = None,
+    merge: MergeOpt = False,
 ) -> None:
-    """Semantic entropy of each contextual counterfactual under each target model (resumable)."""
-    from ..entropy import run_entropy
+    """Semantic entropy of each contextual counterfactual under each target model (resumable): every generation
+    part (pipeline.generation_shards), then their merge; --shard N runs one part, --merge only the merge."""
+    from ..entropy import run_entropy, run_entropy_merge
 
     flags = {"n_samples": n_samples, "judge": judge, "judge_model": judge_model, "rule": rule,
              "estimator": estimator, "limit": limit}
     cfg = resolve_config(profile, sets, run_dir, params, entropy=flags, run={"allow_errors": allow_errors})
     for name in pick(target, list(cfg.run.targets), "--target"):
-        inputs, out_dir = step_io(cfg, "entropy", {"augmented": input_path}, target=name)
-        summary = run_entropy(cfg, inputs, out_dir, target=name)
-        print_summary(f"entropy [{name}]", summary)
+        summary, _ = run_parts(
+            cfg, "entropy", shard, merge, {"augmented": input_path},
+            lambda inputs, part_dir, i, t=name: print_summary(f"entropy [{t}] part {i}", run_entropy(
+                cfg, inputs, part_dir, t, i)),
+            lambda inputs, out_dir, t=name: run_entropy_merge(cfg, inputs, out_dir, t), target=name)
+        if summary is not None:
+            print_summary(f"entropy [{name}]", summary)
 
 
 def filter_(

@@ -39,9 +39,9 @@ def plan(
     for col in ("step", "parallel tasks", "work", "GPU-hours", f"wall h on {gpus} GPU(s)"):
         out.add_column(col, justify="left" if col in ("step", "work") else "right")
     for c in costs:
-        out.add_row(c.step, str(c.tasks), c.work, f"{c.gpu_hours:,.2f}", f"{c.gpu_hours / min(gpus, c.tasks):,.2f}")
+        out.add_row(c.step, str(c.tasks), c.work, _hours(c.gpu_hours), _hours(c.gpu_hours / min(gpus, c.tasks)))
     total = sum(c.gpu_hours for c in costs)
-    out.add_row("total", "", "", f"{total:,.2f}", f"{wall_hours(costs, gpus):,.2f}", style="bold")
+    out.add_row("total", "", "", _hours(total), _hours(wall_hours(costs, gpus)), style="bold")
     con = console()
     con.print(out)
     dominant = max(costs, key=lambda c: c.gpu_hours) if costs else None
@@ -50,6 +50,10 @@ def plan(
     con.print(f"throughput: {table['about']}", highlight=False)
     for key, src in assume.sources().items():
         con.print(f"  assumption {key} = {getattr(assume, key)} ({src})", highlight=False)
+
+
+def _hours(h: float) -> str:
+    return f"{h:,.2f}" if h >= 0.01 else f"{h * 60:.1f} min"
 
 
 def register(app: typer.Typer) -> None:

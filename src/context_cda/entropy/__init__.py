@@ -5,14 +5,15 @@ For each contextual counterfactual x: sample M rephrasings (:mod:`.sampling`, th
 the samples by bidirectional entailment (:mod:`.clustering` with a judge from :mod:`context_cda.judges`), estimate semantic
 entropy (:mod:`.estimators`, pure numpy), then drop the top k % (:mod:`.filter`).
 
-``run_entropy`` and ``run_filter`` are loaded lazily: importing this package imports neither torch nor pandas.
+``run_entropy`` (one generation part), ``run_entropy_merge`` (the parts joined) and ``run_filter`` are loaded
+lazily: importing this package imports neither torch nor pandas.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["run_entropy", "run_filter"]
+__all__ = ["run_entropy", "run_entropy_merge", "run_filter"]
 
 
 def __getattr__(name: str) -> Any:
@@ -20,6 +21,10 @@ def __getattr__(name: str) -> Any:
         from .stage import run_entropy
 
         return run_entropy
+    if name == "run_entropy_merge":
+        from .merge import run_entropy_merge
+
+        return run_entropy_merge
     if name == "run_filter":
         from .filter import run_filter
 

@@ -251,7 +251,10 @@ def read_sample_cache(sample_dir: Path) -> dict[str, tuple[str, list[str], str |
 # ------------------------------------------------------------------------------------------ the stage
 
 
-def _read_items(path: Path, limit: int | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+def _read_items(path: Path, limit: int | None, part: int | None = None, parts: int = 1
+                ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The items to score (the first ``limit``; with ``part``, only that generation part's) and the rejected
+    empty ones."""
     df = read_table(path)
     col = S.AUGMENTED if S.AUGMENTED in df.columns else S.TEXT if S.TEXT in df.columns else None
     if S.ID not in df.columns or col is None:
@@ -268,6 +271,10 @@ def _read_items(path: Path, limit: int | None) -> tuple[pd.DataFrame, list[dict[
         raise InputError(f"{path}: duplicate ids, e.g. row {int(dup.idxmax())} ({df[S.ID][dup].iloc[0]!r}).")
     if limit is not None:
         df = df.head(limit)
+    if part is not None:
+        from ..shards import part_of
+
+        df = df[[part_of(str(i), parts) == part for i in df[S.ID]]]
     df[S.TEXT] = df[S.TEXT].fillna("").astype(str)
     empty = df[S.TEXT].str.strip() == ""
     rejected = [
@@ -345,13 +352,15 @@ def run_entropy(
     inputs: Mapping[str, Path | str],
     out_dir: Path | str,
     target: str,
+    shard: int | None = None,
     *,
     generator: Generator | None = None,
     scorer: Scorer | None = None,
     judge: EntailmentJudge | None = None,
     batched: bool = True,
 ) -> dict[str, Any]:
-    """Semantic entropy of every contextual counterfactual under target model ``target``.
+    """Semantic entropy of every contextual counterfactual under target model ``target`` (with ``shard``: of
+    generation part ``shard`` of ``pipeline.generation_shards`` only; :func:`run_entropy_merge` joins the parts).
 
     ``inputs["augmented"]``: the augment stage's (validated) table (columns ``id``, ``augmented``).
     ``generator``, ``scorer`` and ``judge`` may be passed in (tests, benchmarks, notebooks); otherwise they are
@@ -366,14 +375,14 @@ def run_entropy(
         raise InputError("run_entropy needs inputs={'augmented': <the validated augmented table>}.")
     out = Path(out_dir)
     with file_lock(out / L.LOCK_FILE, f"entropy[{target}]"):
-        return _run_entropy(config, inputs, out, target, generator, scorer, judge, batched)
+        return _run_entropy(config, inputs, out, target, shard, _Models(config, config.run.targets[target],
+                                                                          generator, scorer, judge), batched)
 
 
-def _run_entropy(config: Config, inputs: Mapping[str, Path | str], out: Path, target: str,
-                 generator: Generator | None, scorer: Scorer | None, judge: EntailmentJudge | None,
-                 batched: bool) -> dict[str, Any]:
+def _run_entropy(config: Config, inputs: Mapping[str, Path | str], out: Path, target: str, shard: int | None,
+                 models: _Models, batched: bool) -> dict[str, Any]:
     target_ref, in_path = config.run.targets[target], Path(inputs["augmented"])
-    items, rejected_input = _read_items(in_path, config.entropy.limit)
+    items, rejected_input = _read_items(in_path, config.entropy.limit, shard, config.pipeline.generation_shards)
     rec = StageRecorder("entropy", out, config, inputs={"augmented": in_path}, versions=("torch", "transformers"))
     fp = fingerprint(config, target_ref)
     shard_dir = out / SHARDS_DIR / fp
@@ -384,7 +393,6 @@ def _run_entropy(config: Config, inputs: Mapping[str, Path | str], out: Path, ta
              len(todo))
     progress = _Progress()
     if len(todo):
-        models = _Models(config, target_ref, generator, scorer, judge)
         try:
             _process_shards(config, todo, models, out, shard_dir, batched, progress, target)
         finally:

@@ -1,0 +1,65 @@
+"""``run_augment_merge``: the generation parts of the augment step joined into its one output.
+
+Each part (``pipeline.generation_shards``; :mod:`context_cda.shards`) augmented the counterfactuals whose id falls
+in it. The merge reads every part's accepted, rejected and error rows and checks that each counterfactual the
+step had to augment ends in exactly one of them, in exactly one part; then it writes the step's tables (input
+order) and a manifest whose summary adds up the parts'. Error rows stay errors: the merge fails like a part would
+(exit 75, unless ``run.allow_errors``) and the next run retries them in their parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .. import layout as L
+from .. import schemas as S
+from ..errors import check_item_errors
+from ..io import REJECTED, StageRecorder, read_json, read_table, write_rejected, write_table
+from ..shards import merge_parts, part_folders, sum_summaries
+
+
+def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Path | str) -> dict[str, Any]:
+    """Join the parts in ``inputs["parts"]`` (the augment parts' fan-in folder) for ``inputs["counterfactuals"]``."""
+    from .stage import eligible
+
+    out = Path(out_dir)
+    parts = part_folders(inputs["parts"], "augment-part", config.pipeline.generation_shards)
+    _, expected = eligible(config, {"counterfactuals": inputs["counterfactuals"]})
+    rec = StageRecorder("augment-merge", out, {"parts": len(parts)},
+                        {"counterfactuals": inputs["counterfactuals"], **{f"part-{i}": p for i, p in enumerate(parts)}})
+    tables = {name: [_table(p / name) for p in parts] for name in (L.AUGMENTED_FILE, REJECTED, L.ERRORS_FILE)}
+    every = [t[[S.CDA_ID]] for t in (*tables[L.AUGMENTED_FILE], *tables[REJECTED], *tables[L.ERRORS_FILE])
+             if len(t)]
+    merge_parts(every, S.CDA_ID, expected[S.ID].astype(str), f"augment merge of {len(parts)} part(s)")
+    order = {cid: i for i, cid in enumerate(expected[S.ID].astype(str))}
+    written = {}
+    for name, frames in tables.items():
+        merged = _concat(frames)
+        merged = merged.iloc[merged[S.CDA_ID].astype(str).map(order).argsort(kind="stable")] if len(merged) else merged
+        written[name] = (write_rejected(merged.reset_index(drop=True), out) if name == REJECTED
+                         else write_table(merged.reset_index(drop=True), out / name))
+    summary = sum_summaries([read_json(p / "manifest.json").get("summary", {}) for p in parts])
+    summary["parts"] = len(parts)
+    rec.finish({"in": summary.get("rows_in", 0), "out": summary.get("accepted", 0),
+                "rejected": summary.get("rejected", 0), "errors": summary.get("errors", 0)},
+               outputs={"augmented": written[L.AUGMENTED_FILE], "rejected": written[REJECTED],
+                        "errors": written[L.ERRORS_FILE]}, summary=summary)
+    check_item_errors("augment", summary.get("errors", 0), summary.get("items", 0),
+                      summary.get("error_reasons", {}), out / L.ERRORS_FILE, config.run.allow_errors)
+    return summary
+
+
+def _table(path: Path):
+    import pandas as pd
+
+    return read_table(path) if path.is_file() else pd.DataFrame(columns=[S.CDA_ID])
+
+
+def _concat(frames):
+    """The parts' rows in one table (an empty table keeps the first part's columns)."""
+    import pandas as pd
+
+    full = [f for f in frames if len(f)]
+    return pd.concat(full, ignore_index=True) if full else frames[0]

@@ -1,0 +1,71 @@
+"""Generation shards: which part of the items each of ``pipeline.generation_shards`` parallel tasks takes, and the
+one merge of their outputs.
+
+An item belongs to part ``stable hash of its id mod K``: the same part in every run and every door, whatever the
+input's order, so each part resumes on its own. :func:`merge_parts` reads every part's tables and refuses a merge in
+which an item is missing or appears twice (in two parts, or twice in one), naming the ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import InputError
+from .io import stable_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+
+def part_of(key: str, parts: int) -> int:
+    """The part (0..parts-1) that item ``key`` belongs to."""
+    return int(stable_id("part", key)[:8], 16) % parts if parts > 1 else 0
+
+
+def part_folders(parent: Path | str, step: str, parts: int, fixed: dict[str, str] | None = None) -> list[Path]:
+    """The folders of parts 0..parts-1 of ``step`` inside its fan-in folder ``parent``, refusing a missing one."""
+    from .layout import discover
+
+    found = {int(k["shard"]): d for k, d in discover(parent, step, fixed=fixed or {}) if k["shard"].isdigit()}
+    missing = [i for i in range(parts) if i not in found]
+    if missing:
+        raise InputError(f"{parent}: generation part(s) {missing} of {parts} have not run (pipeline.generation_shards"
+                         f" = {parts}); run them before the merge.")
+    return [found[i] for i in range(parts)]
+
+
+def merge_parts(tables: Sequence[pd.DataFrame], key: str, expected: Iterable[str], what: str) -> pd.DataFrame:
+    """Concatenate the parts' rows; every ``expected`` key must appear exactly once across them."""
+    import pandas as pd
+
+    merged = pd.concat([t for t in tables if len(t)], ignore_index=True) if any(len(t) for t in tables) else (
+        tables[0].iloc[0:0] if tables else pd.DataFrame(columns=[key]))
+    keys = merged[key].astype(str)
+    doubled = sorted(set(keys[keys.duplicated()]))
+    if doubled:
+        raise InputError(f"{what}: {len(doubled)} item(s) appear twice across the generation parts, e.g. "
+                         f"{doubled[:3]}; rerun the merge after removing the parts' folders that hold them.")
+    missing = sorted(set(map(str, expected)) - set(keys))
+    if missing:
+        raise InputError(f"{what}: {len(missing)} item(s) are in no generation part, e.g. {missing[:3]}; the parts "
+                         "ran on another input: rerun them.")
+    return merged
+
+
+def sum_summaries(summaries: Sequence[dict]) -> dict:
+    """The parts' stage summaries as one: counts (and nested count maps) added up; other values taken from the
+    first part; rates (``*_per_s``) left out, since parts that ran side by side have no single rate."""
+    out: dict = {}
+    for summary in summaries:
+        for key, value in summary.items():
+            if key.endswith("_per_s"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float | dict):
+                out.setdefault(key, value)
+            elif isinstance(value, dict):
+                out[key] = sum_summaries([out.get(key, {}), value])
+            else:
+                out[key] = out.get(key, 0) + value
+    return out
