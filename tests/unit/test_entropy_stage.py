@@ -342,3 +342,14 @@ def test_gx_suite_quarantines_bad_rows(tmp_path):
     assert "se-negative" in reasons["by"] and "se_discrete-out-of-range" in reasons["by"]
     assert "duplicate-id" in reasons["b"] and "empty-text" in reasons["b"] and "n-clusters" in reasons["b"]
     assert "se-missing" in reasons["dz"]
+
+
+def test_the_sample_cache_is_keyed_by_the_review():
+    """Samples drawn under one review are not reused under another (they passed other checks)."""
+    from context_cda.entropy.stage import sample_fingerprint, sample_settings
+
+    cfg = Config()
+    base = sample_fingerprint(cfg)
+    assert sample_settings(cfg).numbers is False  # the sampler keeps meaning and fact changes (what SE measures)
+    cfg.augment.review.script_min_share = 0.5
+    assert sample_fingerprint(cfg) != base

@@ -51,7 +51,7 @@ from ..judges import EntailmentJudge, PairDecider
 from .clustering import Query, cluster_ids
 from .estimators import semantic_entropies
 from .likelihood import sample_logliks
-from .sampling import REPHRASE_PROMPT_VERSION, sample_rephrasings
+from .sampling import REPHRASE_PROMPT_VERSION, sample_rephrasings, sample_review_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -219,11 +219,21 @@ def fingerprint(config: Config, target_ref: str) -> str:
     return json_hash({"entropy": e, "target": target_ref, "generator": gen, "seed": config.run.seed})
 
 
+def sample_settings(config: Config):
+    """The review every sample passes: ``augment.review``'s switches, with the sampler's own rules
+    (:func:`~context_cda.entropy.sampling.sample_review_settings`)."""
+    from ..augment import ReviewSettings
+
+    return sample_review_settings(ReviewSettings.from_config(config.augment))
+
+
 def sample_fingerprint(config: Config) -> str:
-    """Hash of what determines the sampled rephrasings (not the target, judge, rule or estimator)."""
+    """Hash of what determines the sampled rephrasings (not the target, judge, rule or estimator); the review
+    settings included, so samples cached under another review are not reused unreviewed."""
     e = config.entropy
     return json_hash(
         {
+            "review": sample_settings(config).to_dict(),
             "backend": e.generator_backend or config.augment.backend,
             "model": e.generator_model or config.augment.model,
             "prompt": REPHRASE_PROMPT_VERSION,
@@ -470,6 +480,7 @@ def _draw_samples(config: Config, ids: list[str], texts: list[str], models: _Mod
         models.get_generator(), [texts[k] for k in need], cfg.n_samples, temperature=cfg.temperature,
         top_p=cfg.top_p, max_tokens=cfg.max_tokens,
         seed=int(stable_id(config.run.seed, *ids)[:8], 16),  # per shard of items
+        review_settings=sample_settings(config),
     )
     fresh = pd.DataFrame({S.ID: [ids[k] for k in need], S.TEXT: [texts[k] for k in need],
                           "samples": new_samples, "error": [e or "" for e in new_errors]})
