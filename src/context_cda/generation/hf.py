@@ -11,8 +11,8 @@ tokenizer has none), tokenized once, sorted (so that prompts sharing a prefix la
 * **keeps a preallocated (static) KV cache** when transformers offers one, so a decoding step writes one slot
   instead of re-concatenating the whole cache;
 * **compacts the batch**: a row that produced an EOS id, completed a stop string or reached ``max_tokens``
-  is finished; once finished rows outnumber running ones, the batch is cut down to the running rows (each cut
-  copies the KV cache, so the batch halves at most log2(rows) times instead of shrinking row by row).
+  is finished; once finished rows exceed an eighth of the running ones, the batch is cut down to the running
+  rows (each cut copies the KV cache, so cuts wait for a few finished rows rather than one).
 
 Stop strings that are single special tokens of the vocabulary (``<|eot_id|>``, ``<|im_end|>``) become extra EOS
 ids; other stop strings end a row once its last few decoded tokens contain one, and are cut from the text.
@@ -104,6 +104,8 @@ class _Rows:
 
 class HFGenerator:
     backend = "hf"
+    #: compact the batch once finished rows exceed this share of the running ones (see :meth:`_decode`)
+    compact_ratio = 0.125
 
     @classmethod
     def from_options(cls, model: str, opts: Any) -> HFGenerator:
@@ -256,9 +258,10 @@ class HFGenerator:
     def _decode(self, ids: list[list[int]], rows: _Rows, params: SamplingParams, eos: set[int],
                 stop_strings: list[str], torch: Any) -> None:
         """Decode until every row has stopped. A finished row stays in the batch (its output ignored) until
-        finished rows outnumber the running ones; then the batch is compacted to the running rows. (Compacting
-        copies the whole KV cache, about what one more step costs; a finished row costs far less per step while
-        the weights' memory traffic dominates, so the batch halves at most log2(rows) times.)"""
+        finished rows exceed :attr:`compact_ratio` x the running ones; then the batch is cut down to the running
+        rows. A cut copies the KV cache (SmolLM2 on 2 CPU cores: ~2 ms per row kept), a finished row carried
+        along costs its share of a step's compute (~6 ms per row and step there), so cuts are batched a little
+        but not put off long."""
         cache, logits, mask, last = self._prefill(ids, rows, params.max_tokens, torch)
         slots = list(range(len(rows.owner)))  # the row in each slot of the batch
         running = set(slots)
@@ -280,7 +283,7 @@ class HFGenerator:
                     running.discard(a)
             if not running or step == params.max_tokens - 1:
                 return
-            if len(slots) - len(running) > len(running):
+            if len(slots) - len(running) > self.compact_ratio * len(running):
                 kept = torch.tensor([k for k, a in enumerate(slots) if a in running], dtype=torch.long,
                                     device=mask.device)
                 cache.reorder_cache(kept)
