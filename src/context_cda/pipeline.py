@@ -284,11 +284,11 @@ def check_requirements(config: Config, steps: list[Step]) -> None:
 
     refs: dict[str, str] = {}
     for s in steps:
-        if "target" in s.keys and s.row.step in ("entropy", "finetune", "evaluate-vanilla"):
+        if "target" in s.keys and s.row.step in ("entropy-part", "finetune", "evaluate-vanilla"):
             refs[f"run.targets.{s.keys['target']}"] = config.run.targets[s.keys["target"]]
-        if s.row.step == "augment" and config.augment.backend != "openai":
+        if s.row.step == "augment-part" and config.augment.backend != "openai":
             refs["augment.model"] = config.augment.model
-        if s.row.step == "entropy":
+        if s.row.step == "entropy-part":
             e = config.entropy
             if (e.generator_backend or config.augment.backend) != "openai":
                 refs["entropy.generator_model" if e.generator_model else "augment.model"] = (

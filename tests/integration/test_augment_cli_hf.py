@@ -30,7 +30,8 @@ def test_cli_hf_tiny(tmp_path):
     aug = pd.read_parquet(out / "augmented.parquet")
     rej = pd.read_parquet(out / "rejected.parquet")
     assert len(aug) + len(rej) == 7 and rej["reason"].str.len().gt(0).all()
-    assert (out / "manifest.json").is_file() and any((out / "cache").rglob("*.json"))
+    part = layout.step_dir("augment-part", shard=0)  # the one generation part: its store and cache
+    assert (out / "manifest.json").is_file() and any((part / "cache").rglob("*.json"))
     assert src.is_file()
     # second run: nothing to do, no model needed
     assert main(argv) == 0

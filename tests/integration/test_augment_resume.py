@@ -50,7 +50,7 @@ def test_killed_run_resumes_exactly_once(tmp_path):
         ref_requests = len(srv.log)
 
         run_dir = tmp_path / "run"
-        shards = run_dir / "augment" / "shards"
+        shards = run_dir / "augment-parts" / "part-0" / "shards"  # the one generation part's store
         proc = subprocess.Popen(_cmd(run_dir, src, srv.base_url), cwd=tmp_path, env=_env(tmp_path),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 60

@@ -28,8 +28,9 @@ def test_run_evaluate_writes_predictions_aggregate_and_manifest(tmp_path):
     out = tmp_path / "run" / "evaluate" / "gpt2" / "vanilla"
     summary = run_evaluate(cfg, {}, out, "tiny:gpt2")
     assert summary["family"] == "causal" and summary["crows_mode"] == "bias-bench"
-    assert set(summary["metrics"]) == {"stereoset_ss", "stereoset_lms", "stereoset_icat", "crows_cs",
-                                       "crows_stereo", "crows_antistereo"}
+    point = {"stereoset_ss", "stereoset_lms", "stereoset_icat", "crows_cs", "crows_stereo", "crows_antistereo"}
+    # every point estimate with its interval's bounds
+    assert set(summary["metrics"]) == point | {f"{m}_ci_{b}" for m in point for b in ("low", "high")}
     ss = pd.read_parquet(out / "stereoset" / "predictions.parquet")
     assert len(ss) == 3 and {"id", "target", "score_stereotype", "score_anti_stereotype", "score_unrelated"} <= set(ss)
     cp = pd.read_parquet(out / "crows" / "predictions.parquet")

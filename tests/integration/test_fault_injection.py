@@ -53,7 +53,8 @@ def _calls(srv: FakeOpenAIServer, since: int, kind: str) -> list[str]:
 
 def test_transient_failures_are_retried_exactly_once_the_server_is_healthy(tmp_path):
     run = tmp_path / "run"
-    aug_dir, ent_dir = run / "augment", run / "entropy" / "tiny-gpt2"
+    aug_dir, ent_dir = run / "augment", run / "entropy" / "tiny-gpt2"  # the merged outputs
+    aug_part, ent_part = run / "augment-parts" / "part-0", run / "entropy-parts" / "tiny-gpt2" / "part-0"
     with FakeOpenAIServer(model="fake-model", fault_rate=0.6, faults=("500", "429", "drop", "badjson")) as srv:
         profile = str(_profile(tmp_path, srv.base_url))
 
@@ -63,9 +64,9 @@ def test_transient_failures_are_retried_exactly_once_the_server_is_healthy(tmp_p
         err_line = [ln for ln in r1.stderr.splitlines() if ln.startswith("error: ")]
         assert len(err_line) == 1 and "augment: " in err_line[0] and "failed for a transient reason" in err_line[0]
         assert "Traceback" not in r1.stderr and not (run / "finetune").exists()
-        errors1 = pd.read_parquet(aug_dir / "errors.parquet")
-        assert len(errors1) > 0 and not (aug_dir / ".ccda-step.json").exists()
-        assert not set(errors1["cda_id"]) & set(pd.read_parquet(aug_dir / "rejected.parquet")["cda_id"])
+        errors1 = pd.read_parquet(aug_part / "errors.parquet")  # the part stopped; no merge ran
+        assert len(errors1) > 0 and not (aug_part / ".ccda-step.json").exists()
+        assert not set(errors1["cda_id"]) & set(pd.read_parquet(aug_part / "rejected.parquet")["cda_id"])
 
         # 2. still faulty, --allow-errors: augment retries exactly its error items, entropy gets errors of its
         #    own; the run goes on loudly, and neither step is marked up to date
@@ -80,7 +81,8 @@ def test_transient_failures_are_retried_exactly_once_the_server_is_healthy(tmp_p
         rejected2 = pd.read_parquet(ent_dir / "rejected.parquet")
         assert not rejected2["reason"].str.contains("generator|HTTP|429|500").any()  # errors are not rejections
         dry = ccda("run", "--profile", profile, "--dry-run", "--until", "filter").stdout
-        assert "to run  augment" in dry and "to run  entropy[tiny-gpt2]" in dry and "up to date  cda" in dry
+        assert "to run  augment-part[part-0]" in dry and "to run  entropy-part[tiny-gpt2/part-0]" in dry
+        assert "to run  augment\n" in dry and "to run  entropy[tiny-gpt2]" in dry and "up to date  cda" in dry
         entropy_items2 = set(pd.read_parquet(run / "validate" / "augment" / "valid.parquet")["id"])
 
         # 3. healthy server: exactly the failed items are sent again, each once

@@ -138,12 +138,13 @@ def test_a_second_finetune_on_the_same_folder_is_refused(tmp_path):
 
 def test_the_runner_refuses_a_step_another_process_holds(cfg, calls):  # noqa: F811
     L.RunLayout.of(cfg).check()
-    with other_process_holds(cfg.run_dir() / "augment", "augment"), pytest.raises(LockHeld):
+    part = cfg.run_dir() / "augment-parts" / "part-0"
+    with other_process_holds(part, "augment"), pytest.raises(LockHeld):
         pipeline.run_pipeline(cfg)
     assert [c.split(":")[0] for c in calls if not c.startswith("tracking")] == ["ingest", "cda", "validate-cda"]
-    assert not (cfg.run_dir() / "augment" / pipeline.MARKER).exists()
+    assert not (part / pipeline.MARKER).exists()
     res = {r.step.name: r.status for r in pipeline.run_pipeline(cfg)}  # free again: it resumes there
-    assert res["cda"] == "skipped" and res["augment"] == "ran"
+    assert res["cda"] == "skipped" and res["augment-part[part-0]"] == res["augment"] == "ran"
 
 
 # ------------------------------------------------------------------------------------------------ entropy errors
@@ -350,7 +351,8 @@ def test_a_forced_rerun_that_fails_leaves_the_step_not_fresh(cfg, calls, monkeyp
 
 def test_until_augment_runs_no_later_validation(cfg, calls):  # noqa: F811
     res = pipeline.run_pipeline(cfg, until="augment")
-    assert [r.step.name for r in res] == ["ingest", "cda", "validate-cda", "augment", "validate-augment"]
+    assert [r.step.name for r in res] == ["ingest", "cda", "validate-cda", "augment-part[part-0]", "augment",
+                                          "validate-augment"]
     assert not any(c.startswith(("validate-entropy", "entropy")) for c in calls)
 
 

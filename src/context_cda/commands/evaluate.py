@@ -11,50 +11,59 @@ from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, console, resolve_
 
 
 def print_metrics(title: str, summary: dict[str, Any], aggregate: dict[str, Any]) -> None:
-    """One row per metric: benchmark, metric, value, ideal/direction, items."""
+    """One row per metric (benchmark, metric, value, interval, ideal/direction, items); each benchmark's notes
+    (scoring mode, time, start token, a sample too small to decide on) on a line of their own below."""
+    from rich.markup import escape
     from rich.table import Table
+
+    table = Table(title=escape(title), header_style="bold")
+    level = next((a["overall"]["ci_level"] for a in aggregate.get("benchmarks", {}).values()
+                  if "ci_level" in a.get("overall", {})), None)
+    for col, just in (("benchmark", "left"), ("metric", "left"), ("value", "right"),
+                      (f"{level:.0%} interval" if level else "interval", "right"), ("better", "left"), ("N", "right")):
+        table.add_column(col, justify=just, no_wrap=True)  # figures never wrap or shorten on a narrow terminal
+    notes = {bname: _add_rows(table, bname, agg) for bname, agg in aggregate.get("benchmarks", {}).items()}
+    console().print(table)
+    for bname, note in notes.items():
+        if note:
+            console().print(f"  {bname}: {note}", highlight=False)
+    console().print(
+        f"model={summary['model']} family={summary['family']} bias_type={summary['bias_type']}", highlight=False
+    )
+
+
+def _add_rows(table, bname: str, agg: dict[str, Any]) -> str:
+    """The benchmark's rows in ``table``; returns its notes."""
+    from rich.markup import escape
 
     from ..evaluate import get_benchmark
     from ..evaluate.registry import better_text
 
-    table = Table(title=title, header_style="bold")
-    level = next((a["overall"]["ci_level"] for a in aggregate.get("benchmarks", {}).values()
-                  if "ci_level" in a.get("overall", {})), None)
-    ci_col = f"{level:.0%} interval" if level else "interval"
-    for col, just in (("benchmark", "left"), ("metric", "left"), ("value", "right"), (ci_col, "right"),
-                      ("better", "left"), ("N", "right"), ("notes", "left")):
-        table.add_column(col, justify=just)
-    for bname, agg in aggregate.get("benchmarks", {}).items():
-        bench = get_benchmark(bname)
-        overall = agg.get("overall", {})
-        note = f"mode={agg['mode']}" if "mode" in agg else ""
-        if bname == "crows":
-            note += f"; neutral={overall.get('neutral')}"
-        if "seconds" in agg:
-            note += ("; " if note else "") + f"{agg['seconds']:.0f} s"
-        if agg.get("start_token"):
-            note += ("; " if note else "") + f"start token {agg['start_token']}"
-        if overall.get("too_small"):
-            note += ("; " if note else "") + "too few items to decide on"
-        ci = overall.get("ci") or {}
-        for j, m in enumerate(bench.metrics):
-            v = overall.get(m.key)
-            if v is None or v != v:
-                continue
-            digits = 2 if abs(v) >= 1.5 or m.ideal in (50.0, 100.0) else 4
-            lo, hi = ci.get(m.key) or (None, None)
-            interval = f"[{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None else ""
-            table.add_row(bname if j == 0 else "", m.key.upper(), f"{v:.{digits}f}", interval, better_text(m),
-                          str(overall.get("count", "")) if j == 0 else "", note if j == 0 else "")
-        for bt, sub in agg.get("by_bias_type", {}).items():
-            if len(agg.get("by_bias_type", {})) > 1:
-                for m in bench.metrics[:1]:
-                    table.add_row(bname, f"{m.key.upper()} [{bt}]", f"{sub.get(m.key, float('nan')):.2f}", "", "",
-                                  str(sub.get("count", "")), "")
-    console().print(table)
-    console().print(
-        f"model={summary['model']} family={summary['family']} bias_type={summary['bias_type']}", highlight=False
-    )
+    bench, overall = get_benchmark(bname), agg.get("overall", {})
+    notes = [f"mode={agg['mode']}"] if "mode" in agg else []
+    if bname == "crows":
+        notes.append(f"neutral={overall.get('neutral')}")
+    if "seconds" in agg:
+        notes.append(f"{agg['seconds']:.0f} s")
+    if agg.get("start_token"):
+        notes.append(f"start token {agg['start_token']}")
+    if overall.get("too_small"):
+        notes.append("too few items to decide on")
+    ci = overall.get("ci") or {}
+    shown = [m for m in bench.metrics if overall.get(m.key) is not None and overall[m.key] == overall[m.key]]
+    for j, m in enumerate(shown):
+        v = overall[m.key]
+        digits = 2 if abs(v) >= 1.5 or m.ideal in (50.0, 100.0) else 4
+        lo, hi = ci.get(m.key) or (None, None)
+        interval = f"[{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None else ""
+        table.add_row(bname if j == 0 else "", m.key.upper(), f"{v:.{digits}f}", interval, better_text(m),
+                      str(overall.get("count", "")) if j == 0 else "")
+    by_type = agg.get("by_bias_type", {})
+    for bt, sub in by_type.items() if len(by_type) > 1 else ():
+        for m in bench.metrics[:1]:
+            table.add_row(bname, escape(f"{m.key.upper()} [{bt}]"), f"{sub.get(m.key, float('nan')):.2f}", "", "",
+                          str(sub.get("count", "")))
+    return "; ".join(notes)
 
 
 _PATH_FLAGS = {  # flag -> (evaluate section, key): nested local-copy overrides
