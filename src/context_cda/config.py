@@ -250,6 +250,10 @@ class ReviewConfig(Section):
     )
     numbers: bool = Field(True, description="Numbers, years and number words of the input must appear in the output.")
     numbers_min_kept: float = Field(1.0, ge=0.0, le=1.0, description="Least share of the input's numbers kept.")
+    numbers_added: bool = Field(
+        True, description="Reject numbers in digits (years, amounts) that the input does not hold: an invented date "
+        "or figure is a changed fact (number words such as 'one' are not counted).",
+    )
     entities: bool = Field(
         True, description="Names (capitalised words inside a sentence, months) of the input must appear in the output."
     )

@@ -111,6 +111,9 @@ def test_swaps_read_off_the_original():
     ("She moved to Berlin in 1998.", "In 1989, after a long winter, she moved to Berlin.", "number-missing"),
     ("She moved to Berlin in 1998.", "In 1998, after a long winter, she moved to Munich.", "entity-missing"),
     ("She spent three years there.", "After school she spent 3 years there.", ""),
+    ("She moved to Berlin in 1998.", "In 1998, at the age of 23, she moved to Berlin.", "number-added"),
+    ("She moved to Berlin.", "In the spring of 2016 she moved to Berlin.", "number-added"),
+    ("She was one of the first.", "In the end she was one of the very first.", ""),  # number words do not count
     ("She spent three years there.", "After school she spent four years there.", "number-missing"),
     ("She told Ana about the trip.", "Over dinner she told \"Ana\" about the trip.", ""),
     ("She told Ana about the trip.", "Over dinner she told Maria about the trip.", "entity-missing"),
@@ -163,9 +166,10 @@ def test_script_share_and_language_thresholds():
 def test_switches_turn_checks_off():
     cf, out = "She moved to Berlin in 1998.", "In 1989 she did not move to Munich."
     on = review(None, cf, out)
-    assert {"number-missing", "entity-missing", "negation-added"} <= set(on.kinds)
-    off = review(None, cf, out, settings=ReviewSettings(numbers=False, entities=False, negation=False))
-    assert not {"number-missing", "entity-missing", "negation-added"} & set(off.kinds)
+    assert {"number-missing", "number-added", "entity-missing", "negation-added"} <= set(on.kinds)
+    off = review(None, cf, out, settings=ReviewSettings(numbers=False, numbers_added=False, entities=False,
+                                                        negation=False))
+    assert not {"number-missing", "number-added", "entity-missing", "negation-added"} & set(off.kinds)
 
 
 def test_settings_from_config_and_for_samples():

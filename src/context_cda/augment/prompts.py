@@ -90,6 +90,8 @@ FEEDBACK: dict[str, str] = {
     "script": "Your previous answer was not written in {language}. Write in {language} only.",
     "language": "Your previous answer was not written in {language}. Write in {language} only.",
     "number-missing": "Your previous answer changed or dropped a number or date. Keep exactly: {detail}.",
+    "number-added": "Your previous answer added a number or date the sentence does not have ({detail}). Do not "
+                    "invent dates or figures.",
     "entity-missing": "Your previous answer changed or dropped a name. Keep exactly: {detail}.",
     "content-missing": "Your previous answer changed what the sentence is about. Keep: {detail}.",
     "negation-added": "Your previous answer added a negation. Do not add not, never or no.",

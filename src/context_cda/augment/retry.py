@@ -21,7 +21,7 @@ from ..generation.base import SamplingParams
 from .checks.script import language_name
 from .prompts import FEEDBACK
 
-_COOLER = frozenset({"script", "language", "list", "prompt-echo", "meta", "special-token", "number-missing",
+_COOLER = frozenset({"script", "language", "list", "prompt-echo", "meta", "special-token", "number-missing", "number-added",
                      "entity-missing", "content-missing", "negation-added", "negation-removed",
                      "gender-contradiction", "gender-missing", "meaning", "too-long"})
 _BROKEN = ("empty", "refusal", "script", "language", "list", "prompt-echo", "meta", "special-token", "truncated",

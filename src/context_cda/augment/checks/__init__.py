@@ -17,6 +17,7 @@ identical              (always)    the same words as the input (off for the entr
 script                 script      letters of another script than the input's (:mod:`.script`)
 language               language    another language than the input's (py3langid, :mod:`.script`)
 number-missing         numbers     a number, year or number word of the input is gone (changed)
+number-added           numbers_added  a number or year in digits the input does not hold (an invented date)
 entity-missing         entities    a name or month of the input is gone (Berlin -> Paris)
 content-missing        content     too few of the input's content words survive (medicine -> law)
 negation-added/-removed negation   a not/never/no/n't inserted or dropped
@@ -55,7 +56,7 @@ from .script import language_problem, script_problem
 from .text import TOKEN, input_facts, negation_count, numbers, prefix_set
 
 REASON_KINDS = (
-    "empty", "refusal", "identical", "script", "language", "number-missing", "entity-missing", "content-missing",
+    "empty", "refusal", "identical", "script", "language", "number-missing", "number-added", "entity-missing", "content-missing",
     "negation-added", "negation-removed", "gender-contradiction", "gender-missing", "list", "prompt-echo", "meta",
     "special-token", "truncated", "too-short", "too-long", "meaning",
 )
@@ -83,6 +84,7 @@ class ReviewSettings:
     language_min_confidence: float = 0.9
     numbers: bool = True
     numbers_min_kept: float = 1.0
+    numbers_added: bool = True
     entities: bool = True
     entities_min_kept: float = 1.0
     content: bool = True
@@ -118,7 +120,7 @@ class ReviewSettings:
         language, lists, prompt echo, meta text, special tokens). Meaning, content, gender and length changes
         stay: they are what semantic entropy measures."""
         b = base or cls()
-        return replace(b, numbers=False, entities=False, content=False, negation=False, gender=False,
+        return replace(b, numbers=False, numbers_added=False, entities=False, content=False, negation=False, gender=False,
                        truncation=False, length=False, identical=False, meaning="off",
                        prompt_texts=prompt_texts if prompt_texts is not None else b.prompt_texts,
                        prompt_examples=prompt_examples)
@@ -245,12 +247,14 @@ def _kept(need: Sequence[str], have: Any) -> tuple[float, list[str]]:
 
 
 def _content(text: str, ow: list[str], facts: Any, s: ReviewSettings) -> list[str]:
-    """number-missing, entity-missing, content-missing, negation-added/-removed."""
+    """number-missing, number-added, entity-missing, content-missing, negation-added/-removed."""
     out = []
     if s.numbers and facts.numbers:
         share, missing = _kept(sorted(facts.numbers), numbers(text, ow))
         if share < s.numbers_min_kept:
             out.append("number-missing: " + ", ".join(missing))
+    if s.numbers_added and (added := numbers(text, ()) - facts.numbers):
+        out.append("number-added: " + ", ".join(sorted(added)))
     if s.entities and facts.names:
         have = {t.lower().replace("’", "'").removesuffix("'s") for t in TOKEN.findall(text)}
         share, missing = _kept(facts.names, have)
