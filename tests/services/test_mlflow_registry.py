@@ -20,6 +20,7 @@ httpx = pytest.importorskip("httpx")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from mlflow_server import mlflow_server as start_mlflow_server  # noqa: E402
+from predictions import write_predictions  # noqa: E402
 
 from context_cda.config import Config  # noqa: E402
 
@@ -36,21 +37,6 @@ def mlflow_server(tmp_path_factory):
 
 def _metrics(ss: float, cs: float, lms: float = 90.0) -> dict[str, float]:
     return {"stereoset_ss": ss, "stereoset_lms": lms, "stereoset_icat": lms * min(ss, 100 - ss) / 50, "crows_cs": cs}
-
-
-def _predictions(folder: Path, ss_share: float, cs_share: float, n: int = 120) -> Path:
-    """An evaluate-step-like folder: StereoSet and CrowS predictions where the first ss_share / cs_share of the
-    items take the stereotyped side (every unrelated sentence scores lowest: LMS 100)."""
-    ss = [{"id": f"c{i}", "target": f"t{i % 8}", "bias_type": "gender",
-           "score_stereotype": 0.6 if i < ss_share * n else 0.4,
-           "score_anti_stereotype": 0.4 if i < ss_share * n else 0.6, "score_unrelated": 0.1} for i in range(n)]
-    cp = [{"id": f"p{i}", "bias_type": "gender", "direction": "stereo",
-           "score_more": -1.0 if i < cs_share * n else -2.0, "score_less": -2.0 if i < cs_share * n else -1.0}
-          for i in range(n)]
-    for name, rows in (("stereoset", ss), ("crows", cp)):
-        (folder / name).mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(rows).to_parquet(folder / name / "predictions.parquet")
-    return folder
 
 
 def _config(run_dir: Path, uri: str, target: str = "tg", **tracking) -> Config:
@@ -90,11 +76,11 @@ def test_register_evidence_gate_aliases_and_load_champion(mlflow_server, tmp_pat
     hist = client.get_metric_history(run.info.run_id, "stereoset_ss")
     assert [(h.step, h.value) for h in sorted(hist, key=lambda h: h.step)] == [(0, 60.0), (1, 55.0), (2, 52.0)]
 
-    vanilla = _predictions(tmp_path / "vanilla", 0.75, 0.72)
+    vanilla = write_predictions(tmp_path / "vanilla", 0.75, 0.72)
     base = {"model": ft_dir / "final", "metrics": ft_dir / "metrics.csv", "items_vanilla": vanilla}
 
     # v1: clearly less biased than vanilla on the same 120 items, no champion yet -> champion
-    good = _predictions(tmp_path / "good", 0.50, 0.50)
+    good = write_predictions(tmp_path / "good", 0.50, 0.50)
     s1 = run_register(cfg, {**base, "items_seed-13": good, "corpus_stats": ft_dir / "corpus_stats.json"},
                       run_dir / "register/tg/cda", "tg", "cda", discover=False, seed=13)
     assert s1["registered"] and s1["promote"] and s1["version"] == "1", s1["reasons"]
@@ -111,7 +97,7 @@ def test_register_evidence_gate_aliases_and_load_champion(mlflow_server, tmp_pat
     assert decision["comparisons"]["vs_champion"]["stereoset_ss"]["ci"] == [0.0, 0.0]
 
     # v3: more biased than vanilla: refused
-    bad = _predictions(tmp_path / "bad", 0.90, 0.88)
+    bad = write_predictions(tmp_path / "bad", 0.90, 0.88)
     s3 = run_register(cfg, {**base, "items_seed-13": bad}, run_dir / "register/tg/nofilter", "tg",
                       "context-cda-nofilter", discover=False, seed=13)
     assert not s3["promote"] and any("not shown less biased" in r for r in s3["reasons"])

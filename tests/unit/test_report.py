@@ -7,6 +7,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from tests.helpers.predictions import write_predictions
+
 from context_cda.config import Config  # noqa: E402
 from context_cda.errors import InputError  # noqa: E402
 from context_cda.layout import RunLayout  # noqa: E402
@@ -83,19 +85,6 @@ def test_evaluate_stage_metrics_take_precedence_in_table1(tmp_path):
     assert t1.loc["vanilla", "source"] == "metrics.csv"
 
 
-def _predictions(folder, ss_share, cs_share, n=120):
-    """StereoSet / CrowS predictions where the first ss_share / cs_share of the items take the stereotyped side."""
-    ss = [{"id": f"c{i}", "target": f"t{i % 8}", "bias_type": "gender",
-           "score_stereotype": 0.6 if i < ss_share * n else 0.4,
-           "score_anti_stereotype": 0.4 if i < ss_share * n else 0.6, "score_unrelated": 0.1} for i in range(n)]
-    cp = [{"id": f"p{i}", "bias_type": "gender", "direction": "stereo",
-           "score_more": -1.0 if i < cs_share * n else -2.0, "score_less": -2.0 if i < cs_share * n else -1.0}
-          for i in range(n)]
-    for name, rows in (("stereoset", ss), ("crows", cp)):
-        (folder / name).mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(rows).to_parquet(folder / name / "predictions.parquet")
-
-
 def test_seeds_intervals_marks_and_paired_comparisons(tmp_path):
     """Two seeds per arm: the arm row (first seed) with its interval and a significance mark, a row per seed, the
     mean ± std over seeds, and the paired comparisons (arm - vanilla, arm - arm) from the per-item scores."""
@@ -105,8 +94,8 @@ def test_seeds_intervals_marks_and_paired_comparisons(tmp_path):
     for arm, shares in (("cda", {13: 0.70, 14: 0.74}), ("context-cda", {13: 0.50, 14: 0.52})):
         for seed, share in shares.items():
             _write(run, "gpt2", arm, [(0, {**VANILLA, **ci}), (1, {**VANILLA, "stereoset_ss": 100 * share})], seed=seed)
-            _predictions(lay.evaluation_dir("gpt2", arm, seed), share, share)
-    _predictions(lay.evaluation_dir("gpt2"), 0.72, 0.72)
+            write_predictions(lay.evaluation_dir("gpt2", arm, seed), share, share)
+    write_predictions(lay.evaluation_dir("gpt2"), 0.72, 0.72)
     cfg = Config.model_validate({"run": {"run_dir": str(run)}, "tracking": {"enabled": False},
                                  "train": {"seeds": [13, 14]}})
     run_report(cfg, step_inputs(cfg, "report"), run / "report")

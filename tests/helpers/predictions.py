@@ -1,0 +1,22 @@
+"""Crafted per-item benchmark predictions, as an evaluate step writes them (for the report and the gate)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def write_predictions(folder: Path, ss_share: float, cs_share: float, n: int = 120) -> Path:
+    """An evaluate-step-like folder: StereoSet and CrowS predictions where the first ss_share / cs_share of the
+    items take the stereotyped side (every unrelated sentence scores lowest: LMS 100)."""
+    ss = [{"id": f"c{i}", "target": f"t{i % 8}", "bias_type": "gender",
+           "score_stereotype": 0.6 if i < ss_share * n else 0.4,
+           "score_anti_stereotype": 0.4 if i < ss_share * n else 0.6, "score_unrelated": 0.1} for i in range(n)]
+    cp = [{"id": f"p{i}", "bias_type": "gender", "direction": "stereo",
+           "score_more": -1.0 if i < cs_share * n else -2.0, "score_less": -2.0 if i < cs_share * n else -1.0}
+          for i in range(n)]
+    for name, rows in (("stereoset", ss), ("crows", cp)):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_parquet(folder / name / "predictions.parquet")
+    return folder
