@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from context_cda.layout import PREDICTIONS_FILE
+
 
 def write_predictions(folder: Path, ss_share: float, cs_share: float, n: int = 120) -> Path:
     """An evaluate-step-like folder: StereoSet and CrowS predictions where the first ss_share / cs_share of the
@@ -18,5 +20,5 @@ def write_predictions(folder: Path, ss_share: float, cs_share: float, n: int = 1
           for i in range(n)]
     for name, rows in (("stereoset", ss), ("crows", cp)):
         (folder / name).mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(rows).to_parquet(folder / name / "predictions.parquet")
+        pd.DataFrame(rows).to_parquet(folder / name / PREDICTIONS_FILE)
     return folder

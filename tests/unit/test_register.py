@@ -12,24 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.helpers.predictions import write_predictions
 
 from context_cda.config import Config
-from context_cda.layout import EVIDENCE_FILE, PREDICTIONS_FILE, RunLayout, epoch_predictions_dir
+from context_cda.layout import EVIDENCE_FILE, RunLayout, epoch_predictions_dir
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "evaluate"
-
-
-def _predictions(folder: Path, ss_share: float, cs_share: float, n: int = 120) -> Path:
-    ss = [{"id": f"c{i}", "target": f"t{i % 8}", "bias_type": "gender",
-           "score_stereotype": 0.6 if i < ss_share * n else 0.4,
-           "score_anti_stereotype": 0.4 if i < ss_share * n else 0.6, "score_unrelated": 0.1} for i in range(n)]
-    cp = [{"id": f"p{i}", "bias_type": "gender", "direction": "stereo",
-           "score_more": -1.0 if i < cs_share * n else -2.0, "score_less": -2.0 if i < cs_share * n else -1.0}
-          for i in range(n)]
-    for name, rows in (("stereoset", ss), ("crows", cp)):
-        (folder / name).mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(rows).to_parquet(folder / name / PREDICTIONS_FILE)
-    return folder
 
 
 def _model(folder: Path) -> Path:
@@ -56,16 +44,16 @@ def test_inputs_prefer_the_evaluate_steps_and_fall_back_to_the_epoch_predictions
     cfg = _cfg(run)
     for seed in (13, 14):
         ft = lay.step_dir("finetune", target="tg", arm="cda", seed=seed)
-        _predictions(epoch_predictions_dir(ft, 0), 0.75, 0.75)
-        _predictions(epoch_predictions_dir(ft, 2), 0.60, 0.60)
-        _predictions(epoch_predictions_dir(ft, 1), 0.99, 0.99)  # an earlier epoch: never the candidate's
-    _predictions(lay.evaluation_dir("tg", "cda", 14), 0.50, 0.50)
+        write_predictions(epoch_predictions_dir(ft, 0), 0.75, 0.75)
+        write_predictions(epoch_predictions_dir(ft, 2), 0.60, 0.60)
+        write_predictions(epoch_predictions_dir(ft, 1), 0.99, 0.99)  # an earlier epoch: never the candidate's
+    write_predictions(lay.evaluation_dir("tg", "cda", 14), 0.50, 0.50)
     inputs = register_inputs(cfg, "tg", "cda")
     assert inputs["items_seed-13"] == epoch_predictions_dir(lay.step_dir("finetune", target="tg", arm="cda",
                                                                          seed=13), 2)
     assert inputs["items_seed-14"] == lay.evaluation_dir("tg", "cda", 14)
     assert inputs["items_vanilla"].name == "epoch-0"  # no vanilla evaluate step: a finetune step's epoch 0
-    _predictions(lay.evaluation_dir("tg"), 0.70, 0.70)
+    write_predictions(lay.evaluation_dir("tg"), 0.70, 0.70)
     assert register_inputs(cfg, "tg", "cda")["items_vanilla"] == lay.evaluation_dir("tg")
 
 
@@ -74,9 +62,9 @@ def test_seeds_are_pooled_and_the_decision_is_written_with_tracking_off(tmp_path
     from context_cda.tracking.register import gate_evidence
 
     run = tmp_path / "run"
-    s13 = _predictions(tmp_path / "s13", 0.50, 0.50)
-    s14 = _predictions(tmp_path / "s14", 0.54, 0.52)
-    van = _predictions(tmp_path / "van", 0.75, 0.74)
+    s13 = write_predictions(tmp_path / "s13", 0.50, 0.50)
+    s14 = write_predictions(tmp_path / "s14", 0.54, 0.52)
+    van = write_predictions(tmp_path / "van", 0.75, 0.74)
     inputs = {"model": _model(tmp_path / "final"), "items_seed-13": s13, "items_seed-14": s14, "items_vanilla": van}
     cand, vanilla = gate_evidence(inputs)
     assert cand.seeds == [13, 14] and len(cand.sources) == 2
