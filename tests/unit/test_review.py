@@ -121,6 +121,12 @@ def test_swaps_read_off_the_original():
     ("She would resign.", "In the end she would not resign.", "negation-added"),
     ("She would not resign.", "In the end she would resign.", "negation-removed"),
     ("She was not only tired but hungry.", "After the march she was not only tired but also hungry.", ""),
+    # contractions are not content words: expanding them is a good rephrasing (the negation check sees n't)
+    ("She didn't go.", "She did not go to the party that night.", ""),
+    ("They're sure she won’t come.", "They are quite sure that she will not come tonight.", ""),
+    ("I'm glad she'll stay.", "I am very glad that she will stay with us.", ""),
+    ("He'd say we've won.", "He would say that we have won the game.", ""),
+    ("She didn't go.", "That night she did go to the party.", "negation-removed"),
 ])
 def test_content_checks(cf, out, kind):
     v = review(None, cf, out, lexicon=default_lexicon())
@@ -304,3 +310,11 @@ def test_meaning_judge_is_the_entropy_stages():
     finally:
         generation.make_generator = orig
     assert isinstance(judge, judges.LLMJudge) and built == ["tiny:llama"]
+
+
+def test_contracted_gender_words_are_their_bare_words():
+    # she'll / he'd are she / he: an expansion keeps the flip, a flip back is still caught
+    assert review(None, "I'm glad she'll stay.", "I am very glad that she will stay with us.").accepted
+    v = review("He'll stay.", "She'll stay.", "In the end he will stay home.")
+    assert v.kinds[:2] == ("gender-contradiction", "gender-missing"), v.reasons
+    assert review("He'll stay.", "She'll stay.", "In the end she will stay home.").accepted

@@ -19,6 +19,7 @@ Without swaps (no original given) the counterfactual's own gendered words stand 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +69,7 @@ def gender_index(lexicon: Any) -> GenderIndex:
 
 def swaps_from_texts(original: str, counterfactual: str, idx: GenderIndex) -> list[tuple[str, str]]:
     """The (from, to) word pairs where the counterfactual differs from the original in a gendered word."""
-    a, b = words(original), words(counterfactual)
+    a, b = _bases(words(original)), _bases(words(counterfactual))
     out: list[tuple[str, str]] = []
     sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     for op, i1, i2, j1, j2 in sm.get_opcodes():
@@ -111,9 +112,12 @@ def gender_problems(output_words: Sequence[str], source: Sequence[str], swaps: S
     return reasons
 
 
+_CLITIC = re.compile(r"'(?:s|ll|d|re|ve|m)$")
+
+
 def _bases(ws: Sequence[str]) -> list[str]:
-    """``goddess's`` -> ``goddess`` (the lexicon holds the bare words)."""
-    return [w[:-2] if w.endswith("'s") else w for w in ws]
+    """``goddess's`` -> ``goddess``, ``she'll`` -> ``she`` (the lexicon holds the bare words)."""
+    return [_CLITIC.sub("", w) for w in ws]
 
 
 _SWAP_SETS: dict[tuple[int, int, tuple[tuple[str, str], ...]], tuple[tuple[str, ...], frozenset[str]]] = {}

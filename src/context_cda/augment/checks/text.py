@@ -118,14 +118,19 @@ def names(text: str, gendered: frozenset[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+# endings of contracted words; ``words`` turns ’ into ', so one spelling covers both
+CONTRACTIONS = ("n't", "'re", "'m", "'ll", "'ve", "'d")
+
+
 def content_words(ws: Sequence[str], exclude: frozenset[str]) -> list[str]:
     """Lower-case content words of the word list ``ws``: not function words, not -ly/-ing/-ed forms (verbs and
     adverbs are what a rephrasing changes), not shorter than 3 letters, not in ``exclude`` (names, gendered
-    words)."""
+    words), not a contraction (didn't, they're, I'm, we'll, I've, he'd: the expansion "did not" is as good; the
+    negation check sees n't)."""
     out = []
     for w in ws:
         base = w[:-2] if w.endswith("'s") else w
-        if (len(base) < 3 or base in STOPWORDS or base in exclude or base in NUMBER_WORDS
+        if (len(base) < 3 or base.endswith(CONTRACTIONS) or base in STOPWORDS or base in exclude or base in NUMBER_WORDS
                 or base.endswith(("ly", "ing", "ed"))):
             continue
         out.append(base)
