@@ -86,8 +86,10 @@ def evaluate(
     model: Annotated[str | None, _opt("--model", "-m", help="Model reference (hub id, folder, .gguf, package:NAME, tiny:ARCH). "
                                       "Default: the targets (or the fine-tuned models with --arm).")] = None,
     target: Annotated[list[str] | None, _opt("--target", "-t", help="Target short name from run.targets (repeatable).")] = None,
-    name: Annotated[str | None, _opt("--name", help="Short name for outputs with --model (default: from it).")] = None,
-    arm: Annotated[str, _opt("--arm", help="vanilla (the target as it is) or an arm: its fine-tuned model.")] = "vanilla",
+    name: Annotated[str | None, _opt("--name", help="Short name for outputs with --model (default: from it): "
+                                      "evaluate/NAME/vanilla, or with --arm evaluate/NAME/ARM/seed-SEED.")] = None,
+    arm: Annotated[str, _opt("--arm", help="vanilla (the target as it is) or an arm: its fine-tuned "
+                                  "model (with --model: REF is that arm's model).")] = "vanilla",
     seed: Annotated[int | None, _opt("--seed", help="Training seed of the arm's model (default: train.seeds[0]).")] = None,
     benchmarks: Annotated[str | None, _opt("--benchmarks", "-b", help="Comma-separated: stereoset,crows,next-token (model "
                                            "only); glue,biasbios,stsb,nli-bias (fine-tune a head first).")] = None,
@@ -137,14 +139,11 @@ def evaluate(
 
 def _jobs(cfg, model, name, targets, arm, seed, out_dir):
     """(label, inputs, folder, run_evaluate options) per model to evaluate."""
-    from ..layout import VANILLA, RunLayout, safe_name
-    from ..models import parse_ref
+    from ..layout import VANILLA, safe_name
     from ._common import pick, step_io
 
     if model:
-        short = safe_name(name or parse_ref(model).name, "--name")
-        dest = out_dir or RunLayout.of(cfg).check().evaluation_dir(short)
-        return [(short, {}, dest, {"model": model, "name": short})]
+        return [_model_job(cfg, model, name, targets, arm, seed, out_dir)]
     jobs = []
     names = pick(targets, list(cfg.run.targets), "--target")
     for t in names:
@@ -159,6 +158,38 @@ def _jobs(cfg, model, name, targets, arm, seed, out_dir):
             dest = out_dir if len(names) == 1 else out_dir / t
         jobs.append((kw.get("name") or "/".join(str(v) for v in kw.values()), inputs, dest, kw))
     return jobs
+
+
+def _model_job(cfg, model, name, targets, arm, seed, out_dir):
+    """The job of ``--model REF``: its outputs go to ``evaluate/<name>/vanilla`` (the model as it is), or with
+    ``--arm`` to ``evaluate/<name>/<arm>/seed-<seed>`` (REF is that arm's fine-tuned model). Combinations that
+    would mix two models' results in one folder are refused."""
+    from ..errors import ConfigError
+    from ..layout import VANILLA, RunLayout, safe_name
+    from ..models import parse_ref
+
+    if targets:
+        raise ConfigError("evaluate: --model and --target both name the model to score; pass --model REF "
+                          "--name SHORT (outputs under evaluate/SHORT/), or --target alone.")
+    short = safe_name(name or parse_ref(model).name, "--name")
+    layout = RunLayout.of(cfg)
+    if arm == VANILLA:
+        if seed is not None:
+            raise ConfigError(f"evaluate --model {model} --seed {seed}: --seed is the training seed of a fine-tuned "
+                              "arm; add --arm ARM (REF is that arm's model), or leave --seed out.")
+        configured = cfg.run.targets.get(short)
+        if configured is not None and configured != model and out_dir is None:
+            raise ConfigError(
+                f"evaluate --model {model}: {short!r} is a configured target (run.targets.{short} = {configured}) "
+                f"and {layout.evaluation_dir(short)} holds its vanilla baseline; for one of its fine-tuned models add "
+                "--arm ARM [--seed N], else pass another --name or --out-dir.")
+        dest = out_dir or layout.check().evaluation_dir(short)
+        return short, {}, dest, {"model": model, "name": short}
+    a = safe_name(arm, "--arm")
+    s = cfg.train.seeds[0] if seed is None else seed
+    label = f"{short}/{a}/seed-{s}"
+    dest = out_dir or layout.check().evaluation_dir(short, a, s)
+    return label, {}, dest, {"model": model, "name": label}
 
 
 def register(app: typer.Typer) -> None:
