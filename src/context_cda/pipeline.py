@@ -3,9 +3,9 @@
 ``ccda run --profile P`` plans the steps of a run from :data:`context_cda.stages.TABLE` (one per row and per
 target, arm and seed of its fan-out, with inputs and folders from :mod:`context_cda.layout`), then runs each one
 through the same stage function the CLI, DVC and Kubeflow call. A step is skipped when its marker file
-(``<out_dir>/.ccda-step.json``) records the same step key (the config keys the row reads, its options) and the
-same input fingerprints, and its outputs still exist. A killed run leaves no marker for the step it was in; on
-the next ``ccda run`` that step runs again, and the long stages resume from their own checkpoints (augment and
+(``<out_dir>/.ccda-step.json``) records the same step key (the config keys the row reads, less ``train.seeds``
+for a per-seed step, and its options) and the same input fingerprints, and its outputs still exist. A killed run
+leaves no marker for the step it was in; on the next ``ccda run`` that step runs again, and the long stages resume from their own checkpoints (augment and
 entropy shards, training epochs) instead of starting over.
 
 A step runs holding its folder's lock (:func:`context_cda.io.file_lock`): a second runner, stage command,
@@ -56,7 +56,7 @@ class Step:
         return f"{self.row.step}[{'/'.join(parts)}]" if parts else self.row.step
 
     def key(self, config: Config) -> str:
-        sections = {s: T.config_value(config, s) for s in T.sections_of(self.row, self.keys)}
+        sections = T.key_sections(config, self.row, self.keys)
         return json_hash({"step": self.row.step, "options": self.options, "sections": sections})
 
 

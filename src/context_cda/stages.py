@@ -196,6 +196,28 @@ def sections_of(row: Stage, keys: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(s.format(**keys) for s in row.sections)
 
 
+#: fan-out key -> the config list it iterates (a step with that key reads only its own value, in its keys)
+FANOUT_LISTS = {"seed": "train.seeds"}
+
+
+def key_sections(config: Config, row: Stage, keys: Mapping[str, Any]) -> dict[str, Any]:
+    """The config values a step's up-to-date key hashes: the row's sections, less the lists its fan-out keys
+    iterate (a per-seed step depends on its own seed, not on the others: adding a seed reruns none of the steps
+    already done)."""
+    drop = [FANOUT_LISTS[k] for k in row.fanout if k in FANOUT_LISTS]
+    out: dict[str, Any] = {}
+    for section in sections_of(row, keys):
+        if section in drop:
+            continue
+        value = config_value(config, section)
+        for key in drop:
+            parent, _, leaf = key.rpartition(".")
+            if section == parent and isinstance(value, Mapping):
+                value = {k: v for k, v in value.items() if k != leaf}
+        out[section] = value
+    return out
+
+
 # ---------------------------------------------------------------------------------------- one step's paths
 
 
