@@ -607,7 +607,6 @@ def download(ds: Dataset, root: Path, *, force: bool = False) -> Path:
     """Download the files of ``ds`` that ``root`` lacks (``force``: all) from their public sources, each checked
     against its SHA-256 and written atomically; checksums of files without a published one are pinned."""
     todo = [f for f in ds.files if force or not ds.file(root, f).is_file()]
-    recorded: dict[str, str] = {}
     for f in [f for f in todo if f.archive is None]:
         try:
             with atomic_path(ds.file(root, f)) as tmp:
@@ -618,22 +617,26 @@ def download(ds: Dataset, root: Path, *, force: bool = False) -> Path:
                 log.warning("%s: optional file %s not downloaded (%s)", ds.name, f.rel, f.url)
                 continue
             raise
-        if f.sha256 is None:
-            recorded[ds.rel(f)] = digest
+        _pin_landed(root, ds, f, digest)
     archives: dict[Archive, list[DataFile]] = {}
     for f in todo:
         if f.archive is not None:
             archives.setdefault(f.archive, []).append(f)
     for archive, files in archives.items():
-        recorded.update(_from_archive(ds, root, archive, files))
-    if recorded:
-        _write_pins(root, ds, recorded)
+        _from_archive(ds, root, archive, files)
     return ds.location(root)
 
 
-def _from_archive(ds: Dataset, root: Path, archive: Archive, files: list[DataFile]) -> dict[str, str]:
-    """Download ``archive`` once (checked), extract ``files`` from it (each checked, written atomically)."""
-    recorded: dict[str, str] = {}
+def _pin_landed(root: Path, ds: Dataset, f: DataFile, digest: str) -> None:
+    """Pin a file without a published checksum as soon as it has landed, so a later failure of another file of
+    the dataset cannot leave it unpinned (the pin file is rewritten atomically, merged with what it holds)."""
+    if f.sha256 is None:
+        _write_pins(root, ds, {ds.rel(f): digest})
+
+
+def _from_archive(ds: Dataset, root: Path, archive: Archive, files: list[DataFile]) -> None:
+    """Download ``archive`` once (checked), extract ``files`` from it (each checked, written atomically, pinned
+    when it has no published checksum)."""
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".download-", dir=root) as tmpdir:
         zpath = Path(tmpdir) / archive.url.rsplit("/", 1)[-1]
@@ -642,7 +645,7 @@ def _from_archive(ds: Dataset, root: Path, archive: Archive, files: list[DataFil
         except _DownloadFailed:
             if all(f.optional for f in files):
                 log.warning("%s: optional files not downloaded (%s)", ds.name, archive.url)
-                return recorded
+                return
             raise
         _check_download(zpath, archive.sha256, ds, archive.url)
         try:
@@ -652,12 +655,10 @@ def _from_archive(ds: Dataset, root: Path, archive: Archive, files: list[DataFil
                         with z.open(str(f.member)) as src, open(tmp, "wb") as out:
                             shutil.copyfileobj(src, out, 1 << 20)
                         digest = _check_download(tmp, f.sha256, ds, f.source)
-                    if f.sha256 is None:
-                        recorded[ds.rel(f)] = digest
+                    _pin_landed(root, ds, f, digest)
         except (zipfile.BadZipFile, KeyError) as e:
             raise InputError(f"{archive.url}: not the expected archive ({e}); nothing was kept. Retry later, or use "
                              f"a local copy ({DATA_DIR_ENV}).") from e
-    return recorded
 
 
 # ------------------------------------------------------------------------------------------------ fetch / verify

@@ -169,6 +169,37 @@ def test_unpublished_checksums_are_pinned_at_the_download(monkeypatch, tmp_path,
         resolve("toy")
 
 
+def test_a_file_is_pinned_as_soon_as_it_lands_even_when_a_later_one_fails(monkeypatch, tmp_path, isolated):
+    served, calls = isolated
+    ds = register(monkeypatch, folder_ds(sha_a=None, sha_b=None))
+    served[ds.files[0].url] = A  # the second file's download fails (not served)
+    with pytest.raises(InputError, match=r"dataset 'toy' .* not found.*b.txt"):
+        resolve("toy")
+    cache = tmp_path / "cache"
+    assert calls == [ds.files[0].url, ds.files[1].url]
+    assert leftovers(cache) == [".pins/toy.sha256", "toys/words/a.txt"]
+    assert (cache / ".pins" / "toy.sha256").read_text() == f"{sha(A)}  toys/words/a.txt\n"
+    assert [c.status for c in check(ds, cache)] == ["pinned", "missing"]
+    (cache / "toys" / "words" / "a.txt").write_bytes(b"changed\n")  # the landed file is checked from now on
+    assert [c.status for c in check(ds, cache)] == ["mismatch", "missing"]
+
+
+def test_an_archive_member_is_pinned_when_a_later_member_is_missing(monkeypatch, tmp_path, isolated):
+    served, _ = isolated
+    blob = _zip({"pkg/a.txt": A})
+    archive = Archive("https://example.org/release-2.0.zip", sha(blob))
+    register(monkeypatch, Dataset("arch2", "arch2", "benchmark", "an archive dataset", "release 2.0", (
+        DataFile("a.txt", None, archive=archive, member="pkg/a.txt"),
+        DataFile("b.txt", None, archive=archive, member="pkg/b.txt"),
+    )))
+    served[archive.url] = blob
+    with pytest.raises(InputError, match="not the expected archive"):
+        resolve("arch2")
+    cache = tmp_path / "cache"
+    assert leftovers(cache) == [".pins/arch2.sha256", "arch2/a.txt"]
+    assert (cache / ".pins" / "arch2.sha256").read_text() == f"{sha(A)}  arch2/a.txt\n"
+
+
 def _zip(members: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
