@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import stages as T
+from .epochs import evaluated_epochs
 from .errors import ConfigError, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,8 +44,12 @@ class Assumptions:
     completion_tokens: int = 60  # one rephrasing
     sentence_tokens: int = 32  # a gendered news sentence, subword tokens
     judge_share: float = 0.67  # judge calls per item / M^2: measured 45-89 of 100 in bench_entropy (M = 10)
-    stereoset_items: int = 255  # gender intrasentence items
-    crows_items: int = 262  # gender pairs
+    stereoset_items: int = 255  # gender intrasentence items (measured: stereoset_dev_flat.jsonl)
+    crows_items: int = 262  # gender pairs (measured: crows_pairs_anonymized.csv)
+    stereoset_tokens: int = 12  # a StereoSet context, specials included: 8.0 words measured x ~1.3 subwords + 2
+    blank_word_tokens: float = 1.5  # subwords of the word that fills BLANK (6.3 characters on average, measured)
+    crows_tokens: int = 18  # a CrowS sentence, specials included: 12.5 words measured x ~1.3 subwords + 2
+    crows_differing_tokens: float = 2.3  # tokens the two sentences of a pair do not share: 1.8 words measured
     extrinsic_examples: int = 20_000  # head training examples per extrinsic task (order of magnitude)
 
     def sources(self) -> dict[str, str]:
@@ -53,6 +58,8 @@ class Assumptions:
             "gendered_share": "measured on WikiText-2 test (ingest keeps 24.8 % of sentences)",
             "acceptance": "measured in make demo (56 of 96 accepted at the first attempt)",
             "judge_share": "measured by benchmarks/bench_entropy.py (45-89 judge calls per item for M = 10)",
+            "stereoset_tokens": "8.0 words per gender context (measured) x ~1.3 subwords per word + 2 specials",
+            "crows_tokens": "12.5 words per gender sentence, 1.8 of them differing (measured) x ~1.3 subwords + 2",
         }
 
 
@@ -193,22 +200,62 @@ def _finetune(config, table, a, c) -> StepCost:
     t = config.train
     runs = len(t.arms) * len(t.seeds)
     budget = t.token_budget or c["kept"] * a.sentence_tokens  # the smallest arm: the filtered corpus
+    # every run evaluates the epochs after training that train.loop does; epoch 0 (the untouched model) once per
+    # target: the runner hands the first run's epoch-0 metrics to the target's other runs (pipeline._run_one)
+    n_evals = runs * len(evaluated_epochs(t.epochs, t.eval_every, vanilla=False)) + 1
     hours, evals = 0.0, 0.0
     for ref in config.run.targets.values():
         r_train, _ = rate(table, "train", ref)
         r_score, _ = rate(table, "score", ref)
         hours += runs * budget * t.epochs / r_train / 3600
-        n_evals = t.epochs // t.eval_every + 1
-        evals += runs * n_evals * _benchmark_tokens(a) / r_score / 3600
+        evals += n_evals * benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) / r_score / 3600
     return StepCost("finetune", len(config.run.targets) * runs,
                     f"{budget:,.0f} tokens x {t.epochs} epochs x {runs} runs x {len(config.run.targets)} targets",
-                    hours + evals, {"train_hours": hours, "per_epoch_eval_hours": evals})
+                    hours + evals, {"train_hours": hours, "per_epoch_eval_hours": evals,
+                                    "evaluations_per_target": n_evals})
 
 
-def _benchmark_tokens(a: Assumptions) -> float:
-    """Tokens scored for StereoSet (3 sentences per item) and CrowS (2 per pair); masked LMs score one mask per
-    token (pseudo-log-likelihood), so x ``sentence_tokens`` for them is an upper bound counted here."""
-    return (3 * a.stereoset_items + 2 * a.crows_items) * a.sentence_tokens * 4
+SPECIAL_TOKENS = 2  # [CLS] and [SEP] (BERT), never masked: crows._score_masked skips the tokenizer's specials
+
+
+def benchmark_tokens(a: Assumptions, family: str, crows_mode: str = "auto") -> float:
+    """Tokens one evaluation of one model pushes through it for StereoSet (3 sentences per item) and CrowS (2 per
+    pair), as the scorers of :mod:`context_cda.evaluate` do it.
+
+    * StereoSet, masked (``stereoset._score_masked``): one pass over the context per subword of the word that fills
+      BLANK; seq2seq: one pass, the context plus sentinel and word in the decoder; causal: the sentence plus the
+      one-token start pass.
+    * CrowS (``crows._score_masked``), masked or seq2seq: one pass over the sentence per masked position: every
+      shared non-special token (``nangia``, auto for masked LMs), the differing ones (``bias-bench``, auto for
+      seq2seq) or every non-special token (``lm-eval``, pseudo-log-likelihood); causal LMs, and seq2seq in
+      ``lm-eval``: one pass per sentence.
+    """
+    from .evaluate.crows import resolve_mode
+
+    mode = resolve_mode(crows_mode, family)
+    L = a.crows_tokens
+    if family == "causal":
+        ss, crows = a.stereoset_tokens + 1, L + 1
+    elif family == "seq2seq":
+        ss = a.stereoset_tokens + 1 + a.blank_word_tokens
+        per = {"nangia": L - SPECIAL_TOKENS - a.crows_differing_tokens, "bias-bench": a.crows_differing_tokens}
+        crows = L + 1 if mode == "lm-eval" else per[mode] * (L + 2)  # decoder: sentinel + the masked token
+    else:
+        ss = a.blank_word_tokens * a.stereoset_tokens
+        per = {"nangia": L - SPECIAL_TOKENS - a.crows_differing_tokens, "bias-bench": a.crows_differing_tokens,
+               "lm-eval": L - SPECIAL_TOKENS}
+        crows = per[mode] * L
+    return 3 * a.stereoset_items * ss + 2 * a.crows_items * crows
+
+
+def model_family(table: Mapping[str, Any], model: str) -> str:
+    """masked | causal | seq2seq of a target, from the throughput table's ``models`` (else the packaged table's);
+    a model named in neither is priced as masked, the dearest to evaluate."""
+    for t in (table, load_throughput()):
+        family = t.get("models", {}).get(model, {}).get("family")
+        if family:
+            return family
+    return "masked"
 
 
 def _evaluate(config, table, a, c) -> StepCost:
@@ -218,7 +265,7 @@ def _evaluate(config, table, a, c) -> StepCost:
     for ref in config.run.targets.values():
         r_train, _ = rate(table, "train", ref)
         r_score, _ = rate(table, "score", ref)
-        per_model = _benchmark_tokens(a) / r_score
+        per_model = benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) / r_score
         per_model += len(heads) * 3 * a.extrinsic_examples * 2 * a.sentence_tokens / r_train  # ~3 tasks each
         hours += (models / len(config.run.targets)) * per_model / 3600
     return StepCost("evaluate", models, f"{models} models x {len(config.evaluate.benchmarks)} benchmarks", hours)

@@ -7,14 +7,24 @@ import json
 import pytest
 
 from context_cda.config import load_config
-from context_cda.costs import Assumptions, _attempts, load_throughput, plan_costs, rate, wall_hours
+from context_cda.costs import (
+    Assumptions,
+    _attempts,
+    benchmark_tokens,
+    load_throughput,
+    model_family,
+    plan_costs,
+    rate,
+    wall_hours,
+)
+from context_cda.epochs import evaluated_epochs
 from context_cda.errors import ConfigError, InputError
 
 TABLE = {
     "about": "test",
     "gpu": {"name": "G", "peak_flops": 1e12, "mfu": {"train": 0.5, "score": 0.5, "judge": 0.5, "generate": 0.5},
             "prefill_speedup": 4.0},
-    "models": {"gen": {"params": 1e9}, "tgt": {"params": 1e8}, "judge": {"params": 1e8}},
+    "models": {"gen": {"params": 1e9}, "tgt": {"params": 1e8, "family": "causal"}, "judge": {"params": 1e8}},
     "rates": {"generate": {"gen": {"per_s": 100.0, "source": "measured"}}, "train": {}, "score": {}, "judge": {}},
 }
 
@@ -57,9 +67,12 @@ def test_augment_entropy_and_finetune_by_hand(tmp_path):
     judge = 1e12 * 0.5 / 2e8
     expect = (75 * 4 * 10 / 100 + 75 * 16 * 0.5 * 10 / judge + 75 * 4 * 10 / judge) / 3600
     assert costs["entropy"].gpu_hours == pytest.approx(expect)
-    # 2 arms x 2 seeds, 1000 tokens x 3 epochs each, + 4 evaluations (epochs 0..3) each
+    # 2 arms x 2 seeds, 1000 tokens x 3 epochs each; epochs 1, 2, 3 evaluated by each run, epoch 0 once
     train = 1e12 * 0.5 / 6e8
     assert costs["finetune"].detail["train_hours"] == pytest.approx(4 * 3000 / train / 3600)
+    assert costs["finetune"].detail["evaluations_per_target"] == 4 * 3 + 1
+    per_eval = benchmark_tokens(a, "causal") / judge / 3600  # score rate = judge rate here (same size, same MFU)
+    assert costs["finetune"].detail["per_epoch_eval_hours"] == pytest.approx(13 * per_eval)
     assert costs["finetune"].tasks == 4 and "evaluate" not in costs  # evaluate.after_training is off
 
 
@@ -106,3 +119,46 @@ def test_plan_command_prints_the_steps_and_the_total(capsys):
     assert main(["plan", "--profile", "paper", "--gpus", "2"]) == 0
     out = capsys.readouterr().out
     assert "entropy" in out and "total" in out and "dominant step" in out
+
+
+def test_the_evaluated_epochs_are_the_loops():
+    assert evaluated_epochs(3, 2) == [0, 2, 3]  # every 2nd epoch and the last
+    assert evaluated_epochs(3, 2, vanilla=False) == [2, 3]
+    assert evaluated_epochs(4, 2) == [0, 2, 4]  # the last is an eval_every-th: counted once
+    assert evaluated_epochs(100, 1) == list(range(101))
+    assert evaluated_epochs(0, 5) == [0]
+    with pytest.raises(ValueError, match="eval_every"):
+        evaluated_epochs(3, 0)
+
+
+def test_finetune_counts_the_last_epoch_when_eval_every_skips_it(tmp_path):
+    c = cfg(tmp_path, train={"epochs": 3, "eval_every": 2})  # epochs 2 and 3 per run, epoch 0 once: 4 x 2 + 1
+    ft = next(k for k in plan_costs(c, TABLE, Assumptions(gendered_share=1.0)) if k.step == "finetune")
+    assert ft.detail["evaluations_per_target"] == 9
+    c = cfg(tmp_path, train={"epochs": 100, "eval_every": 1})
+    ft = next(k for k in plan_costs(c, TABLE, Assumptions(gendered_share=1.0)) if k.step == "finetune")
+    assert ft.detail["evaluations_per_target"] == 4 * 100 + 1
+
+
+def test_benchmark_tokens_follow_the_scorers_by_hand():
+    a = Assumptions(stereoset_items=10, crows_items=5, stereoset_tokens=8, blank_word_tokens=2, crows_tokens=12,
+                    crows_differing_tokens=3)
+    # masked, nangia: StereoSet 3 x 10 sentences, one 8-token pass per subword of the BLANK word (2);
+    # CrowS 2 x 5 sentences, one 12-token pass per shared non-special token (12 - 2 specials - 3 differing = 7)
+    assert benchmark_tokens(a, "masked") == 3 * 10 * 2 * 8 + 2 * 5 * 7 * 12 == 1320
+    assert benchmark_tokens(a, "masked", "bias-bench") == 480 + 2 * 5 * 3 * 12  # the 3 differing tokens
+    assert benchmark_tokens(a, "masked", "lm-eval") == 480 + 2 * 5 * 10 * 12  # every non-special token
+    # causal: one pass per sentence plus the one-token start pass
+    assert benchmark_tokens(a, "causal") == 3 * 10 * 9 + 2 * 5 * 13 == 400
+    # seq2seq (auto = bias-bench): StereoSet context + sentinel + word; CrowS a pass per differing token, the
+    # decoder holding the sentinel and the token
+    assert benchmark_tokens(a, "seq2seq") == 3 * 10 * (8 + 1 + 2) + 2 * 5 * 3 * 14
+    with pytest.raises(ConfigError, match="nangia"):
+        benchmark_tokens(a, "causal", "nangia")
+
+
+def test_a_models_family_comes_from_the_table_else_the_packaged_one():
+    assert model_family(TABLE, "tgt") == "causal"
+    assert model_family(TABLE, "bert-base-uncased") == "masked"  # the packaged table's models
+    assert model_family(TABLE, "t5-base") == "seq2seq"
+    assert model_family(TABLE, "unknown/model") == "masked"  # the dearest to evaluate

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..epochs import evaluates_after
 from ..errors import ConfigError
 from ..io import write_json
 from ..optim import epoch_batches, linear_schedule, param_groups
@@ -215,7 +216,7 @@ def train(
         _train_epoch(run, examples, tcfg, seed, epoch, max_grad_norm, on_step)
         say(f"epoch {epoch}: loss {run.epoch_losses[epoch]:.4f} (step {run.global_step})")
         last = epoch == tcfg.epochs or (tcfg.max_steps is not None and run.global_step >= tcfg.max_steps)
-        if evaluate is not None and (epoch % tcfg.eval_every == 0 or last):
+        if evaluate is not None and evaluates_after(epoch, tcfg.eval_every, last):
             _run_eval(acc, run.model, tokenizer, evaluate, epoch)
         _save_checkpoint(acc, out, epoch, run.global_step, {"epoch_losses": run.epoch_losses}, fingerprint)
         if acc.is_main_process:
