@@ -270,12 +270,10 @@ GPU_STEPS = {r.step: r.gpu for r in T.TABLE if r.gpu != "no"}
 
 
 def _last_index(last_stage: str) -> int:
-    hits = [i for i, r in enumerate(T.TABLE) if last_stage in (r.step, r.command)]
-    if not hits:
-        raise ValueError(f"unknown last_stage {last_stage!r}; use one of {', '.join(DAG_STAGES)}.")
-    last = max(hits)
-    checks = [i for i, r in enumerate(T.TABLE) if r.command == "validate" and r.inputs[0].step == T.ORDER[last]]
-    return max([last, *checks])
+    try:
+        return T.until_index(last_stage)
+    except ConfigError as e:
+        raise ValueError(f"last_stage: {e}") from None
 
 
 class _Wiring:

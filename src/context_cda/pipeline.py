@@ -5,8 +5,8 @@ target, arm and seed of its fan-out, with inputs and folders from :mod:`context_
 through the same stage function the CLI, DVC and Kubeflow call. A step is skipped when its marker file
 (``<out_dir>/.ccda-step.json``) records the same step key (the config keys the row reads, less ``train.seeds``
 for a per-seed step, and its options) and the same input fingerprints, and its outputs still exist. A killed run
-leaves no marker for the step it was in; on the next ``ccda run`` that step runs again, and the long stages resume from their own checkpoints (augment and
-entropy shards, training epochs) instead of starting over.
+leaves no marker for the step it was in; on the next ``ccda run`` that step runs again, and the long stages
+resume from their own checkpoints (augment and entropy shards, training epochs) instead of starting over.
 
 A step runs holding its folder's lock (:func:`context_cda.io.file_lock`): a second runner, stage command,
 ``dvc repro`` or Kubeflow task in the same step folder is refused, naming the holder. A step that ends with
@@ -115,10 +115,7 @@ def select(steps: list[Step], only: Iterable[str] | None = None, until: str | No
     if only:
         return [s for s in steps if s.row.step in only or s.row.command in only]
     if until:
-        last = max(i for i, r in enumerate(T.TABLE) if until in (r.step, r.command))
-        checked = {T.TABLE[last].step}
-        wanted = {r.step for r in T.TABLE[: last + 1]}
-        wanted |= {r.step for r in T.TABLE if r.command == "validate" and r.inputs[0].step in checked}
+        wanted = set(T.ORDER[: T.until_index(until) + 1])
         return [s for s in steps if s.row.step in wanted]
     return steps
 

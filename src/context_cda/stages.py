@@ -174,11 +174,20 @@ def resolve(ref: str) -> Callable[..., Any]:
 
 
 def get_stage(name: str) -> Callable[..., dict[str, Any]]:
-    """Import and return the library function of step (or command) ``name`` (heavy libraries load only now)."""
-    row = STAGES.get(name) or next((s for s in TABLE if s.command == name), None)
-    if row is None:
-        raise KeyError(f"unknown stage {name!r}; stages: {', '.join(ORDER)}")
-    return resolve(row.function)
+    """Import and return the library function of step ``name`` (heavy libraries load only now)."""
+    return resolve(get(name).function)
+
+
+def until_index(name: str) -> int:
+    """Where a run cut after ``name`` (a step, or a command: its last row) ends in :data:`TABLE`: that row, or
+    the validation step that checks its output when there is one (``ccda run --until``, the KFP ``last_stage``)."""
+    hits = [i for i, r in enumerate(TABLE) if name in (r.step, r.command)]
+    if not hits:
+        raise ConfigError(f"unknown stage {name!r}; stages: {', '.join(ORDER)} (or a command: "
+                          f"{', '.join(COMMANDS)}).")
+    last = max(hits)
+    checks = [i for i, r in enumerate(TABLE) if r.command == "validate" and r.inputs[0].step == ORDER[last]]
+    return max([last, *checks])
 
 
 def config_value(config: Config, key: str) -> Any:

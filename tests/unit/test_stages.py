@@ -3,6 +3,8 @@
 import pytest
 
 from context_cda import pipeline
+from context_cda import stages as T
+from context_cda.errors import ConfigError
 
 
 def _step(steps, name):
@@ -29,3 +31,36 @@ def test_a_step_that_reads_every_seed_still_sees_the_list(cfg_factory):
     two = cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, train={"seeds": [13, 99]}, tracking={"enabled": True})
     for name in ("register[a]", "report"):
         assert _step(pipeline.plan(one), name).key(one) != _step(pipeline.plan(two), name).key(two)
+
+
+@pytest.mark.parametrize(("name", "last"), [("cda", "validate-cda"), ("augment", "validate-augment"),
+                                            ("augment-part", "augment-part"), ("entropy", "validate-entropy"),
+                                            ("validate", "validate-entropy"), ("finetune", "finetune"),
+                                            ("report", "report")])
+def test_until_keeps_the_last_named_step_and_its_validation(name, last):
+    assert T.ORDER[T.until_index(name)] == last
+
+
+def test_until_and_last_stage_cut_at_the_same_step(cfg_factory):
+    """The runner's --until and the Kubeflow pipeline's last_stage use the one helper."""
+    from context_cda.pipeline import select
+
+    cfg = cfg_factory(run={"targets": {"a": "tiny:gpt2"}})
+    steps = pipeline.plan(cfg)
+    assert [s.name for s in select(steps, until="augment")][-1] == "validate-augment"
+    with pytest.raises(ConfigError, match="unknown stage 'nope'"):
+        T.until_index("nope")
+    pytest.importorskip("kfp")  # the pipeline module imports it
+    import pipelines.context_cda_pipeline as P
+
+    assert P._last_index("entropy") == T.until_index("entropy")
+    with pytest.raises(ValueError, match="last_stage: unknown stage 'nope'"):
+        P._last_index("nope")
+
+
+def test_get_stage_is_the_rows_function_and_names_only_steps():
+    from context_cda.augment import run_augment, run_augment_merge
+
+    assert T.get_stage("augment-part") is run_augment and T.get_stage("augment") is run_augment_merge
+    with pytest.raises(ConfigError, match="unknown step 'validate'"):  # a command is not a step
+        T.get_stage("validate")
