@@ -78,6 +78,18 @@ def error_items(summary: dict[str, Any]) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
+def with_errors(results: Iterable[StepResult]) -> list[StepResult]:
+    """The results whose error items a run reports, each item once: a generation part (fan-out ``shard``) only
+    when the merge of its parts is not among ``results`` (the merge's summary already sums its parts' errors)."""
+    results = list(results)
+
+    def merge_of(step: Step) -> tuple[str, tuple]:
+        return step.row.command, tuple((k, v) for k, v in step.keys.items() if k != "shard")
+
+    merges = {merge_of(r.step) for r in results if "shard" not in r.step.keys}
+    return [r for r in results if r.errors and ("shard" not in r.step.keys or merge_of(r.step) not in merges)]
+
+
 # ------------------------------------------------------------------------------------------------------ planning
 
 

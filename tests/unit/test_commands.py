@@ -41,3 +41,47 @@ def test_evaluate_model_refuses_ambiguous_combinations(cfg, tmp_path):
     # an explicit --out-dir names where the results go: no baseline is touched
     [(_, _, dest, _)] = _jobs(cfg, final, "gpt2", None, "vanilla", None, tmp_path / "x")
     assert dest == tmp_path / "x"
+
+
+def _results(cfg, errors):
+    """StepResults of a run whose steps ended with ``errors[name]`` error items (the others with none)."""
+    from context_cda import pipeline
+
+    steps = {s.name: s for s in pipeline.plan(cfg)}
+    return [pipeline.StepResult(steps[n], "errors" if e else "ran", 0.1, {"errors": e}) for n, e in errors.items()]
+
+
+@pytest.fixture()
+def two_parts(cfg_factory):
+    return cfg_factory(run={"targets": {"gpt2": "tiny:gpt2"}}, pipeline={"generation_shards": 2})
+
+
+def test_error_items_count_once_not_in_the_parts_and_again_in_their_merge(two_parts):
+    from context_cda.pipeline import with_errors
+
+    res = _results(two_parts, {"augment-part[part-0]": 2, "augment-part[part-1]": 1, "augment": 3,
+                               "entropy-part[gpt2/part-0]": 0, "entropy-part[gpt2/part-1]": 4, "entropy[gpt2]": 4})
+    assert [r.step.name for r in with_errors(res)] == ["augment", "entropy[gpt2]"]
+    assert sum(r.errors for r in with_errors(res)) == 7
+    # without their merge in the run (`--only augment-part`) the parts' errors are the ones counted
+    assert sum(r.errors for r in with_errors(res[:2])) == 3
+
+
+def test_run_warns_with_each_error_item_once_and_finds_the_report(two_parts, monkeypatch):
+    from typer.testing import CliRunner
+
+    from context_cda import pipeline
+    from context_cda.cli import app
+    from context_cda.io import write_text
+    from context_cda.layout import REPORT_FILE, RunLayout
+
+    res = _results(two_parts, {"augment-part[part-0]": 2, "augment-part[part-1]": 1, "augment": 3})
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda *a, **k: res)
+    write_text(RunLayout.of(two_parts).report_dir / REPORT_FILE, "# report\n")
+    out = CliRunner().invoke(app, ["run", "--run-dir", str(two_parts.run_dir()), "--set",
+                                   "pipeline.generation_shards=2", "--set", "run.targets={gpt2: 'tiny:gpt2'}"])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "WARNING: 3 items ended as errors" in text and "augment: 3" in text
+    assert "augment-part[part-0]: 2" not in text
+    assert "report: " in text

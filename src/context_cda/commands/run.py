@@ -32,11 +32,13 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[bool, typer.Option("--dry-run", help="List the steps and whether they are up to date.")] = False,
         allow_errors: AllowErrorsOpt = None,
     ) -> None:
-        """ingest → cda → validate → augment → validate → entropy → filter → finetune → register → report."""
+        """ingest → cda → validate → augment → validate → entropy → validate → filter → finetune → evaluate →
+        register → report."""
         from rich.markup import escape
         from rich.table import Table
 
-        from ..pipeline import is_fresh, plan, rows_out, run_pipeline, select
+        from ..layout import REPORT_FILE, RunLayout
+        from ..pipeline import is_fresh, plan, rows_out, run_pipeline, select, with_errors
 
         cfg = resolve_config(profile, sets, run_dir, params, run={"allow_errors": allow_errors})
         tlist = [t.strip() for t in targets.split(",")] if targets else None
@@ -68,12 +70,12 @@ def register(app: typer.Typer) -> None:
         for r in results:
             table.add_row(escape(r.step.name), r.status, f"{r.seconds:.1f}", rows_out(r.summary))
         c.print(table)
-        report = cfg.run_dir() / "report" / "report.md"
+        report = RunLayout.of(cfg).report_dir / REPORT_FILE
         if report.is_file():
             c.print(f"report: {report}  (HTML beside it)")
-        with_errors = [r for r in results if r.errors]
-        if with_errors:
-            parts = ", ".join(f"{escape(r.step.name)}: {r.errors}" for r in with_errors)
-            console_err().print(f"[bold red]WARNING: {sum(r.errors for r in with_errors)} items ended as errors "
+        failed = with_errors(results)  # each error item once (a part's errors are in its merge's too)
+        if failed:
+            parts = ", ".join(f"{escape(r.step.name)}: {r.errors}" for r in failed)
+            console_err().print(f"[bold red]WARNING: {sum(r.errors for r in failed)} items ended as errors "
                                 f"(transient failures, let through by --allow-errors): {parts}. Those steps are not "
                                 "up to date: rerun `ccda run` to retry exactly these items.[/]")
