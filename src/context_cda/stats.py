@@ -4,7 +4,8 @@ A benchmark's metrics are functions of per-item scores (:class:`Items`): StereoS
 terms of each term's share of clusters preferring the stereotype, CrowS-Pairs' CS the share of pairs preferring
 ``sent_more``, an accuracy the share of correct items. The bootstrap resamples items *within their group* (the
 stratum: a StereoSet target term, a GLUE task; one group = plain resampling over items), so each resample keeps
-the group sizes and a macro-average over groups stays a macro-average. A metric is written as a function of
+the group sizes and a macro-average over groups stays a macro-average. Groups of one item are one stratum
+together (each of their positions draws from all of them): alone they would never vary. A metric is written as a function of
 per-group ratios (:class:`Means`): ``m("ss")`` is the macro-average of column ``ss``, ``m("win", "stereo")`` the
 macro-average of per-group ratios sum(win)/sum(stereo), ``m.group("correct", name="rte")`` one group's value.
 
@@ -61,11 +62,14 @@ class Settings:
 @dataclass(frozen=True)
 class Items:
     """Per-item scores of one benchmark: ``ids`` (aligning two models), ``groups`` (the stratum of each item) and
-    named numeric ``columns``, each one value per item."""
+    named numeric ``columns``, each one value per item. ``runs``: for several runs of one recipe (training seeds,
+    :func:`pooled`), each run's columns on the same items; a metric is then the mean over runs of each run's
+    metric, on the same resample of items."""
 
     ids: np.ndarray
     groups: np.ndarray
     columns: Mapping[str, np.ndarray]
+    runs: tuple[Mapping[str, np.ndarray], ...] = ()
 
     @classmethod
     def build(cls, ids: Iterable[Any], groups: Iterable[Any] | None, **columns: Iterable[float]) -> Items:
@@ -84,7 +88,8 @@ class Items:
         return int(self.ids.shape[0])
 
     def subset(self, index: np.ndarray) -> Items:
-        return Items(self.ids[index], self.groups[index], {k: v[index] for k, v in self.columns.items()})
+        return Items(self.ids[index], self.groups[index], {k: v[index] for k, v in self.columns.items()},
+                     tuple({k: v[index] for k, v in r.items()} for r in self.runs))
 
 
 @dataclass(frozen=True)
@@ -161,13 +166,25 @@ class _Layout:
 
 
 def _layout(groups: np.ndarray) -> _Layout:
+    """Positions ordered by group, groups of one item last; those are drawn together from the pool of all
+    one-item groups (a group of one resampled alone would never vary, so a difference on it would have a
+    zero-width interval: one item of difference would look certain)."""
     names, codes = np.unique(groups.astype(str), return_inverse=True)
     codes = codes.reshape(-1)
+    counts = np.bincount(codes, minlength=len(names))
+    group_order = np.lexsort((np.arange(len(names)), counts == 1))  # several-item groups first, then by name
+    rank = np.empty_like(group_order)
+    rank[group_order] = np.arange(len(group_order))
+    codes = rank[codes]
+    names, sizes = names[group_order], counts[group_order]
     order = np.argsort(codes, kind="stable")
-    sizes = np.bincount(codes, minlength=len(names))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if len(names) else np.zeros(0, np.int64)
     sorted_codes = codes[order]
-    return _Layout(order, starts, sizes, [str(n) for n in names], starts[sorted_codes], sizes[sorted_codes])
+    pos_start, pos_size = starts[sorted_codes], sizes[sorted_codes].copy()
+    single = pos_size == 1
+    if single.sum() > 1:  # they are contiguous at the end
+        pos_start[single], pos_size[single] = int(np.argmax(single)), int(single.sum())
+    return _Layout(order, starts, sizes, [str(n) for n in names], pos_start, pos_size)
 
 
 def _blocks(lay: _Layout, resamples: int, seed: int) -> Iterator[np.ndarray]:
@@ -244,10 +261,16 @@ Metrics = Callable[[Means], Mapping[str, np.ndarray]]
 
 
 def _evaluate(metric: Metrics, items: Items, lay: _Layout, index: np.ndarray | None) -> dict[str, np.ndarray]:
-    """The metrics on resamples ``index`` (``(B, n)`` item indices) or, with None, on the original items."""
+    """The metrics on resamples ``index`` (``(B, n)`` item indices) or, with None, on the original items; for
+    several runs, the mean over runs of each run's metrics (so |SS - 50| of two seeds at 30 and 70 is 20, not 0)."""
     idx = lay.order[None, :] if index is None else index
-    m = Means(lambda c: items.columns[c][idx], lay.starts, lay.sizes, lay.names)
-    return {k: np.asarray(v, dtype=float) for k, v in metric(m).items()}
+    per_run = []
+    for cols in items.runs or (items.columns,):
+        m = Means(lambda c, cols=cols: cols[c][idx], lay.starts, lay.sizes, lay.names)
+        per_run.append({k: np.asarray(v, dtype=float) for k, v in metric(m).items()})
+    if len(per_run) == 1:
+        return per_run[0]
+    return {k: np.mean(np.stack([r[k] for r in per_run]), axis=0) for k in per_run[0]}
 
 
 def _resampled(metric: Metrics, parts: Sequence[Items], lay: _Layout, settings: Settings) -> list[dict[str, np.ndarray]]:
@@ -302,7 +325,7 @@ def align(a: Items, b: Items) -> tuple[Items, Items]:
     ia = np.asarray(keep, dtype=np.int64)
     ib = np.asarray([pos_b[a.ids[k]] for k in keep], dtype=np.int64)
     sub_b = b.subset(ib)
-    return a.subset(ia), Items(sub_b.ids, a.groups[ia], sub_b.columns)
+    return a.subset(ia), Items(sub_b.ids, a.groups[ia], sub_b.columns, sub_b.runs)
 
 
 def p_value(diffs: np.ndarray) -> float:
@@ -337,8 +360,9 @@ def paired(a: Items, b: Items, metric: Metrics, settings: Settings | None = None
 
 def pooled(parts: Sequence[Items]) -> Items:
     """Several runs of one model recipe (training seeds) scored on the same items: the items all of them hold, in
-    the first run's order, each column averaged over the runs (so a mean over items is the mean over runs of
-    their means, and a paired comparison of pooled items compares the recipes' average)."""
+    the first run's order, each run's columns kept (``runs``; ``columns`` holds their average per item). Every
+    metric of the pooled items is the mean over runs of that run's metric, distances to an ideal included, and a
+    paired comparison resamples the same items for every run: it compares the recipe's average run."""
     if not parts:
         raise ValueError("pooled: no runs")
     first = parts[0]
@@ -347,14 +371,13 @@ def pooled(parts: Sequence[Items]) -> Items:
         common &= set(p.ids.tolist())
     keep = np.asarray([k for k, i in enumerate(first.ids.tolist()) if i in common], dtype=np.int64)
     base = first.subset(keep)
-    cols = {}
-    for name in first.columns:
-        stack = []
-        for p in parts:
-            pos = {i: k for k, i in enumerate(p.ids.tolist())}
-            stack.append(p.columns[name][[pos[i] for i in base.ids.tolist()]])
-        cols[name] = np.mean(np.vstack(stack), axis=0)
-    return Items(base.ids, base.groups, cols)
+    runs = []
+    for p in parts:
+        pos = {i: k for k, i in enumerate(p.ids.tolist())}
+        at = np.asarray([pos[i] for i in base.ids.tolist()], dtype=np.int64)
+        runs.append({name: p.columns[name][at] for name in first.columns})
+    cols = {name: np.mean(np.vstack([r[name] for r in runs]), axis=0) for name in first.columns}
+    return Items(base.ids, base.groups, cols, tuple(runs) if len(runs) > 1 else ())
 
 
 # --------------------------------------------------------------------------------------------------- outputs

@@ -205,3 +205,47 @@ def test_accuracy_intervals_of_the_extrinsic_benchmarks():
         assert o["ci"][k][0] <= o[k] <= o["ci"][k][1]
     flat = get_benchmark("glue").flat(agg)
     assert "glue_avg_acc_ci_low" in flat and "glue_rte_acc_ci_high" in flat
+
+
+def test_pooled_seeds_keep_each_seeds_distance_to_the_ideal():
+    """Two seeds biased in opposite directions do not cancel: |SS-50| is the mean of the seeds' distances."""
+    n = 100
+    lo, hi = np.zeros(n), np.zeros(n)
+    lo[:30], hi[:70] = 1.0, 1.0  # seed 0: 30 % stereotyped, seed 1: 70 %
+    seed0 = S.Items.build(range(n), None, v=lo)
+    seed1 = S.Items.build(range(n), None, v=hi)
+    both = S.pooled([seed0, seed1])
+    fn = S.with_distances(lambda m: {"x": 100 * m("v")}, {"x": 50.0})
+    iv = S.bootstrap(both, fn)
+    assert iv["x"].point == pytest.approx(50.0) and iv["x_dist"].point == pytest.approx(20.0)
+    # against a model at 60 % (10 from 50) the pooled arm is 10 points *further* from 50, significantly
+    ref = np.zeros(n)
+    ref[:60] = 1.0
+    d = S.paired(both, S.Items.build(range(n), None, v=ref), lambda m: {"x": 100 * m("v")}, ideals={"x": 50.0})
+    assert d["x_dist"].point == pytest.approx(10.0) and d["x_dist"].low > 0
+    # the item-averaged columns are still there for readers of plain columns; subset and align keep the runs
+    assert both.columns["v"][0] == pytest.approx(1.0) and len(both.subset(np.arange(10)).runs) == 2
+    a2, b2 = S.align(S.Items.build(range(n), None, v=ref), both)
+    assert len(b2.runs) == 2
+
+
+def test_one_item_groups_are_resampled_together():
+    """A StereoSet term with one item would never vary alone: one item of difference would look certain."""
+    n = 40
+    groups = [f"term{i}" for i in range(n)]  # every term has one cluster
+    a = np.zeros(n)
+    a[:20] = 1.0
+    b = a.copy()
+    b[0] = 0.0  # one cluster differs
+    fn = lambda m: {"x": 100 * m("v")}  # noqa: E731
+    d = S.paired(S.Items.build(range(n), groups, v=b), S.Items.build(range(n), groups, v=a), fn)
+    assert d["x"].point == pytest.approx(-2.5)
+    assert d["x"].low < d["x"].high and not d["x"].significant
+    iv = S.bootstrap(S.Items.build(range(n), groups, v=a), fn)["x"]
+    assert iv.low < 50.0 < iv.high
+    # groups of several items are still resampled within themselves: group sizes kept in every resample
+    mixed = ["big"] * 10 + [f"s{i}" for i in range(5)]
+    idx = S.draws(mixed, 50, 0)
+    names, starts = S.group_layout(mixed)
+    assert names[0] == "big" and starts[0] == 0
+    assert (idx[:, :10] < 10).all() and (idx[:, 10:] >= 10).all()

@@ -168,3 +168,19 @@ def test_policy_from_config_and_evidence_table_round_trip():
         for c, v in VANILLA.items[b].columns.items():
             assert np.array_equal(back.items[b].columns[c], v)
     assert decide(back, None, VANILLA, POLICY).to_dict()["comparisons"]["vs_vanilla"][SS]["diff"] == 0.0
+
+
+def test_seeds_biased_in_opposite_directions_do_not_cancel():
+    """Seed 0 at SS = CS = 30 and seed 1 at 70 are each 20 points from 50: worse than vanilla at 60, not better."""
+    from context_cda.stats import pooled
+
+    vanilla = evidence(share(0.60), share(0.60))
+    s0, s1 = evidence(share(0.30), share(0.30)), evidence(share(0.70), share(0.70))
+    arm = Evidence({b: pooled([s0.items[b], s1.items[b]]) for b in ("stereoset", "crows")})
+    d = decide(arm, None, vanilla, POLICY)
+    assert not d.promote, d.reasons
+    assert any("|SS-50| vs vanilla: 20.00" in r and "not shown less biased" in r for r in d.reasons)
+    # stored with the registered version and read back as the champion's evidence: the seeds survive
+    back = from_table(to_table(arm))
+    assert len(back.items["stereoset"].runs) == 2
+    assert decide(back, None, vanilla, POLICY).reasons == d.reasons

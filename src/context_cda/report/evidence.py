@@ -6,9 +6,11 @@ paired comparisons of every arm with vanilla and with every other arm.
 * A ``*`` marks an arm's cell whose paired difference from vanilla is significant at that level: |SS-50| for SS,
   |CS-50| for CS, LMS, ICAT (the interval of the difference excludes 0).
 * With several training seeds, Table 1's arm row is the first seed's (the registered model), and one row per
-  seed and a ``mean ± std`` row follow it (std over seeds, ddof 1).
+  seed and a ``mean ± std`` row follow it (std over seeds, ddof 1); the ``*`` then sits on the mean row, as the
+  comparison is of the seeds' pooled evidence, not of the first seed alone.
 * The paired comparisons use the per-item scores (:mod:`context_cda.tracking.evidence`): an arm's seeds pooled
-  (item decisions averaged over seeds), vanilla's from its evaluate step or the epoch-0 predictions.
+  (each metric the mean of the seeds' metrics on the same resampled items), vanilla's from its evaluate step or
+  the epoch-0 predictions.
 """
 
 from __future__ import annotations
@@ -142,8 +144,9 @@ def cell(values: Mapping[str, Any], metric: str, mark: str = "") -> str:
     return text + mark
 
 
-def seed_rows(ev: Evidence, target: str, arm: str, metrics: list[str]) -> list[tuple[str, list[str]]]:
-    """(label, cells) per seed and the ``mean ± std`` row, when the arm was trained with several seeds."""
+def seed_rows(ev: Evidence, target: str, arm: str, metrics: list[str],
+              marks: list[str] | None = None) -> list[tuple[str, list[str]]]:
+    """(label, cells) per seed and the ``mean ± std`` row (with ``marks``), when the arm has several seeds."""
     from ..stats import mean_std
 
     per = ev.per_seed.get((target, arm), {})
@@ -151,9 +154,9 @@ def seed_rows(ev: Evidence, target: str, arm: str, metrics: list[str]) -> list[t
         return []
     rows = [(f"seed {s}", [cell(per[s], m) for m in metrics]) for s in sorted(per)]
     cells = []
-    for m in metrics:
+    for m, mark in zip(metrics, marks or [""] * len(metrics), strict=True):
         mean, std, n = mean_std(per[s].get(m) for s in per)
-        cells.append("–" if n == 0 else f"{mean:.2f} ± {std:.2f}")
+        cells.append("–" if n == 0 else f"{mean:.2f} ± {std:.2f}{mark}")
     rows.append((f"mean ± std ({len(per)} seeds)", cells))
     return rows
 
@@ -173,7 +176,8 @@ def note(ev: Evidence) -> str:
     return (f"Cells: value [low, high], the {ev.level:.0%} seeded bootstrap interval (StereoSet resampled within "
             "target terms, CrowS over pairs). * on an arm: its paired difference from vanilla (|SS-50|, LMS, ICAT, "
             f"|CS-50|) is significant at {ev.level:.0%}. With several seeds the arm row is the first seed's (the "
-            "registered model), followed by each seed and the mean ± std over seeds.")
+            "registered model), followed by each seed and the mean ± std over seeds; the * then sits on the mean "
+            "row (the comparison pools the seeds).")
 
 
 # ------------------------------------------------------------------------------------------------ sections
@@ -232,8 +236,10 @@ def _rows(t1: pd.DataFrame, ev: Evidence | None, target: str, metrics: list[str]
     for _, r in t1[t1["target"] == target].iterrows():
         model = str(r["model"])
         marks = [ev.mark(target, model, m) if ev and model != L.VANILLA else "" for m in metrics]
-        yield label(model), str(int(r["epoch"])), [cell(r, m, k) for m, k in zip(metrics, marks, strict=True)]
-        for name, cells in seed_rows(ev, target, model, metrics) if ev else []:
+        several = ev is not None and len(ev.per_seed.get((target, model), {})) > 1
+        first = [""] * len(metrics) if several else marks
+        yield label(model), str(int(r["epoch"])), [cell(r, m, k) for m, k in zip(metrics, first, strict=True)]
+        for name, cells in seed_rows(ev, target, model, metrics, marks) if ev else []:
             yield f"{label(model)}, {name}", "", cells
 
 

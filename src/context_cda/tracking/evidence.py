@@ -11,14 +11,15 @@ item_scores`, :func:`context_cda.evaluate.crows.item_scores`), read from a folde
   reuse its epoch-0 metrics).
 
 An arm trained with several seeds is judged by its seeds' *pooled* evidence: the items every seed was scored on,
-each item's decisions averaged over the seeds (:func:`context_cda.stats.pooled`). Its point estimates are the
-means over seeds of the seeds' metrics, and the paired bootstrap against vanilla or the champion resamples items
-with the seed-averaged decisions: the interval covers the sampling of benchmark items for the arm's average
-model; the spread between seeds is reported beside it (mean ± std in the report).
+each seed's decisions kept (:func:`context_cda.stats.pooled`). Every metric, the distances |SS-50| and |CS-50|
+and ICAT included, is the mean over seeds of that seed's metric (two seeds at SS 30 and 70 are 20 points from
+50, not 0), and the paired bootstrap against vanilla or the champion draws the same items for every seed: the
+interval covers the sampling of benchmark items for the arm's average run; the spread between seeds is reported
+beside it (mean ± std in the report).
 
-:func:`to_table` / :func:`from_table` store evidence as one Parquet table (``evidence.parquet``: benchmark, id,
-group and the per-item columns), logged with every registered version so a later candidate can be compared
-with the champion item by item.
+:func:`to_table` / :func:`from_table` store evidence as one Parquet table (``evidence.parquet``: benchmark, run,
+id, group and the per-item columns; one block of rows per seed), logged with every registered version so a
+later candidate can be compared with the champion item by item.
 """
 
 from __future__ import annotations
@@ -130,20 +131,25 @@ def to_table(evidence: Evidence) -> pd.DataFrame:
 
     frames = []
     for b, items in evidence.items.items():
-        df = pd.DataFrame({"benchmark": b, "id": items.ids.astype(str), "group": items.groups.astype(str)})
-        for c in COLUMNS[b]:
-            df[c] = items.columns[c]
-        frames.append(df)
-    cols = ["benchmark", "id", "group", *dict.fromkeys(c for b in BENCHMARKS for c in COLUMNS[b])]
+        for run, columns in enumerate(items.runs or (items.columns,)):
+            df = pd.DataFrame({"benchmark": b, "run": run, "id": items.ids.astype(str),
+                               "group": items.groups.astype(str)})
+            for c in COLUMNS[b]:
+                df[c] = columns[c]
+            frames.append(df)
+    cols = ["benchmark", "run", "id", "group", *dict.fromkeys(c for b in BENCHMARKS for c in COLUMNS[b])]
     return pd.concat(frames, ignore_index=True).reindex(columns=cols) if frames else pd.DataFrame(columns=cols)
 
 
 def from_table(df: pd.DataFrame, source: str = "") -> Evidence:
-    from ..stats import Items
+    from ..stats import Items, pooled
 
     ev = Evidence(sources=[source] if source else [])
     for b in BENCHMARKS:
         sub = df[df["benchmark"] == b]
-        if not sub.empty and all(c in sub.columns for c in COLUMNS[b]):
-            ev.items[b] = Items.build(sub["id"], sub["group"], **{c: sub[c].astype(float) for c in COLUMNS[b]})
+        if sub.empty or not all(c in sub.columns for c in COLUMNS[b]):
+            continue
+        runs = [g for _, g in sub.groupby("run", sort=True)] if "run" in sub.columns else [sub]  # older tables
+        parts = [Items.build(g["id"], g["group"], **{c: g[c].astype(float) for c in COLUMNS[b]}) for g in runs]
+        ev.items[b] = parts[0] if len(parts) == 1 else pooled(parts)
     return ev

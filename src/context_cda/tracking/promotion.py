@@ -94,13 +94,14 @@ def _metric_fn(benchmark: str):
 
 def point_metrics(evidence: Evidence | None, settings: Settings) -> dict[str, Interval]:
     """``{stereoset_ss: Interval, stereoset_lms: ..., stereoset_icat: ..., crows_cs: ...}`` of what ``evidence``
-    holds (the pooled point estimates and their bootstrap intervals)."""
-    from ..stats import bootstrap
+    holds (the pooled point estimates and their bootstrap intervals), with the distances to 50
+    (``stereoset_ss_dist``, ``crows_cs_dist``: for pooled seeds the mean of the seeds' distances)."""
+    from ..stats import bootstrap, with_distances
 
     out: dict[str, Interval] = {}
     for b, items in (evidence.items.items() if evidence else []):
-        fn, _ = _metric_fn(b)
-        for k, iv in bootstrap(items, fn, settings).items():
+        fn, ideals = _metric_fn(b)
+        for k, iv in bootstrap(items, with_distances(fn, ideals), settings).items():
             out[f"{b}_{k}"] = iv
     return out
 
@@ -201,7 +202,8 @@ def _val(intervals: dict[str, Interval], metric: str) -> str:
     if iv is None:
         return "n/a"
     if metric in BIAS_METRICS:  # the distance the rule compares, and the metric with its interval
-        return f"{abs(iv.point - 50.0):.2f} ({'SS' if metric == SS else 'CS'} {iv.text()})"
+        dist = intervals.get(f"{metric}_dist")
+        return f"{dist.point if dist else abs(iv.point - 50.0):.2f} ({'SS' if metric == SS else 'CS'} {iv.text()})"
     return iv.text()
 
 
