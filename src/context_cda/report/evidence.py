@@ -78,11 +78,10 @@ def _seed_metrics(finetune_df: pd.DataFrame, evaluations: Path | None) -> dict[t
 def _pairs(folders: Mapping[str, Path], targets: list[str], arms: list[str], seeds: list[int],
            settings) -> dict[tuple[str, str, str], dict[str, Difference]]:
     """Every arm against vanilla and against every later arm, on the items both were scored on."""
-    from ..evaluate import crows, stereoset
     from ..stats import paired
     from ..tracking import evidence as E
 
-    fn = {"stereoset": (stereoset.metrics, stereoset.IDEALS), "crows": (crows.metrics, crows.IDEALS)}
+    fn = {b: (E.scorer(b).metrics, E.scorer(b).IDEALS) for b in E.BENCHMARKS}
     out: dict[tuple[str, str, str], dict[str, Difference]] = {}
     for target in targets:
         ev_dir, ft_dir = _of_target(folders.get("evaluations"), "evaluate", target), _of_target(

@@ -53,10 +53,16 @@ class Evidence:
         return benchmark in self.items and len(self.items[benchmark]) > 0
 
 
-def _item_scores(benchmark: str, rows: list[dict[str, Any]]) -> Items:
+def scorer(benchmark: str) -> Any:
+    """The benchmark's module (:mod:`context_cda.evaluate.stereoset` or ``.crows``): its ``item_scores``,
+    ``metrics`` (of per-item scores) and ``IDEALS`` (the values the distances are measured from)."""
     from ..evaluate import crows, stereoset
 
-    return (stereoset if benchmark == "stereoset" else crows).item_scores(rows)
+    return stereoset if benchmark == "stereoset" else crows
+
+
+def _item_scores(benchmark: str, rows: list[dict[str, Any]]) -> Items:
+    return scorer(benchmark).item_scores(rows)
 
 
 def read_predictions(folder: Path | str) -> dict[str, Items]:

@@ -86,9 +86,9 @@ class Decision:
 
 
 def _metric_fn(benchmark: str):
-    from ..evaluate import crows, stereoset
+    from .evidence import scorer
 
-    mod = stereoset if benchmark == "stereoset" else crows
+    mod = scorer(benchmark)
     return mod.metrics, mod.IDEALS
 
 
