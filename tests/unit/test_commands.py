@@ -1,5 +1,7 @@
 """The stage commands' own logic (which folder a command writes, what it counts), without running a model."""
 
+from pathlib import Path
+
 import pytest
 
 from context_cda.commands.evaluate import _jobs
@@ -85,3 +87,44 @@ def test_run_warns_with_each_error_item_once_and_finds_the_report(two_parts, mon
     assert "WARNING: 3 items ended as errors" in text and "augment: 3" in text
     assert "augment-part[part-0]: 2" not in text
     assert "report: " in text
+
+
+def test_register_target_takes_arms_and_an_evaluation_override(cfg, monkeypatch, tmp_path):
+    from context_cda.tracking import register as R
+
+    calls = []
+    monkeypatch.setattr(R, "register_inputs", lambda config, t, a, seed, folders: {"model": Path(f"/m/{a}")})
+    monkeypatch.setattr(R, "run_register", lambda config, inputs, out, t, a, discover, seed: calls.append(
+        (a, dict(inputs), out, seed)) or {"arm": a})
+    res = R.run_register_target(cfg, {}, tmp_path / "reg", "gpt2")  # default: every arm of train.arms, in order
+    assert [c[0] for c in calls] == ["cda", "context-cda"] and res["arms"] == {"cda": {"arm": "cda"},
+                                                                                 "context-cda": {"arm": "context-cda"}}
+    assert calls[1][2] == tmp_path / "reg" / "context-cda" and calls[0][3] == 13
+    calls.clear()
+    R.run_register_target(cfg, {}, tmp_path / "reg", "gpt2", arms=["context-cda"], evaluation=tmp_path / "e.json")
+    assert calls == [("context-cda", {"model": Path("/m/context-cda"), "evaluation": tmp_path / "e.json"},
+                      tmp_path / "reg" / "context-cda", 13)]
+    with pytest.raises(ConfigError, match="exactly one arm"):
+        R.run_register_target(cfg, {}, tmp_path / "reg", "gpt2", evaluation=tmp_path / "e.json")
+
+
+def test_register_command_runs_the_register_step_of_each_target(cfg, monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from context_cda import tracking
+    from context_cda.cli import app
+
+    seen = []
+
+    def fake(config, inputs, out_dir, target, arms=None, evaluation=None):
+        seen.append((target, arms, evaluation, out_dir))
+        return {"target": target, "arms": {a: {"model_name": f"{target}-debiased", "version": 1} for a in arms}}
+
+    monkeypatch.setattr(tracking, "run_register_target", fake)
+    ev = tmp_path / "e.json"
+    out = CliRunner().invoke(app, ["register", "--run-dir", str(cfg.run_dir()), "--set",
+                                   "run.targets={gpt2: 'tiny:gpt2'}", "--target", "gpt2", "--arm", "cda",
+                                   "--evaluation", str(ev)])
+    assert out.exit_code == 0, out.output
+    assert seen == [("gpt2", ["cda"], ev, cfg.run_dir() / "register/gpt2")]
+    assert "gpt2-debiased v1: kept as candidate" in out.output

@@ -39,32 +39,24 @@ def register_cmd(
     ] = None,
 ) -> None:
     """Register <target>-debiased versions with bias-metric tags; candidate/champion aliases by the gate."""
-    from ..layout import RunLayout
-    from ..tracking import register_inputs, run_register
+    from ..errors import ConfigError
+    from ..io import file_lock
+    from ..layout import LOCK_FILE
+    from ..tracking import run_register_target
 
     cfg = resolve_config(profile, sets, run_dir, params, tracking={"uri": tracking_uri})
     targets = pick(target, list(cfg.run.targets), "--target")
     arms = pick(arm, list(cfg.train.arms), "--arm")
     if evaluation and len(targets) * len(arms) != 1:
-        from ..errors import ConfigError
-
         raise ConfigError("--evaluation needs exactly one --target and one --arm.")
-    from ..io import file_lock
-    from ..layout import LOCK_FILE
-
-    seed = cfg.train.seeds[0]
     for t in targets:
         folders, step_dir = step_io(cfg, "register", target=t)
         with file_lock(step_dir / LOCK_FILE, f"register[{t}]"):  # the runner's register step holds the same lock
-            for a in arms:
-                inputs = register_inputs(cfg, t, a, seed, folders=folders)
-                if evaluation:
-                    inputs["evaluation"] = evaluation
-                out_dir = RunLayout.of(cfg).register_dir(t, a)
-                summary = run_register(cfg, inputs, out_dir, t, a, discover=False, seed=seed)
-                print_summary(f"register {t}/{a}", {k: v for k, v in summary.items() if k != "decision"})
-                verdict = "promoted to champion" if summary.get("promote") else "kept as candidate"
-                console().print(f"{summary['model_name']} v{summary.get('version')}: {verdict}")
+            result = run_register_target(cfg, folders, step_dir, t, arms=arms, evaluation=evaluation)
+        for a, summary in result["arms"].items():
+            print_summary(f"register {t}/{a}", {k: v for k, v in summary.items() if k != "decision"})
+            verdict = "promoted to champion" if summary.get("promote") else "kept as candidate"
+            console().print(f"{summary['model_name']} v{summary.get('version')}: {verdict}")
 
 
 def register(app: typer.Typer) -> None:

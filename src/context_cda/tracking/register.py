@@ -32,14 +32,14 @@ import contextlib
 import json
 import logging
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
 from ..config import arm_k
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..io import MANIFEST, StageRecorder, read_json, write_json, write_table
 from . import evidence as E
 from .flavors import fluent_uri as _fluent_uri
@@ -102,14 +102,22 @@ def register_inputs(
 
 
 def run_register_target(
-    config: Config, inputs: Mapping[str, Path | str], out_dir: Path | str, target: str
+    config: Config, inputs: Mapping[str, Path | str], out_dir: Path | str, target: str,
+    arms: Sequence[str] | None = None, evaluation: Path | str | None = None,
 ) -> dict[str, Any]:
-    """The ``register`` step of one target: every arm of ``train.arms`` in order (so the promotion gate sees
-    the previous arm's decision), each into ``<out_dir>/<arm>/``."""
+    """The ``register`` step of one target: every arm of ``arms`` (default ``train.arms``) in order (so the
+    promotion gate sees the previous arm's decision), each into ``<out_dir>/<arm>/``. ``evaluation`` (a JSON
+    file of metrics) overrides the evaluation of the one arm registered (``ccda register --evaluation``)."""
+    arms = list(config.train.arms if arms is None else arms)
+    if evaluation is not None and len(arms) != 1:
+        raise ConfigError(f"register {target}: an evaluation override ({evaluation}) is for exactly one arm; "
+                          f"got {len(arms)} ({', '.join(arms)}). Name one arm (--arm).")
     results = {}
     seed = config.train.seeds[0]
-    for arm in config.train.arms:
+    for arm in arms:
         arm_inputs = register_inputs(config, target, arm, seed, folders=inputs)
+        if evaluation is not None:
+            arm_inputs["evaluation"] = Path(evaluation)
         results[arm] = run_register(config, arm_inputs, Path(out_dir) / L.safe_name(arm, "arm"), target, arm,
                                     discover=False, seed=seed)
     return {"target": target, "arms": results}
