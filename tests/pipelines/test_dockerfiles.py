@@ -184,6 +184,19 @@ def test_documented_tag_is_the_package_version(kind: str):
     assert f"-t {IMAGES[kind]}:{VERSION}" in guide or f"{IMAGES[kind]}:$VERSION" in guide
 
 
+def test_the_guide_lists_the_build_context_and_the_extras_defaults():
+    """docs/kubernetes.md names exactly what .dockerignore lets through and the EXTRAS default of each image."""
+    guide = (ROOT / "docs" / "kubernetes.md").read_text()
+    section = guide[guide.index("## 1. Build"):guide.index("## 2.")]
+    sent = re.search(r"it sends only(.*?)\)", section, flags=re.S).group(1)
+    allowed = {ln.strip()[1:].rstrip("/") for ln in (ROOT / ".dockerignore").read_text().splitlines()
+               if ln.strip().startswith("!")}
+    assert {p.rstrip("/") for p in re.findall(r"`([^`]+)`", sent)} - {"*.egg-info", ".DS_Store"} == allowed
+    for kind in ("cpu", "train"):
+        extras = re.search(r"(?m)^ARG EXTRAS=(\S+)$", (DOCKER / f"Dockerfile.{kind}").read_text()).group(1)
+        assert f"`EXTRAS` (`{extras}` in both" in section, (kind, extras)
+
+
 def test_dockerignore_allows_only_what_the_images_copy():
     lines = [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
              if ln.strip() and not ln.startswith("#")]
