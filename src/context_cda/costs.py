@@ -39,7 +39,7 @@ class Assumptions:
         "wikitext-2-test": 9_036,  # measured: ccda ingest on the WikiText-2 raw test file
     })
     gendered_share: float = 0.248  # measured: 2,245 of 9,036 WikiText-2 test sentences kept by ingest
-    acceptance: float = 0.58  # measured: the demo's review accepted 56 of 96 first attempts (SmolLM2-135M)
+    acceptance: float = 0.58  # assumed for an 8B instruct generator (not measured: see sources())
     prompt_tokens: int = 160  # augment prompt (system + instruction + sentence), chat template included
     completion_tokens: int = 60  # one rephrasing
     sentence_tokens: int = 32  # a gendered news sentence, subword tokens
@@ -56,7 +56,9 @@ class Assumptions:
         return {
             "corpus_sentences": "news-commentary: statmt.org size (~600k lines); wikitext-2: measured",
             "gendered_share": "measured on WikiText-2 test (ingest keeps 24.8 % of sentences)",
-            "acceptance": "measured in make demo (56 of 96 accepted at the first attempt)",
+            "acceptance": "assumed per attempt for an 8B instruct generator; not measured (the demo's SmolLM2-135M, "
+                          "a far weaker generator, has 20 of 96 accepted at the first attempt by the review, 29 of 96 "
+                          "after one retry); fewer accepted items also mean fewer to sample in entropy",
             "judge_share": "measured by benchmarks/bench_entropy.py (45-89 judge calls per item for M = 10)",
             "stereoset_tokens": "8.0 words per gender context (measured) x ~1.3 subwords per word + 2 specials",
             "crows_tokens": "12.5 words per gender sentence, 1.8 of them differing (measured) x ~1.3 subwords + 2",
