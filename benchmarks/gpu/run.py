@@ -13,7 +13,9 @@ the real sizes, tokenizers trained offline on synthetic text, see shapes.py) it 
   after warm-up steps; the hook then stops the run, so no checkpoint is written.
 * ``score``: StereoSet + CrowS gender (255 clusters + 262 pairs of synthetic items, realistic lengths) with the
   project's scorers and benchmark code (:mod:`context_cda.evaluate`), batched (evaluate.batch_size 32) and one
-  item at a time (the reference path; on a prefix of the items, reported as items/s). fp32 weights, as the
+  item at a time (the reference path; on a prefix of the items, reported as items/s), and the batched scorer
+  once more on that prefix: ``speedup_vs_one_at_a_time`` = per-item throughput batched / one at a time on the
+  same items (also on stderr, and ``goals.gpt2_score_speedup_vs_one_at_a_time``). fp32 weights, as the
   per-epoch evaluation scores the training model.
 * ``generate``: the ``hf`` backend (:mod:`context_cda.generation.hf`) on augment-like prompts (a shared
   system prompt of ~120 tokens, then the sentence), 64 new tokens, at 1, 32 and 128 prompts per call, bf16
@@ -309,13 +311,13 @@ def score_rows(shape: S.Shape, tok: Any, device: str, args: argparse.Namespace) 
     n_ref = 2 if args.smoke else args.reference_items
     sentences = [s for e in ss for s in e.sentences.values()] + [s for p in cp for s in (p.sent_more, p.sent_less)]
     mean_tokens = sum(len(tok(s, add_special_tokens=False)["input_ids"]) for s in sentences) / len(sentences)
-    rows = []
+    rows, raw = [], {}
     for mode, scorer, items in (("batched", fast, (ss, cp)), ("one-at-a-time", fast.reference(),
                                                                (ss[:n_ref], cp[:n_ref]))):
         if deadline_passed(args):
             rows.append({"shape": shape.name, "operation": "score", "mode": mode, "skipped": "time budget"})
             continue
-        secs = _score_once(scorer, *items, device)
+        secs = raw[mode] = _score_once(scorer, *items, device)
         n_items = len(items[0]) + len(items[1])
         n_sent = 3 * len(items[0]) + 2 * len(items[1])
         rows.append({"shape": shape.name, "model_key": shape.model_key, "operation": "score", "mode": mode,
@@ -325,9 +327,23 @@ def score_rows(shape: S.Shape, tok: Any, device: str, args: argparse.Namespace) 
                      "items_per_s": round(n_items / secs, 2), "sentences_per_s": round(n_sent / secs, 2),
                      "tokens_per_s": round(n_sent * mean_tokens / secs, 1),
                      "full_gender_subsets_s": round((S.STEREOSET_ITEMS + S.CROWS_PAIRS) / (n_items / secs), 3)})
+    if "one-at-a-time" in raw and not deadline_passed(args):
+        _add_speedup(rows, raw["one-at-a-time"], _score_once(fast, ss[:n_ref], cp[:n_ref], device))
     del model, fast
     free(device)
     return rows
+
+
+def _add_speedup(rows: list[dict], reference_s: float, batched_same_s: float) -> None:
+    """``speedup_vs_one_at_a_time`` on both score rows: per-item throughput of the batched scorer over the
+    one-at-a-time reference on the *same* items (the reference's prefix, timed batched once more), i.e. the
+    reference's seconds over the batched seconds for those items (both unrounded)."""
+    ref = next(r for r in rows if r.get("mode") == "one-at-a-time")
+    speedup = round(reference_s / max(batched_same_s, 1e-9), 2)
+    for r in rows:
+        if "seconds" in r:
+            r.update(speedup_vs_one_at_a_time=speedup, speedup_items=ref["stereoset_items"] + ref["crows_pairs"],
+                     batched_seconds_on_speedup_items=round(batched_same_s, 6))
 
 
 # --------------------------------------------------------------------------------------------------- generate
@@ -435,7 +451,18 @@ def goals(results: list[dict]) -> dict[str, Any]:
     best = max((r["mfu"] for r in gpt_train), default=None)
     secs = gpt_score[0]["full_gender_subsets_s"] if gpt_score else None
     return {"gpt2_full_finetune_best_mfu": best, "gpt2_mfu_ge_40pct": None if best is None else best >= 0.40,
-            "gpt2_stereoset_crows_gender_s": secs, "gpt2_stereoset_crows_lt_3s": None if secs is None else secs < 3.0}
+            "gpt2_stereoset_crows_gender_s": secs, "gpt2_stereoset_crows_lt_3s": None if secs is None else secs < 3.0,
+            "gpt2_score_speedup_vs_one_at_a_time": gpt_score[0].get("speedup_vs_one_at_a_time") if gpt_score else None}
+
+
+def summary(name: str, rows: list[dict], info: dict) -> str:
+    """The per-shape line on stderr: how many measurements, and the batched scorer's speedup when measured."""
+    line = f"{name}: {len(rows)} measurements in {info['seconds']} s"
+    score = next((r for r in rows if r.get("operation") == "score" and "speedup_vs_one_at_a_time" in r), None)
+    if score is not None:
+        line += (f"; scoring batched is {score['speedup_vs_one_at_a_time']}x one-at-a-time per item "
+                 f"(same {score['speedup_items']} items)")
+    return line
 
 
 def run_shape(shape: S.Shape, device: str, args: argparse.Namespace, env: dict) -> tuple[list[dict], dict]:
@@ -486,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         rows, info = run_shape(by_name[name], device, args, env)
         out["shapes"][name] = info
         out["results"] += rows
-        print(f"{name}: {len(rows)} measurements in {info['seconds']} s", file=sys.stderr, flush=True)
+        print(summary(name, rows, info), file=sys.stderr, flush=True)
     out["elapsed_s"] = round(time.perf_counter() - args.t0, 1)
     out["goals"] = goals(out["results"])
     out.update(plan_table(out, env, rates(out["results"], env, args.smoke)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,9 @@ def smoke(tmp_path_factory) -> dict:
     assert p.returncode == 0, p.stderr[-3000:]
     data = json.loads(out.read_text())
     assert json.loads(p.stdout) == data  # printed and written alike
+    for name in SHAPES:  # the per-shape summary on stderr names the batched scorer's speedup
+        assert re.search(rf"^{re.escape(name)}: \d+ measurements in .* s; scoring batched is [\d.]+x one-at-a-time "
+                         r"per item \(same 4 items\)$", p.stderr, flags=re.M), p.stderr[-2000:]
     return data
 
 
@@ -65,6 +69,14 @@ def test_every_shape_and_operation_is_measured(smoke):
         if r["operation"] == "score":
             assert r["stereoset_items"] > 0 and r["crows_pairs"] > 0 and r["items_per_s"] > 0
             assert r["batch_size"] == (32 if r["mode"] == "batched" else 1)
+            assert r["speedup_vs_one_at_a_time"] > 0 and r["speedup_items"] == 4  # smoke: 2 + 2 reference items
+    for name in SHAPES:  # both score rows carry the one ratio: reference seconds / batched seconds, same items
+        ref, fast = (next(r for r in rows if r["shape"] == name and r.get("mode") == m)
+                     for m in ("one-at-a-time", "batched"))
+        assert fast["speedup_vs_one_at_a_time"] == ref["speedup_vs_one_at_a_time"] == pytest.approx(
+            ref["seconds"] / fast["batched_seconds_on_speedup_items"], rel=0.2, abs=0.02)  # seconds are rounded
+    assert smoke["goals"]["gpt2_score_speedup_vs_one_at_a_time"] == next(
+        r["speedup_vs_one_at_a_time"] for r in rows if r["shape"] == "gpt2" and r["operation"] == "score")
 
 
 def test_rates_table_feeds_the_cost_model(smoke, tmp_path):
