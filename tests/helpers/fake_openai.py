@@ -13,7 +13,8 @@ Faults, chosen per request by markers in the sentence (the Nth request for the s
 from 1):
 
 * ``[F500]`` / ``[F429]`` / ``[SLOW]`` / ``[BADJSON]`` / ``[DROP]``: that fault on the first request only;
-* ``[DEAD]``: HTTP 500 on every request;  ``[REFUSE]``: always a refusal;  ``[FLAKY]``: a refusal when
+* ``[DEAD]``: HTTP 500 on every request;  ``[LONG]``: HTTP 400 "maximum context length" (as vLLM says) on
+  every request;  ``[REFUSE]``: always a refusal;  ``[FLAKY]``: a refusal when
   ``seed == 0``, a good answer for other seeds;  ``[SAME]``: echoes the sentence unchanged.
 
 or at random: ``fault_rate`` (0..1) picks one of ``faults`` (default: 500/429/slow/badjson/drop) for a request
@@ -101,6 +102,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(srv.delay_s)
         if fault == "500":
             return self._send(500, b'{"error": "injected"}')
+        if fault == "400-context":
+            msg = "This model's maximum context length is 2048 tokens. However, you requested 2100 tokens."
+            return self._send(400, json.dumps({"object": "error", "message": msg, "code": 400}).encode())
         if fault == "429":
             return self._send(429, b'{"error": "slow down"}', {"Retry-After": "0"})
         if fault == "badjson":
@@ -146,6 +150,8 @@ class _Server(ThreadingHTTPServer):
     def pick_fault(self, sentence: str, seed, count: int) -> str | None:
         if "[DEAD]" in sentence:
             return "500"
+        if "[LONG]" in sentence:
+            return "400-context"
         for marker, fault in (("[F500]", "500"), ("[F429]", "429"), ("[SLOW]", "slow"), ("[BADJSON]", "badjson"),
                               ("[DROP]", "drop")):
             if marker in sentence and count == 1:

@@ -56,6 +56,14 @@ def test_exhausted_retries_give_an_error_result_not_an_exception(server):
     assert sum(1 for s, *_ in server.log if "[DEAD]" in s) == 3
 
 
+def test_a_prompt_over_the_context_length_is_a_permanent_error(server):
+    gen = make_generator("openai", "fake-model", openai=_server_cfg(server.base_url))
+    res = gen.generate([build_messages(s, few_shot=False) for s in ["He talked [LONG].", "He lived."]],
+                       SamplingParams())
+    assert res[0].permanent and res[0].error.startswith("prompt-too-long: HTTP 400: ") and res[1].ok
+    assert not res[1].permanent and sum(1 for s, *_ in server.log if "[LONG]" in s) == 1  # not retried
+
+
 def test_wrong_model_name_is_a_clear_error(server):
     with pytest.raises(ServiceError, match="does not serve model 'llama'.*fake-model"):
         make_generator("openai", "llama", openai=_server_cfg(server.base_url))

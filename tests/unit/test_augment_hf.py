@@ -160,10 +160,11 @@ def test_special_stop_token_becomes_eos(gen):
     assert gen.tokenizer.convert_tokens_to_ids("<|im_end|>") in eos and rest == ["\n\n"]
 
 
-def test_prompt_too_long_is_a_per_item_error(gen):
+def test_prompt_too_long_is_a_permanent_per_item_error(gen):
     long = build_messages("word " * 2000, few_shot=False)
     res = gen.generate([long, build_messages(SENTS[0], few_shot=False)], SamplingParams(max_tokens=4))
-    assert res[0].error and "too long" in res[0].error and res[1].ok
+    assert res[0].error.startswith("prompt-too-long: ") and res[0].permanent and res[1].ok
+    assert not res[1].permanent
     assert gen.generate([], SamplingParams(max_tokens=4)) == []
 
 

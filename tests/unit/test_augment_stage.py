@@ -15,6 +15,7 @@ from cda_table import openai_config, write_cda_table  # noqa: E402
 from context_cda.augment import run_augment  # noqa: E402
 from context_cda.augment.stage import OUTPUT_COLUMNS  # noqa: E402
 from context_cda.generation import GenerationResult  # noqa: E402
+from context_cda.generation.base import PROMPT_TOO_LONG, permanent_error  # noqa: E402
 
 
 class ScriptedGenerator:
@@ -38,10 +39,13 @@ class ScriptedGenerator:
             self.prompts += 1
             self.seen.append((conv[-1]["content"], params))
             s = conv[-1]["content"].rsplit("Sentence:", 1)[-1].strip()
-            if "[DEAD]" in s:
+            if "[DEAD]" in s or ("[REFUSE-THEN-DEAD]" in s and params.seed != 0):
                 out.append(GenerationResult(error="HTTP 500 (after 3 attempts)"))
                 continue
-            if "[REFUSE]" in s or ("[FLAKY]" in s and params.seed == 0):
+            if "[LONG]" in s:
+                out.append(permanent_error(PROMPT_TOO_LONG, "300 + 64 new tokens > 256 positions"))
+                continue
+            if "[REFUSE" in s or ("[FLAKY]" in s and params.seed == 0):
                 text = "I'm sorry, I can't do that."
             elif "[SAME]" in s:
                 text = s
@@ -161,6 +165,30 @@ def test_generation_errors_are_retried_by_next_run(tmp_path):
     df.to_parquet(src)  # a changed input row is a new item; the old error row is ignored
     s2 = run_augment(cfg, {"counterfactuals": src}, tmp_path / "o", generator=ScriptedGenerator())
     assert s2["accepted"] == 4 and s2["errors"] == 0 and s2["processed_items"] == 1
+
+
+def test_an_error_after_a_reviewed_attempt_is_that_attempts_rejection(tmp_path):
+    # attempt 1 is refused, attempts 2 and 3 fail in the generator: the item is rejected for the refusal (final),
+    # not an error retried by every run
+    src = write_cda_table(tmp_path / "cda.parquet", 3, {1: "[REFUSE-THEN-DEAD]"})
+    s = run_augment(_cfg(tmp_path), {"counterfactuals": src}, tmp_path / "o", generator=ScriptedGenerator())
+    rej = pd.read_parquet(tmp_path / "o" / "rejected.parquet").set_index("cda_id")
+    assert s["errors"] == 0 and s["rejected"] == 1 and s["accepted"] == 2
+    assert rej.loc["cda0001", "reason"].startswith("refusal") and rej.loc["cda0001", "attempts"] == 3
+    assert len(pd.read_parquet(tmp_path / "o" / "errors.parquet")) == 0
+    again = run_augment(_cfg(tmp_path), {"counterfactuals": src}, tmp_path / "o", generator=ScriptedGenerator())
+    assert again["processed_items"] == 0
+
+
+def test_a_prompt_too_long_is_a_final_rejection_without_retries(tmp_path):
+    src = write_cda_table(tmp_path / "cda.parquet", 3, {2: "[LONG]"})
+    gen = ScriptedGenerator()
+    s = run_augment(_cfg(tmp_path), {"counterfactuals": src}, tmp_path / "o", generator=gen)
+    rej = pd.read_parquet(tmp_path / "o" / "rejected.parquet").set_index("cda_id")
+    assert s["errors"] == 0 and s["rejected"] == 1 and s["reject_reasons"] == {"prompt-too-long": 1}
+    assert rej.loc["cda0002", "reason"] == "prompt-too-long: 300 + 64 new tokens > 256 positions"
+    assert rej.loc["cda0002", "attempts"] == 1 and sum("[LONG]" in u for u, _ in gen.seen) == 1
+    assert s["reasons_per_attempt"]["1"] == {"prompt-too-long": 1}
 
 
 def test_changed_settings_redo_items(tmp_path):

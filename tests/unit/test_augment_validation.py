@@ -73,3 +73,30 @@ def test_suite_is_the_augment_review(table):
         flagged = {c.removeprefix(suite.REVIEW_PREFIX) for c in p.columns
                    if c.startswith(suite.REVIEW_PREFIX) and prow[c]}
         assert flagged == set(v.kinds), (row["id"], flagged, v.reasons)
+
+
+def test_swapped_terms_cells_of_every_shape_are_the_same_swaps():
+    """A bare string "She->He" is one swap (not its characters), like ["She->He"] or an array; missing is none."""
+    import numpy as np
+
+    from context_cda.augment import parse_swaps, swap_terms
+
+    assert swap_terms("She->He") == ["She->He"] and parse_swaps("She->He") == [("she", "he")]
+    assert swap_terms(np.array(["She->He", "her->his"])) == ["She->He", "her->his"]
+    assert swap_terms(None) == swap_terms(float("nan")) == []
+    cells = ["She->He", ["She->He"], np.array(["She->He"])]
+    df = pd.DataFrame({"id": ["x", "y", "z"], "cda_id": ["c1", "c2", "c3"],
+                       "counterfactual": ["He called his sister."] * 3,
+                       "augmented": ["On Sunday she called his sister."] * 3, "attempts": 1, "gen_model": "m",
+                       "prompt_version": "v1", "raw_output": "", "swapped_terms": pd.Series(cells, dtype=object)})
+    assert [v.kinds for v in suite.review_table(df, Config())] == [("gender-contradiction",)] * 3
+
+
+def test_review_file_reads_a_bare_string_and_a_missing_swap_cell(tmp_path):
+    from context_cda.augment.verdicts import review_frame
+
+    df = pd.DataFrame({"counterfactual": ["He called his sister."] * 2,
+                       "output": ["On Sunday she called his sister."] * 2, "swapped_terms": ["She->He", None]})
+    df.loc[1, "swapped_terms"] = float("nan")  # a CSV's empty cell
+    table = review_frame(df, Config(), cf_col="counterfactual", out_col="output")
+    assert table["reason"].tolist() == ["gender-contradiction: she", ""]

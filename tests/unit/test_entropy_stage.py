@@ -353,3 +353,67 @@ def test_the_sample_cache_is_keyed_by_the_review():
     assert sample_settings(cfg).numbers is False  # the sampler keeps meaning and fact changes (what SE measures)
     cfg.augment.review.script_min_share = 0.5
     assert sample_fingerprint(cfg) != base
+
+
+class _Recording:
+    """Wraps a generator; keeps each prompt's raw completions (before the review)."""
+
+    backend, model_id = "hf", "tiny:gpt2"
+
+    def __init__(self, inner):
+        self.inner, self.raw = inner, {}
+
+    def generate(self, prompts, params):
+        out = self.inner.generate(prompts, params)
+        for conv, r in zip(prompts, out, strict=True):
+            self.raw[conv[-1]["content"]] = list(r.texts)
+        return out
+
+    def close(self):
+        pass
+
+
+def test_an_items_samples_do_not_depend_on_the_shard_size(tmp_path):
+    pytest.importorskip("torch")
+    from context_cda.generation import make_generator
+
+    hf = make_generator("hf", "tiny:gpt2", device="cpu", batch_size=4)
+    src = make_input(tmp_path, n=5)
+    raws = []
+    for size, limit in ((1, None), (4, None), (4, 3)):
+        gen = _Recording(hf)
+        cfg = config(tmp_path, n_samples=3, max_tokens=5, temperature=1.0, shard_size=size, limit=limit)
+        run_entropy(cfg, {"augmented": src}, tmp_path / f"e{size}-{limit}", "fake", generator=gen,
+                    scorer=FakeScorer(), judge=FakeJudge())
+        raws.append(gen.raw)
+    assert len(raws[0]) == 5 and raws[0] == raws[1]
+    assert len(raws[2]) == 3 and all(raws[0][p] == r for p, r in raws[2].items())
+    assert len({tuple(r) for r in raws[0].values()}) == 5  # the items differ: the samples are not all the same
+
+
+class _LongGenerator(FakeGenerator):
+    """A prompt marked LONG does not fit the model (a permanent error); the others as FakeGenerator."""
+
+    def generate(self, prompts, params):
+        from context_cda.generation.base import PROMPT_TOO_LONG, permanent_error
+
+        out = super().generate([c for c in prompts if "LONG" not in c[-1]["content"]], params)
+        it = iter(out)
+        return [permanent_error(PROMPT_TOO_LONG, "900 + 64 new tokens > 512 positions")
+                if "LONG" in c[-1]["content"] else next(it) for c in prompts]
+
+
+def test_a_prompt_too_long_is_a_final_rejection_not_an_error(tmp_path):
+    rows = [{"id": f"id{i}", "augmented": f"Sentence number {i} about her day." + (" LONG" if i == 1 else "")}
+            for i in range(3)]
+    src = tmp_path / "augmented.parquet"
+    pd.DataFrame(rows).to_parquet(src)
+    out = tmp_path / "e"
+    kw = {"scorer": FakeScorer(), "judge": FakeJudge()}
+    s = run_entropy(config(tmp_path), {"augmented": src}, out, "fake", generator=_LongGenerator(), **kw)
+    rej = pd.read_parquet(out / "rejected.parquet")
+    assert s["errors"] == 0 and s["scored"] == 2 and len(pd.read_parquet(out / L.ERRORS_FILE)) == 0
+    assert rej[S.ID].tolist() == ["id1"] and rej[S.REASON].iloc[0].startswith("prompt-too-long: 900")
+    gen = _LongGenerator()
+    again = run_entropy(config(tmp_path), {"augmented": src}, out, "fake", generator=gen, **kw)
+    assert again["errors"] == 0 and gen.prompts == 0  # final: not sampled again

@@ -104,6 +104,9 @@ def test_swaps_read_off_the_original():
     a = review(None, "He called his sister.", "On Sunday she called his sister.",
                swaps=[("she", "he"), ("her", "his"), ("brother", "sister")])
     assert a.reasons == v.reasons
+    # an empty swap list is no swaps given: they are read off the original too
+    e = review("She called her brother.", "He called his sister.", "On Sunday she called his sister.", swaps=[])
+    assert e.reasons == v.reasons
 
 
 @pytest.mark.parametrize(("cf", "out", "kind"), [

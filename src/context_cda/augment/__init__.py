@@ -35,6 +35,7 @@ _EXPORTS = {
     "check": ".postprocess",
     "CheckSettings": ".postprocess",
     "parse_swaps": ".postprocess",
+    "swap_terms": ".postprocess",
     "GenerationCache": ".store",
     "ShardStore": ".store",
     "cache_key": ".store",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..generation.base import SPECIAL_STOP_TOKENS
 
@@ -123,12 +123,20 @@ def default_lexicon() -> PairLexicon:
     return PairLexicon(DEFAULT_PAIRS)
 
 
+def swap_terms(value: Any) -> list[str]:
+    """A table cell of ``swapped_terms`` as its list of ``"from->to"`` strings: missing (None, NaN) -> ``[]``, a
+    bare string -> that one term (not its characters), a list or array -> its items as strings."""
+    if value is None or isinstance(value, float):
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
 def parse_swaps(swapped_terms: Iterable[str] | None) -> list[tuple[str, str]]:
     """``["he->she", "King->Queen"]`` -> ``[("he", "she"), ("king", "queen")]``."""
     out: list[tuple[str, str]] = []
-    if swapped_terms is None or isinstance(swapped_terms, float | str):  # missing (NaN) or a bare string
-        swapped_terms = [swapped_terms] if isinstance(swapped_terms, str) else []
-    for s in swapped_terms:
+    for s in swap_terms(swapped_terms):
         if isinstance(s, str) and "->" in s:
             a, b = s.split("->", 1)
             out.append((a.strip().lower(), b.strip().lower()))

@@ -14,7 +14,10 @@ atomically. The manifest counts the reasons per attempt.
 
 Errors are not results: an item whose every attempt failed in the generator (connection, HTTP 5xx/429,
 timeout, a malformed reply — after the backend's own retries) is ``error``, listed in ``errors.parquet``, never in
-``rejected.parquet``. The stage still writes its outputs (every accepted and rejected item), then raises
+``rejected.parquet``. An item with a reviewed earlier attempt whose later attempts failed in the generator is
+rejected for that attempt's reasons. A prompt no retry can help (empty, longer than the model's context: the
+generator marks the result ``permanent``) is a final rejection named by its kind (``prompt-too-long``,
+``empty-prompt``), not an error. The stage still writes its outputs (every accepted and rejected item), then raises
 :class:`~context_cda.errors.ItemErrors` (exit code 75) unless ``run.allow_errors`` is set; either way the next
 run retries exactly the error items. Accepted and rejected rows are final for the current settings.
 """
@@ -45,7 +48,7 @@ from ..io import (
 )
 from .checks import ReviewSettings, review_many
 from .checks.meaning import judge_model_ref, make_meaning_judge
-from .postprocess import default_lexicon, parse_swaps
+from .postprocess import default_lexicon, parse_swaps, swap_terms
 from .prompts import build_messages, get_prompt
 from .retry import feedback, next_params
 from .store import GenerationCache, ShardStore, cache_key
@@ -76,6 +79,8 @@ class _Item:
     history: list[list[str]] = field(default_factory=list)  # reasons of each rejected attempt
     params: SamplingParams | None = None  # the next attempt's sampling
     feedback: str = ""  # the next attempt's note on the previous answer
+    final: bool = False  # no further attempt (a permanent generator error)
+    gen_error: bool = False  # this attempt failed in the generator after an earlier one was reviewed
 
 
 @dataclass
@@ -152,12 +157,6 @@ def _progress_bar(total: int, enabled: bool) -> Any:
     return tqdm(total=total, unit="item", desc="augment", dynamic_ncols=True, smoothing=0.1)
 
 
-def _terms(value: Any) -> list[str]:
-    if value is None or isinstance(value, float):
-        return []
-    return [value] if isinstance(value, str) else [str(v) for v in value]
-
-
 # ------------------------------------------------------------------------------------------------ the steps
 
 
@@ -199,7 +198,7 @@ def load(config: Any, inputs: Mapping[str, Path | str], part: int | None = None)
     shash = json_hash(settings_for(config))
     items = []
     for r in df.to_dict("records"):
-        terms = _terms(r[S.SWAPPED_TERMS])
+        terms = swap_terms(r[S.SWAPPED_TERMS])
         original = r.get(S.ORIGINAL)
         items.append(_Item(key=stable_id("augment", r[S.ID], r[S.COUNTERFACTUAL], shash), cda_id=str(r[S.ID]),
                            text=str(r[S.COUNTERFACTUAL]), swaps=parse_swaps(terms), swapped_terms=terms,
@@ -410,7 +409,7 @@ def _process_chunk(p: Plan, chunk: list[_Item], bar: Any, counts: dict[str, int]
             _review_batch(p, batch, results, attempt)
             finished = 0
             for it in batch:
-                if it.status == ACCEPTED or last:
+                if it.status == ACCEPTED or last or it.final:
                     finished += 1
                     counts["rejected"] += it.status != ACCEPTED
                     continue
@@ -429,7 +428,7 @@ def _seed(p: Plan, attempt: int) -> int | None:
 def _aim(p: Plan, it: _Item, attempt: int) -> None:
     """The next attempt's prompt note and sampling (a generation error is retried as it was, with a new seed)."""
     prev = it.params or p.params
-    if it.status == ERROR or not p.config.augment.retry_feedback:
+    if it.status == ERROR or it.gen_error or not p.config.augment.retry_feedback:
         it.params = prev.with_seed(_seed(p, attempt))
         return
     it.feedback = feedback(it.history[-1], it.text)
@@ -473,8 +472,9 @@ def _review_batch(p: Plan, batch: list[_Item], results: list[Any], attempt: int)
         it.attempts = attempt + 1
         it.prompt_tokens += r.prompt_tokens
         it.completion_tokens += r.completion_tokens
+        it.gen_error = False
         if r.error:
-            it.status, it.reason, it.raw = ERROR, f"generation-error: {r.error}", ""
+            _generation_error(it, r)
             continue
         ends = list(r.finish_reasons or [])
         cands += [(it, t, ends[k] if k < len(ends) else None) for k, t in enumerate(list(r.texts) or [""])]
@@ -496,6 +496,20 @@ def _review_batch(p: Plan, batch: list[_Item], results: list[Any], attempt: int)
         else:
             it.status, it.raw, it.reason = REJECTED, raw, v.reason
             it.history.append(list(v.reasons))
+
+
+def _generation_error(it: _Item, r: Any) -> None:
+    """Record a generator failure: after an earlier reviewed attempt the item stays rejected for that attempt's
+    reasons (a transient failure is retried as it was, a permanent one ends it); otherwise a permanent failure
+    (the prompt itself, :data:`~context_cda.generation.base.PERMANENT_KINDS`) rejects it for its kind, and a
+    transient one makes it an ``error`` unless a later attempt succeeds."""
+    if it.history:
+        it.gen_error, it.final = True, bool(r.permanent)
+    elif r.permanent:
+        it.status, it.reason, it.raw, it.final = REJECTED, r.error, "", True
+        it.history.append([r.error])
+    else:
+        it.status, it.reason, it.raw = ERROR, f"generation-error: {r.error}", ""
 
 
 def _postfix(bar: Any, stats: dict[str, Any], n_rejected: int) -> None:

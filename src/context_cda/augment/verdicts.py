@@ -52,6 +52,7 @@ def review_frame(df: Any, config: Any, *, cf_col: str, out_col: str, judge: Any 
     import pandas as pd
 
     from .checks import ReviewSettings, review_many
+    from .postprocess import swap_terms
     from .stage import load_gender_lexicon
 
     settings = ReviewSettings.from_config(config.augment)
@@ -59,7 +60,7 @@ def review_frame(df: Any, config: Any, *, cf_col: str, out_col: str, judge: Any 
     cfs = df[cf_col].fillna("").astype(str).tolist()
     outs = df[out_col].fillna("").astype(str).tolist()
     originals, finish = _optional(df, S.ORIGINAL), _optional(df, "finish_reason")
-    swaps = [None if s is None else [s] if isinstance(s, str) else list(s) for s in _optional(df, S.SWAPPED_TERMS)]
+    swaps = [swap_terms(s) for s in _optional(df, S.SWAPPED_TERMS)]
     verdicts = []
     for b in range(0, len(df), JUDGE_BATCH):
         sl = slice(b, b + JUDGE_BATCH)

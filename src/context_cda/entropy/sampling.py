@@ -13,7 +13,7 @@ special tokens) is dropped. Samples that change the meaning stay: that spread is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,11 +45,14 @@ def sample_review_settings(base: ReviewSettings | None = None) -> ReviewSettings
 
 @dataclass
 class Samples:
-    """The reviewed samples per text, the generator's error per text, and the dropped samples' reasons."""
+    """The reviewed samples per text, the generator's transient error per text, the dropped samples' reasons and
+    the generator's permanent error per text (``"<kind>: <detail>"``, e.g. ``prompt-too-long``: the item is
+    rejected for it, not retried)."""
 
     samples: list[list[str]]
     errors: list[str | None]
     dropped: list[list[str]]
+    rejections: list[str | None] = field(default_factory=list)
 
 
 def sample_and_review(
@@ -77,7 +80,8 @@ def sample_and_review(
     flat = [s for r in results for s in r.texts]
     verdicts = review_many([None] * len(flat), [texts[i] for i in owner], flat, lexicon=lexicon,
                            settings=settings)
-    out = Samples([[] for _ in texts], [r.error for r in results], [[] for _ in texts])
+    out = Samples([[] for _ in texts], [None if r.permanent else r.error for r in results], [[] for _ in texts],
+                  [r.error if r.permanent else None for r in results])
     for i, v in zip(owner, verdicts, strict=True):
         if v.accepted:
             out.samples[i].append(v.text)
@@ -98,8 +102,8 @@ def sample_rephrasings(
     review_settings: ReviewSettings | None = None,
     lexicon: Any = None,
 ) -> tuple[list[list[str]], list[str | None]]:
-    """``m`` sampled rephrasings per text (reviewed and cleaned; broken ones removed), and a per-text error
-    (or None)."""
+    """``m`` sampled rephrasings per text (reviewed and cleaned; broken ones removed), and a per-text error,
+    transient or permanent (or None)."""
     got = sample_and_review(generator, texts, m, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                             seed=seed, review_settings=review_settings, lexicon=lexicon)
-    return got.samples, got.errors
+    return got.samples, [e or r for e, r in zip(got.errors, got.rejections, strict=True)]

@@ -4,7 +4,8 @@ Per target model (``config.run.targets[target]``) the stage writes below ``out_d
 
     scores (layout.SCORES_FILE)  id, text, se, se_eq1, se_plogp, se_discrete, n_clusters, n_samples
     audit (layout.AUDIT_FILE)    id, sample_idx, sample, cluster, loglik_sum, loglik_mean, n_tokens
-    rejected.parquet   id, text, reason  (final: too few usable samples, non-finite likelihoods, empty text)
+    rejected.parquet   id, text, reason  (final: too few usable samples, non-finite likelihoods, empty text, a
+                                            prompt the generator can never take: prompt-too-long, empty-prompt)
     errors (layout.ERRORS_FILE)  id, text, reason  (the generator failed for a transient reason: retried next run)
     shards/<fingerprint>/shard-*.parquet   checkpoints (one atomic file per shard of items)
     samples/<fingerprint>/samples-*.parquet the M rephrasings per item, reused when only the judge, rule,
@@ -51,7 +52,7 @@ from ..judges import EntailmentJudge, PairDecider
 from .clustering import Query, cluster_ids
 from .estimators import semantic_entropies
 from .likelihood import sample_logliks
-from .sampling import REPHRASE_PROMPT_VERSION, sample_rephrasings, sample_review_settings
+from .sampling import REPHRASE_PROMPT_VERSION, sample_and_review, sample_review_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -62,6 +63,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
+# how the sampling seed is derived: run.seed for every prompt (the backends keep a stream per prompt); samples and
+# scores drawn under the earlier per-shard seeds are not reused
+SEEDING = "per-prompt"
 SHARDS_DIR = "shards"
 SAMPLES_DIR = "samples"
 SCORE_COLUMNS = [S.ID, S.TEXT, S.SE, S.SE_EQ1, S.SE_PLOGP, S.SE_DISCRETE, S.N_CLUSTERS, "n_samples"]
@@ -120,13 +124,19 @@ def process_items(
     *,
     batched: bool = True,
     sample_errors: Sequence[str | None] | None = None,
+    sample_rejections: Sequence[str | None] | None = None,
 ) -> ItemsResult:
-    """Score, cluster and estimate SE for items whose samples are already drawn (the stage's inner loop)."""
+    """Score, cluster and estimate SE for items whose samples are already drawn (the stage's inner loop).
+    ``sample_errors``: the generator's transient error per item (an error row, retried next run);
+    ``sample_rejections``: its permanent one (``"prompt-too-long: ..."``: a final rejection for that reason)."""
     res = ItemsResult()
     errs = list(sample_errors) if sample_errors is not None else [None] * len(ids)
+    perm = list(sample_rejections) if sample_rejections is not None else [None] * len(ids)
     keep: list[int] = []
     for i, ss in enumerate(samples):
-        if errs[i]:
+        if perm[i]:
+            res.rejected.append({S.ID: ids[i], S.TEXT: texts[i], S.REASON: perm[i]})
+        elif errs[i]:
             res.errors.append({S.ID: ids[i], S.TEXT: texts[i], S.REASON: f"generator: {errs[i]}"})
         elif len(ss) < cfg.min_samples:
             why = f"too-few-samples: {len(ss)} non-empty rephrasings < entropy.min_samples={cfg.min_samples}"
@@ -216,7 +226,8 @@ def fingerprint(config: Config, target_ref: str) -> str:
         "model": config.entropy.generator_model or config.augment.model,
         "prompt": REPHRASE_PROMPT_VERSION,
     }
-    return json_hash({"entropy": e, "target": target_ref, "generator": gen, "seed": config.run.seed})
+    return json_hash({"entropy": e, "target": target_ref, "generator": gen, "seed": config.run.seed,
+                      "seeding": SEEDING})
 
 
 def sample_settings(config: Config):
@@ -242,19 +253,27 @@ def sample_fingerprint(config: Config) -> str:
             "top_p": e.top_p,
             "max_tokens": e.max_tokens,
             "seed": config.run.seed,
+            "seeding": SEEDING,
         }
     )
 
 
-def read_sample_cache(sample_dir: Path) -> dict[str, tuple[str, list[str], str | None]]:
-    """id -> (text, samples, generator error) from every finished samples file."""
+CachedSamples = tuple[str, list[str], str | None, str | None]  # text, samples, transient error, permanent error
+
+
+def read_sample_cache(sample_dir: Path) -> dict[str, CachedSamples]:
+    """id -> (text, samples, transient generator error, permanent generator error) from every finished samples
+    file."""
     import pandas as pd
 
-    out: dict[str, tuple[str, list[str], str | None]] = {}
+    def text_or_none(v: Any) -> str | None:
+        return v if isinstance(v, str) and v else None
+
+    out: dict[str, CachedSamples] = {}
     for f in sorted(sample_dir.glob("samples-*.parquet")):
         for r in pd.read_parquet(f).itertuples(index=False):
-            err = r.error if isinstance(r.error, str) and r.error else None
-            out[str(r.id)] = (r.text, [str(x) for x in r.samples], err)
+            out[str(r.id)] = (r.text, [str(x) for x in r.samples], text_or_none(r.error),
+                              text_or_none(getattr(r, "rejection", None)))
     return out
 
 
@@ -454,7 +473,8 @@ def _process_shards(config: Config, todo: pd.DataFrame, models: _Models, out: Pa
         progress.generated += _draw_samples(config, ids, texts, models, sample_dir, sample_cache)
         t1 = time.perf_counter()
         res = process_items(ids, texts, [sample_cache[i][1] for i in ids], scorer, decider, cfg, batched=batched,
-                            sample_errors=[sample_cache[i][2] for i in ids])
+                            sample_errors=[sample_cache[i][2] for i in ids],
+                            sample_rejections=[sample_cache[i][3] for i in ids])
         progress.t_sample += t1 - t0
         progress.t_score += time.perf_counter() - t1
         progress.errors.update({str(r[S.ID]): r[S.REASON] for r in res.errors})
@@ -466,7 +486,7 @@ def _process_shards(config: Config, todo: pd.DataFrame, models: _Models, out: Pa
 
 
 def _draw_samples(config: Config, ids: list[str], texts: list[str], models: _Models, sample_dir: Path,
-                  sample_cache: dict[str, tuple[str, list[str], str | None]]) -> int:
+                  sample_cache: dict[str, CachedSamples]) -> int:
     """Sample the M rephrasings of the items that have none cached; the new samples are saved (atomically)
     before scoring starts, so a kill during scoring keeps them. Returns how many items were sampled."""
     import pandas as pd
@@ -476,18 +496,20 @@ def _draw_samples(config: Config, ids: list[str], texts: list[str], models: _Mod
             if i not in sample_cache or sample_cache[i][0] != t or sample_cache[i][2]]
     if not need:
         return 0
-    new_samples, new_errors = sample_rephrasings(
+    # one seed for every item: the backends draw per prompt (hf: a stream per seed, prompt and sample; vLLM and
+    # an OpenAI server: a per-request seed), so an item's samples do not depend on its shard, the limit or the
+    # generation part it landed in
+    got = sample_and_review(
         models.get_generator(), [texts[k] for k in need], cfg.n_samples, temperature=cfg.temperature,
-        top_p=cfg.top_p, max_tokens=cfg.max_tokens,
-        seed=int(stable_id(config.run.seed, *ids)[:8], 16),  # per shard of items
-        review_settings=sample_settings(config),
+        top_p=cfg.top_p, max_tokens=cfg.max_tokens, seed=config.run.seed, review_settings=sample_settings(config),
     )
     fresh = pd.DataFrame({S.ID: [ids[k] for k in need], S.TEXT: [texts[k] for k in need],
-                          "samples": new_samples, "error": [e or "" for e in new_errors]})
+                          "samples": got.samples, "error": [e or "" for e in got.errors],
+                          "rejection": [r or "" for r in got.rejections]})
     n_files = len(list(sample_dir.glob("samples-*.parquet")))
     write_table(fresh, sample_dir / f"samples-{n_files:05d}-{stable_id(*fresh[S.ID])}.parquet")
-    for k, ss, e in zip(need, new_samples, new_errors, strict=True):
-        sample_cache[ids[k]] = (texts[k], ss, e)
+    for k, ss, e, r in zip(need, got.samples, got.errors, got.rejections, strict=True):
+        sample_cache[ids[k]] = (texts[k], ss, e, r)
     return len(need)
 
 

@@ -6,9 +6,12 @@ A generator turns chat conversations into completions::
     results = gen.generate([[{"role": "user", "content": "Hi"}]], SamplingParams(n=3, temperature=1.0))
     results[0].texts          # three completions for the first conversation
     results[0].error          # None, or why this prompt produced nothing (after the backend's own retries)
+    results[0].permanent      # True when retrying cannot help (the prompt itself: empty, longer than the model)
 
 Backends (``hf``, ``vllm``, ``openai``) import their heavy library only when constructed, so importing this
-module is cheap. A backend never raises for one bad prompt: it returns a result with ``error`` set; it raises
+module is cheap. A backend never raises for one bad prompt: it returns a result with ``error`` set (and
+``permanent`` when the prompt itself is the problem: ``error`` is then ``"<kind>: <detail>"`` with a kind of
+:data:`PERMANENT_KINDS`, and the stages reject the item for that reason instead of retrying it); it raises
 :class:`~context_cda.errors.ServiceError` / :class:`~context_cda.errors.ModelError` only when nothing can work
 (server down, wrong model name, model not loadable).
 """
@@ -72,6 +75,18 @@ class SamplingParams:
         return d
 
 
+# the reason kinds of a permanent generator error (a final rejection of the item, not an error retried next run)
+EMPTY_PROMPT, PROMPT_TOO_LONG = "empty-prompt", "prompt-too-long"
+PERMANENT_KINDS = (EMPTY_PROMPT, PROMPT_TOO_LONG)
+
+
+def permanent_error(kind: str, detail: str) -> GenerationResult:
+    """The result for a prompt no retry can help: the item is rejected as ``"<kind>: <detail>"``."""
+    if kind not in PERMANENT_KINDS:
+        raise ValueError(f"unknown permanent generator error kind {kind!r}; known: {', '.join(PERMANENT_KINDS)}")
+    return GenerationResult(error=f"{kind}: {detail}", permanent=True)
+
+
 @dataclass
 class GenerationResult:
     """The completions for one prompt, with token counts (summed over the ``n`` completions)."""
@@ -81,6 +96,7 @@ class GenerationResult:
     completion_tokens: int = 0
     finish_reasons: list[str] = field(default_factory=list)
     error: str | None = None  # set when the backend gave up on this prompt (texts is then empty)
+    permanent: bool = False  # the error recurs on every retry: ``error`` is "<kind>: <detail>" (PERMANENT_KINDS)
 
     @property
     def ok(self) -> bool:
@@ -91,8 +107,8 @@ class GenerationResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GenerationResult:
-        return cls(**{k: d[k] for k in ("texts", "prompt_tokens", "completion_tokens", "finish_reasons", "error")
-                      if k in d})
+        keys = ("texts", "prompt_tokens", "completion_tokens", "finish_reasons", "error", "permanent")
+        return cls(**{k: d[k] for k in keys if k in d})
 
 
 @runtime_checkable

@@ -35,7 +35,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelError
-from .base import Conversation, GenerationResult, SamplingParams, truncate_at_stop
+from .base import (
+    EMPTY_PROMPT,
+    PROMPT_TOO_LONG,
+    Conversation,
+    GenerationResult,
+    SamplingParams,
+    permanent_error,
+    truncate_at_stop,
+)
 
 
 def format_chat(tokenizer: Any, messages: Conversation) -> str:
@@ -174,11 +182,10 @@ class HFGenerator:
         limit = self._max_positions()
         for i, seq in enumerate(ids):
             if not seq:
-                results[i] = GenerationResult(error="empty prompt: it has no tokens")
+                results[i] = permanent_error(EMPTY_PROMPT, "it has no tokens")
             elif limit and len(seq) + params.max_tokens > limit:
-                results[i] = GenerationResult(
-                    error=f"prompt too long: {len(seq)} + {params.max_tokens} new tokens > {limit} positions"
-                )
+                results[i] = permanent_error(
+                    PROMPT_TOO_LONG, f"{len(seq)} + {params.max_tokens} new tokens > {limit} positions")
         order = sorted((i for i in range(len(ids)) if results[i] is None), key=lambda i: ids[i])
         for b in range(0, len(order), self.batch_size):
             idx = order[b: b + self.batch_size]

@@ -20,14 +20,25 @@ import asyncio
 import ipaddress
 import os
 import random
+import re
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError, ServiceError
-from .base import Conversation, GenerationResult, SamplingParams, truncate_at_stop
+from .base import (
+    PROMPT_TOO_LONG,
+    Conversation,
+    GenerationResult,
+    SamplingParams,
+    permanent_error,
+    truncate_at_stop,
+)
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+# an HTTP 400 body saying the prompt does not fit (OpenAI: context_length_exceeded; vLLM: "This model's maximum
+# context length is 2048 tokens. However, you requested ...")
+_CONTEXT_LENGTH = re.compile(r"context[ _]length|maximum context", re.IGNORECASE)
 
 
 def check_key_transport(base_url: str, key_env: str, allow_insecure: bool) -> None:
@@ -174,6 +185,8 @@ class OpenAIGenerator:
                         raise _Retryable(f"HTTP {r.status_code}")
                     if r.status_code != 200:
                         self.stats["failed"] += 1
+                        if r.status_code == 400 and _CONTEXT_LENGTH.search(r.text):  # the prompt: no retry helps
+                            return permanent_error(PROMPT_TOO_LONG, f"HTTP 400: {r.text[:200]}")
                         return GenerationResult(error=f"HTTP {r.status_code}: {r.text[:200]}")
                     try:
                         return self._parse(r.json(), params)

@@ -33,14 +33,14 @@ REVIEW_PREFIX = "_review_"
 
 def review_table(df: pd.DataFrame, config: Any) -> list[Any]:
     """The augment review of every row of an augmented table (rules only; no meaning judge)."""
-    from ..augment import ReviewSettings, review_many
+    from ..augment import ReviewSettings, review_many, swap_terms
     from ..augment.stage import load_gender_lexicon
 
     settings = replace(ReviewSettings.from_config(config.augment), meaning="off")
     n = len(df)
     originals = df[S.ORIGINAL].tolist() if S.ORIGINAL in df.columns else [None] * n
     swaps = df[S.SWAPPED_TERMS].tolist() if S.SWAPPED_TERMS in df.columns else [None] * n
-    swaps = [None if s is None or isinstance(s, float) else list(s) for s in swaps]
+    swaps = [swap_terms(s) for s in swaps]
     originals = [o if isinstance(o, str) else None for o in originals]
     return review_many(originals, df[S.COUNTERFACTUAL].fillna("").astype(str).tolist(),
                        df[S.AUGMENTED].fillna("").astype(str).tolist(), lexicon=load_gender_lexicon(config),

@@ -13,7 +13,7 @@ kind                   switch      meaning
 =====================  ==========  ==============================================================================
 empty                  (always)    nothing left after cleaning
 refusal                (always)    "I'm sorry, I can't ..."
-identical              (always)    the same words as the input (off for the entropy sampler's rephrasings)
+identical              identical*  the same words as the input (off for the entropy sampler's rephrasings)
 script                 script      letters of another script than the input's (:mod:`.script`)
 language               language    another language than the input's (py3langid, :mod:`.script`)
 number-missing         numbers     a number, year or number word of the input is gone (changed)
@@ -31,6 +31,9 @@ truncated              truncation  cut off mid-sentence
 too-short / too-long   length      outside augment.min_length_ratio .. max_length_ratio
 meaning                meaning     the judge says the meaning changed (:mod:`.meaning`)
 =====================  ==========  ==============================================================================
+
+``identical*``: a :class:`ReviewSettings` field only, not in ``augment.review``: the augment stage always checks it,
+:meth:`ReviewSettings.for_samples` turns it off.
 """
 
 from __future__ import annotations
@@ -202,10 +205,14 @@ def _text(value: Any) -> str:
 
 
 def _swap_pairs(sw: Any, original: str | None, cf: str, idx: Any) -> list[tuple[str, str]]:
-    if sw is not None and len(sw) and isinstance(next(iter(sw)), str):
-        return parse_swaps(sw)
-    if sw is not None:
-        return [(a.lower(), b.lower()) for a, b in sw]
+    """The given swaps (``"he->she"`` strings or pairs); none given (None, NaN, an empty list): read off the
+    original and the counterfactual, when the original is known."""
+    if isinstance(sw, str | float) or (sw is not None and len(sw) and isinstance(next(iter(sw)), str)):
+        got = parse_swaps(sw)
+    else:
+        got = [(a.lower(), b.lower()) for a, b in sw] if sw is not None else []
+    if got:
+        return got
     return swaps_from_texts(original, cf, idx) if original else []
 
 
