@@ -74,8 +74,9 @@ def stage_entry(row: T.Stage, config: Config) -> dict[str, Any]:
     files = [str(v) for k in row.config_files if (v := T.config_value(config, k))]  # e.g. a local corpus
     entry["deps"] = deps + files + [f"{SRC}/{c}" for c in row.code]
     entry["params"] = [s.replace("{target}", "${item.target}") for s in row.sections]
-    if row.outs or not (row.metrics or row.plots):
-        outs = [f"{folder}/{o}" for o in row.outs] or [folder]
+    outs = [f"{folder}/{o}" for o in T.outs_of(row, config)]
+    if outs or not (row.outs or row.metrics or row.plots):
+        outs = outs or [folder]  # none named: the whole step folder
         entry["outs"] = outs if row.cache else [{o: {"cache": False}} for o in outs]
     if row.metrics:
         entry["metrics"] = _files(row.metrics, folder)

@@ -69,7 +69,8 @@ class Stage:
     fresh: str | None = None
     config_files: tuple[str, ...] = ()  # config keys naming input files outside the run folder
     cli_args: tuple[str, ...] = ()  # fixed arguments of `ccda <command>` (the fan-out keys are added as flags)
-    # what DVC tracks in the step folder: ``outs`` (none named: the whole folder), ``metrics`` and ``plots``
+    # what DVC tracks in the step folder: ``outs`` (none named: the whole folder; an :data:`OUT_LISTS` placeholder
+    # stands for one out per value of its config list), ``metrics`` and ``plots``
     # (JSON/CSV, not cached); ``cache=False`` keeps outs in git instead of the DVC cache
     outs: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
@@ -86,6 +87,12 @@ class Stage:
         return self.when is None or bool(config_value(config, self.when))
 
 
+#: a placeholder in ``Stage.outs`` -> the config list it stands for: one out per value (``dvc.yaml`` is written with
+#: the config's list, like the generation parts; regenerate it after changing the list)
+OUT_LISTS = {"{benchmark}": "evaluate.benchmarks"}
+#: an evaluate step's per-benchmark folders (predictions.parquet + aggregate.json each: the paired evidence of
+#: register and report)
+_PER_BENCHMARK = {"outs": ("{benchmark}",), "metrics": (L.AGGREGATE_FILE,)}
 _GEN = ("generation", "models.py", "tiny.py")
 _VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_FILE,)}
 _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
@@ -129,17 +136,16 @@ TABLE: tuple[Stage, ...] = (
           (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "validate-augment", L.VALID_FILE),
            Input("filtered", "filter", None, ("target",))),
           fanout=("target", "arm", "seed"), gpu="yes", code=("train", "optim.py", "cda", "evaluate", *_MODEL),
-          artifact="checkpoint", outs=(L.CHECKPOINTS_DIR, L.FINAL_DIR, L.TRAIN_ROWS_FILE),
+          artifact="checkpoint", outs=(L.CHECKPOINTS_DIR, L.FINAL_DIR, L.TRAIN_ROWS_FILE, L.EPOCH_PREDICTIONS_DIR),
           metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,)),
     Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
           ("run.seed", "run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",
           code=("evaluate", "optim.py", *_MODEL), artifact="evaluation", when="evaluate.after_training",
-          cli_args=("--no-progress",), metrics=(L.AGGREGATE_FILE,)),
+          cli_args=("--no-progress",), **_PER_BENCHMARK),
     Stage("evaluate", "evaluate", "context_cda.evaluate:run_evaluate", ("run.seed", "run.device", "evaluate"),
           (Input("model", "finetune", L.FINAL_DIR, ("target", "arm", "seed")),),
           fanout=("target", "arm", "seed"), gpu="yes", code=("evaluate", "optim.py", *_MODEL),
-          artifact="evaluation", when="evaluate.after_training", cli_args=("--no-progress",),
-          metrics=(L.AGGREGATE_FILE,)),
+          artifact="evaluation", when="evaluate.after_training", cli_args=("--no-progress",), **_PER_BENCHMARK),
     Stage("register", "register", "context_cda.tracking:run_register_target",
           ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "tracking", "evaluate.bootstrap"),
           (Input("finetune", "finetune", None, ("target",)),
@@ -188,6 +194,16 @@ def until_index(name: str) -> int:
     last = max(hits)
     checks = [i for i, r in enumerate(TABLE) if r.command == "validate" and r.inputs[0].step == ORDER[last]]
     return max([last, *checks])
+
+
+def outs_of(row: Stage, config: Config) -> tuple[str, ...]:
+    """The row's ``outs`` with each :data:`OUT_LISTS` placeholder expanded over its config list."""
+    out: list[str] = []
+    for name in row.outs:
+        holder = next((h for h in OUT_LISTS if h in name), None)
+        values = dict.fromkeys(config_value(config, OUT_LISTS[holder])) if holder else {}
+        out += [name.replace(holder, L.safe_name(str(v), OUT_LISTS[holder])) for v in values] if holder else [name]
+    return tuple(out)
 
 
 def config_value(config: Config, key: str) -> Any:
