@@ -44,11 +44,11 @@ def collect_arms(
     registration: Input[Registration] = None,
 ) -> str:
     """Fan-in over the arms and seeds of one target: a small slice of the run folder for the report (no model
-    weights, no checkpoints, no per-item predictions), laid out by :mod:`context_cda.layout` from the step and
-    keys each artifact carries: finetune steps' metrics.csv, manifests, corpus statistics, training rows and
-    per-epoch intrinsic predictions; the evaluations' aggregate.json files and their StereoSet / CrowS per-item
-    predictions (for the report's paired comparisons); the registration records; the filtered corpora; the
-    entropy scores."""
+    weights, no checkpoints; of the per-item predictions only the StereoSet and CrowS ones), laid out by
+    :mod:`context_cda.layout` from the step and keys each artifact carries: finetune steps' metrics.csv,
+    manifests, corpus statistics, training rows and per-epoch StereoSet / CrowS predictions; the evaluations'
+    aggregate.json files and their StereoSet / CrowS per-item predictions (for the report's paired comparisons);
+    the registration records; the filtered corpora; the entropy scores."""
     import json
     import shutil
     from pathlib import Path

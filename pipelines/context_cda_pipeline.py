@@ -25,12 +25,17 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
 
 ::
 
-    ingest -> cda -> validate(cda) -> augment -> validate(augment)
+    ingest -> cda -> validate(cda)
+      ParallelFor part in generation parts:  augment(part)
+    augment_merge (all parts) -> validate(augment)
       ParallelFor target in targets:
-        entropy(target) -> validate(entropy) (gate) -> filter(target)
+        ParallelFor (target, part) in part_matrix(target, parts):  entropy(target, part)
+        entropy_merge(target) -> validate(entropy) (gate) -> filter(target)
         filter(target) -> evaluate_target(target)      (the vanilla target, beside the arms' fine-tuning)
-        ParallelFor (target, arm) in arm_matrix(target, arms):
-          finetune(target, arm) -> evaluate(target, arm) -> register(target, arm)  (+ both evaluations)
+        ParallelFor (target, arm, seed) in arm_matrix(target, arms, seeds):
+          finetune(target, arm, seed) -> evaluate(target, arm, seed)
+        register(target)          (every arm in order, after the loop: its finetune steps, evaluations and the
+                                   vanilla evaluation; the gate pools the seeds' per-item evidence)
         collect_arms(target)      (finetune metrics, registrations, evaluation aggregates of arms and vanilla)
       report(all targets)
     exit handler: record_status (always runs; records failures)
