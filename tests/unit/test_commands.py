@@ -128,3 +128,13 @@ def test_register_command_runs_the_register_step_of_each_target(cfg, monkeypatch
     assert out.exit_code == 0, out.output
     assert seen == [("gpt2", ["cda"], ev, cfg.run_dir() / "register/gpt2")]
     assert "gpt2-debiased v1: kept as candidate" in out.output
+
+
+def test_run_help_lists_every_stage_in_order():
+    from typer.testing import CliRunner
+
+    from context_cda.cli import app
+
+    text = " ".join(CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "250"}).output.split())
+    assert ("ingest → cda → validate → augment → validate → entropy → validate → filter → finetune → evaluate → "
+            "register → report") in text
