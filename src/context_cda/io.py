@@ -139,8 +139,9 @@ def atomic_dir(dest: Path | str, replace: bool = True) -> Iterator[Path]:
     """Yield a new, empty, uniquely named folder beside ``dest``; when the block succeeds it becomes ``dest``.
 
     ``replace=True`` swaps out an existing ``dest``; ``replace=False`` keeps an existing ``dest`` (another process
-    finished the same work first) and drops this one. On an error nothing of the new folder remains, and two
-    writers never share a temporary folder.
+    finished the same work first) and drops this one, also when the other one's rename lands between our check
+    and ours (``ENOTEMPTY``/``EEXIST``). On an error nothing of the new folder remains, and two writers never share
+    a temporary folder.
     """
     import shutil
 
@@ -157,10 +158,21 @@ def atomic_dir(dest: Path | str, replace: bool = True) -> Iterator[Path]:
             os.replace(tmp, final)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(tmp, final)
+            _rename_dir(tmp, final, replace)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _rename_dir(tmp: Path, final: Path, replace: bool) -> None:
+    """``tmp`` becomes ``final``; a sibling that got there first wins when ``replace`` is False."""
+    import errno
+
+    try:
+        os.replace(tmp, final)
+    except OSError as e:
+        if replace or e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not final.is_dir():
+            raise
 
 
 def write_text(path: Path | str, text: str) -> Path:

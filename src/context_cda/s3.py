@@ -16,7 +16,6 @@ Versioned pipeline outputs are DVC's job (its S3 remote, docs/dvc.md); this modu
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -195,22 +194,19 @@ def download_tree(uri: str, dest: Path, objects: list[Obj], cli=None,
     ``dest`` is named by the objects' ETags (see :func:`local_copy`, :func:`model_dir`), so a ``dest`` that is
     already there holds the same objects: it is kept and this copy dropped. Parallel pods sharing a cache (shards
     on one volume) thus never pull a folder from under a sibling that is reading it, and when two finish at once
-    the loser's rename onto the winner's folder (``ENOTEMPTY``/``EEXIST``) is that same case, not an error."""
+    the loser's rename onto the winner's folder (``ENOTEMPTY``/``EEXIST``) is that same case, not an error
+    (:func:`context_cda.io.atomic_dir`)."""
     cli = cli or client()
     bucket, key = split(uri)
     prefix = key.rstrip("/") + "/" if key.strip("/") else ""
-    try:
-        with atomic_dir(dest, replace=False) as tmp:
-            for o in objects:
-                target = tmp / _relative(prefix, o.key)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    cli.download_file(bucket, o.key, str(target))
-                except Exception as e:
-                    raise _explain(e, f"{SCHEME}{bucket}/{o.key}", error, cli) from None
-    except OSError as e:
-        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not dest.is_dir():
-            raise
+    with atomic_dir(dest, replace=False) as tmp:
+        for o in objects:
+            target = tmp / _relative(prefix, o.key)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                cli.download_file(bucket, o.key, str(target))
+            except Exception as e:
+                raise _explain(e, f"{SCHEME}{bucket}/{o.key}", error, cli) from None
     return dest
 
 
