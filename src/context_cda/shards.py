@@ -8,7 +8,7 @@ which an item is missing or appears twice (in two parts, or twice in one), namin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,9 +54,34 @@ def merge_parts(tables: Sequence[pd.DataFrame], key: str, expected: Iterable[str
     return merged
 
 
+def read_part_table(path: Path, key: str) -> pd.DataFrame:
+    """One part's table, or an empty one with the ``key`` column when the part wrote none."""
+    import pandas as pd
+
+    from .io import read_table
+
+    return read_table(path) if path.is_file() else pd.DataFrame(columns=[key])
+
+
+def concat_in_order(frames: Sequence[pd.DataFrame], key: str, order: Mapping[str, int],
+                    then: str | None = None) -> pd.DataFrame:
+    """The parts' rows in one table, sorted by ``order`` of their ``key`` (the input's order), then by the column
+    ``then`` where the table has it (a sample index); an empty result keeps the first part's columns."""
+    import pandas as pd
+
+    full = [f for f in frames if len(f)]
+    if not full:
+        return frames[0].reset_index(drop=True)
+    merged = pd.concat(full, ignore_index=True)
+    merged["_order"] = merged[key].astype(str).map(order)
+    keys = ["_order", then] if then is not None and then in merged.columns else ["_order"]
+    return merged.sort_values(keys, kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
 def sum_summaries(summaries: Sequence[dict]) -> dict:
     """The parts' stage summaries as one: counts (and nested count maps) added up; other values taken from the
-    first part; rates (``*_per_s``) left out, since parts that ran side by side have no single rate."""
+    first part; rates (``*_per_s``) left out, since parts that ran side by side have no single rate. Averages and
+    medians are not counts: the caller recomputes them from the merged tables (entropy: ``score_stats``)."""
     out: dict = {}
     for summary in summaries:
         for key, value in summary.items():

@@ -417,3 +417,33 @@ def test_a_prompt_too_long_is_a_final_rejection_not_an_error(tmp_path):
     gen = _LongGenerator()
     again = run_entropy(config(tmp_path), {"augmented": src}, out, "fake", generator=gen, **kw)
     assert again["errors"] == 0 and gen.prompts == 0  # final: not sampled again
+
+
+def test_merged_parts_recompute_the_averages(tmp_path):
+    """Two generation parts merged: counts add up, the averages (SE mean and median, clusters, judge calls per
+    item) are those of the merged scores, as one run over every item gives them, not the parts' sums."""
+    from context_cda.entropy.merge import run_entropy_merge
+
+    src = make_input(tmp_path, n=12)
+
+    def fakes():
+        return {"generator": FakeGenerator(), "scorer": FakeScorer(), "judge": FakeJudge()}
+
+    one = run_entropy(config(tmp_path), {"augmented": src}, tmp_path / "one", "fake", **fakes())
+    cfg = config(tmp_path)
+    cfg.pipeline.generation_shards = 2
+    parent = tmp_path / "parts"
+    parts = [run_entropy(cfg, {"augmented": src}, L.within(parent, "entropy-part", {"target": "fake"}, shard=i),
+                         "fake", shard=i, **fakes()) for i in range(2)]
+    assert all(p["scored"] for p in parts)  # both parts hold items
+    merged = run_entropy_merge(cfg, {"parts": parent, "augmented": src}, tmp_path / "merged", "fake")
+    assert merged["scored"] == one["scored"] == 12 and merged["processed_items"] == 12
+    for key in ("se_mean", "se_median", "n_clusters_mean", "all_pairs_per_item"):
+        assert merged[key] == pytest.approx(one[key]), key
+    # the judge's label cache is per part, so the parts ask more than one run: calls over items, not a sum of ratios
+    calls = sum(p["judge_calls"] for p in parts)
+    assert merged["judge_calls"] == calls and merged["judge_calls_per_item"] == round(calls / 12, 3)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "merged" / L.SCORES_FILE),
+                                  pd.read_parquet(tmp_path / "one" / L.SCORES_FILE))
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "merged" / L.AUDIT_FILE),
+                                  pd.read_parquet(tmp_path / "one" / L.AUDIT_FILE))

@@ -11,7 +11,14 @@ import pandas as pd
 import pytest
 
 from context_cda.errors import InputError
-from context_cda.shards import merge_parts, part_folders, part_of, sum_summaries
+from context_cda.shards import (
+    concat_in_order,
+    merge_parts,
+    part_folders,
+    part_of,
+    read_part_table,
+    sum_summaries,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
@@ -46,6 +53,18 @@ def test_summaries_add_up_counts_and_keep_the_rest():
     merged = sum_summaries([{"accepted": 2, "reject_reasons": {"len": 1}, "gen_model": "m", "tokens_per_s": 9.0},
                             {"accepted": 3, "reject_reasons": {"len": 2, "lang": 1}, "gen_model": "m"}])
     assert merged == {"accepted": 5, "reject_reasons": {"len": 3, "lang": 1}, "gen_model": "m"}
+
+
+def test_parts_are_read_and_joined_in_the_input_order(tmp_path):
+    a = pd.DataFrame({"id": ["z", "x", "x"], "sample_idx": [0, 1, 0], "v": [1, 2, 3]})
+    b = read_part_table(tmp_path / "absent.parquet", "id")
+    assert list(b.columns) == ["id"] and len(b) == 0
+    c = pd.DataFrame({"id": ["y"], "sample_idx": [0], "v": [4]})
+    got = concat_in_order([b, a, c], "id", {"x": 0, "y": 1, "z": 2}, then="sample_idx")
+    assert got["id"].tolist() == ["x", "x", "y", "z"] and got["v"].tolist() == [3, 2, 4, 1]
+    assert list(got.index) == [0, 1, 2, 3]
+    assert concat_in_order([a[["id", "v"]]], "id", {"x": 0, "z": 1}, then="sample_idx")["v"].tolist() == [2, 3, 1]
+    assert concat_in_order([b, b], "id", {}).columns.tolist() == ["id"]
 
 
 @pytest.mark.services

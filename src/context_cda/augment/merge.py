@@ -16,8 +16,8 @@ from typing import Any
 from .. import layout as L
 from .. import schemas as S
 from ..errors import check_item_errors
-from ..io import REJECTED, StageRecorder, read_json, read_table, write_rejected, write_table
-from ..shards import merge_parts, part_folders, sum_summaries
+from ..io import REJECTED, StageRecorder, read_json, write_rejected, write_table
+from ..shards import concat_in_order, merge_parts, part_folders, read_part_table, sum_summaries
 
 
 def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Path | str) -> dict[str, Any]:
@@ -29,17 +29,16 @@ def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Pa
     _, expected = eligible(config, {"counterfactuals": inputs["counterfactuals"]})
     rec = StageRecorder("augment-merge", out, {"parts": len(parts)},
                         {"counterfactuals": inputs["counterfactuals"], **{f"part-{i}": p for i, p in enumerate(parts)}})
-    tables = {name: [_table(p / name) for p in parts] for name in (L.AUGMENTED_FILE, REJECTED, L.ERRORS_FILE)}
+    tables = {name: [read_part_table(p / name, S.CDA_ID) for p in parts]
+              for name in (L.AUGMENTED_FILE, REJECTED, L.ERRORS_FILE)}
     every = [t[[S.CDA_ID]] for t in (*tables[L.AUGMENTED_FILE], *tables[REJECTED], *tables[L.ERRORS_FILE])
              if len(t)]
     merge_parts(every, S.CDA_ID, expected[S.ID].astype(str), f"augment merge of {len(parts)} part(s)")
     order = {cid: i for i, cid in enumerate(expected[S.ID].astype(str))}
     written = {}
     for name, frames in tables.items():
-        merged = _concat(frames)
-        merged = merged.iloc[merged[S.CDA_ID].astype(str).map(order).argsort(kind="stable")] if len(merged) else merged
-        written[name] = (write_rejected(merged.reset_index(drop=True), out) if name == REJECTED
-                         else write_table(merged.reset_index(drop=True), out / name))
+        merged = concat_in_order(frames, S.CDA_ID, order)
+        written[name] = write_rejected(merged, out) if name == REJECTED else write_table(merged, out / name)
     summary = sum_summaries([read_json(p / "manifest.json").get("summary", {}) for p in parts])
     summary["parts"] = len(parts)
     rec.finish({"in": summary.get("rows_in", 0), "out": summary.get("accepted", 0),
@@ -50,16 +49,3 @@ def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Pa
                       summary.get("error_reasons", {}), out / L.ERRORS_FILE, config.run.allow_errors)
     return summary
 
-
-def _table(path: Path):
-    import pandas as pd
-
-    return read_table(path) if path.is_file() else pd.DataFrame(columns=[S.CDA_ID])
-
-
-def _concat(frames):
-    """The parts' rows in one table (an empty table keeps the first part's columns)."""
-    import pandas as pd
-
-    full = [f for f in frames if len(f)]
-    return pd.concat(full, ignore_index=True) if full else frames[0]

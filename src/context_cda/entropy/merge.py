@@ -3,7 +3,8 @@
 Each part (``pipeline.generation_shards``; :mod:`context_cda.shards`) sampled and scored the items whose id falls in
 it. The merge checks that every item the step had to score ends in exactly one part's scores, rejected or error
 rows, then writes the step's scores, audit, rejected and error tables (input order) and a manifest whose summary
-adds up the parts'. Error rows stay errors (exit 75 unless ``run.allow_errors``; the next run retries them).
+adds up the parts' counts and recomputes the averages (SE mean and median, clusters, judge calls per item) from the
+merged scores. Error rows stay errors (exit 75 unless ``run.allow_errors``; the next run retries them).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 from .. import layout as L
 from .. import schemas as S
 from ..errors import check_item_errors
-from ..io import MANIFEST, REJECTED, StageRecorder, read_json, read_table, write_rejected, write_table
-from ..shards import merge_parts, part_folders, sum_summaries
+from ..io import MANIFEST, REJECTED, StageRecorder, read_json, write_rejected, write_table
+from ..shards import concat_in_order, merge_parts, part_folders, read_part_table, sum_summaries
 
 _TABLES = (L.SCORES_FILE, L.AUDIT_FILE, REJECTED, L.ERRORS_FILE)
 
@@ -24,7 +25,7 @@ _TABLES = (L.SCORES_FILE, L.AUDIT_FILE, REJECTED, L.ERRORS_FILE)
 def run_entropy_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Path | str,
                       target: str) -> dict[str, Any]:
     """Join target ``target``'s parts in ``inputs["parts"]`` for the items of ``inputs["augmented"]``."""
-    from .stage import _read_items
+    from .stage import _read_items, per_item_stats, score_stats
 
     out = Path(out_dir)
     parts = part_folders(inputs["parts"], "entropy-part", config.pipeline.generation_shards, {"target": target})
@@ -32,41 +33,23 @@ def run_entropy_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Pa
     expected = [*items[S.ID].astype(str), *(str(r[S.ID]) for r in rejected_input)]
     rec = StageRecorder("entropy-merge", out, {"target": target, "parts": len(parts)},
                         {"augmented": inputs["augmented"], **{f"part-{i}": p for i, p in enumerate(parts)}})
-    tables = {name: [_table(p / name) for p in parts] for name in _TABLES}
+    tables = {name: [read_part_table(p / name, S.ID) for p in parts] for name in _TABLES}
     outcome = [t[[S.ID]] for name in (L.SCORES_FILE, REJECTED, L.ERRORS_FILE) for t in tables[name] if len(t)]
     merge_parts(outcome, S.ID, expected, f"entropy[{target}] merge of {len(parts)} part(s)")
     order = {i: n for n, i in enumerate(expected)}
-    merged = {name: _in_order(frames, order) for name, frames in tables.items()}
+    merged = {name: concat_in_order(frames, S.ID, order, then="sample_idx") for name, frames in tables.items()}
     written = {name: _write(name, frame, out) for name, frame in merged.items()}
     summary = sum_summaries([read_json(p / MANIFEST).get("summary", {}) for p in parts])
     scores = merged[L.SCORES_FILE]
-    summary.update(target=target, parts=len(parts), scored=int(len(scores)),
-                   se_mean=float(scores[S.SE].mean()) if len(scores) else float("nan"))
+    # averages are not summed: recomputed from the merged scores and the summed counts
+    summary.update(target=target, parts=len(parts), scored=int(len(scores)), **score_stats(scores),
+                   **per_item_stats(config, summary.get("judge_calls", 0), summary.get("processed_items", 0)))
     rec.finish({"in": len(expected), "out": int(len(scores)), "rejected": summary.get("rejected", 0),
                 "errors": summary.get("errors", 0)}, outputs=written, summary=summary)
     check_item_errors(f"entropy[{target}]", summary.get("errors", 0), len(expected), summary.get("error_reasons", {}),
                       out / L.ERRORS_FILE, config.run.allow_errors)
     return summary
 
-
-def _table(path: Path):
-    import pandas as pd
-
-    return read_table(path) if path.is_file() else pd.DataFrame(columns=[S.ID])
-
-
-def _in_order(frames, order: Mapping[str, int]):
-    """The parts' rows in one table, in the input's order, then by sample (an empty result keeps the first
-    part's columns)."""
-    import pandas as pd
-
-    full = [f for f in frames if len(f)]
-    if not full:
-        return frames[0]
-    merged = pd.concat(full, ignore_index=True)
-    merged["_order"] = merged[S.ID].astype(str).map(order)
-    keys = ["_order", "sample_idx"] if "sample_idx" in merged.columns else ["_order"]
-    return merged.sort_values(keys, kind="stable").drop(columns="_order").reset_index(drop=True)
 
 
 def _write(name: str, frame, out: Path) -> Path:

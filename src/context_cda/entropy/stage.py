@@ -534,13 +534,29 @@ def _assemble(shard_dir: Path, items: pd.DataFrame, rejected_input: list[dict[st
     return scores, audit.reset_index(drop=True), rejected
 
 
+def score_stats(scores: pd.DataFrame) -> dict[str, float]:
+    """The summary's averages over a scores table (NaN when it is empty)."""
+    n = len(scores)
+    return {
+        "se_mean": float(scores[S.SE].mean()) if n else float("nan"),
+        "se_median": float(scores[S.SE].median()) if n else float("nan"),
+        "n_clusters_mean": float(scores[S.N_CLUSTERS].mean()) if n else float("nan"),
+    }
+
+
+def per_item_stats(config: Config, judge_calls: int, processed: int) -> dict[str, float]:
+    """Judge calls per processed item, and the pairs an all-pairs clustering would judge per item."""
+    m = config.entropy.n_samples
+    return {"judge_calls_per_item": round(judge_calls / processed, 3) if processed else 0.0,
+            "all_pairs_per_item": m * m}
+
+
 def _summary(config: Config, target: str, target_ref: str, fp: str, items, rejected_input, scores, rejected,
              todo, progress: _Progress) -> dict[str, Any]:
     cfg = config.entropy
     n_items = len(scores)
     decider = progress.decider
     stats = decider.stats() if decider else {"judge_calls": 0, "judge_requests": 0, "judge_batches": 0}
-    processed = max(1, len(todo))
     return {
         "target": target,
         "target_model": target_ref,
@@ -556,11 +572,8 @@ def _summary(config: Config, target: str, target_ref: str, fp: str, items, rejec
         "items_sampled": progress.generated,
         "fingerprint": fp,
         **stats,
-        "judge_calls_per_item": round(stats["judge_calls"] / processed, 3) if len(todo) else 0.0,
-        "all_pairs_per_item": cfg.n_samples * cfg.n_samples,
-        "se_mean": float(scores[S.SE].mean()) if n_items else float("nan"),
-        "se_median": float(scores[S.SE].median()) if n_items else float("nan"),
-        "n_clusters_mean": float(scores[S.N_CLUSTERS].mean()) if n_items else float("nan"),
+        **per_item_stats(config, stats["judge_calls"], len(todo)),
+        **score_stats(scores),
         "seconds_sampling": round(progress.t_sample, 3),
         "seconds_scoring_clustering": round(progress.t_score, 3),
     }
