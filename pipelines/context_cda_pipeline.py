@@ -251,12 +251,13 @@ def _hardening(task: dsl.PipelineTask, s: ClusterSettings, name: str, internet: 
     return task
 
 
-def _may_download(s: ClusterSettings, name: str, kind: str) -> bool:
+def _may_download(s: ClusterSettings, name: str, kind: str, judge: bool = False) -> bool:
     """Whether task ``name`` gets the internet egress label: a step that loads a model (a GPU step of the table,
-    run on a GPU or not) or reads input files from outside the run (the table's ``config_files``: ingest)."""
+    run on a GPU or not; an augment part whose review has a meaning judge, ``judge``) or reads input files from
+    outside the run (the table's ``config_files``: ingest)."""
     if s.internet_egress != "downloads":
         return s.internet_egress == "all"
-    return kind == "yes" or (name in T.STAGES and bool(T.get(name).config_files))
+    return kind == "yes" or judge or (name in T.STAGES and bool(T.get(name).config_files))
 
 
 def _quantity(q: str) -> int:
@@ -323,7 +324,9 @@ def build_pipeline(
     def wanted(step: str) -> bool:
         return T.ORDER.index(step) <= upto and T.get(step).enabled(config)
 
-    step = _task_settings(variant, s)
+    # an augment part whose review has a meaning judge loads that model (nli, embedding; llm: the generator's)
+    judged = {"augment-part"} if config.augment.review.meaning in ("nli", "embedding") else set()
+    step = _task_settings(variant, s, judged)
     gen_overrides = s.generator_overrides() if variant == "gpu" else []
     config_yaml_default = config_yaml(config)
 
@@ -348,7 +351,7 @@ def build_pipeline(
     return context_cda_pipeline
 
 
-def _task_settings(variant: str, s: ClusterSettings):
+def _task_settings(variant: str, s: ClusterSettings, judged: set[str] = frozenset()):
     """``step(task, name)``: caching, and on the cluster the resources, mounts, secrets, timeout, retries and
     security settings of the table's kind of step (a row that ``generates`` calls the generator, which in service
     mode is the cluster's vLLM and needs its API key)."""
@@ -373,7 +376,7 @@ def _task_settings(variant: str, s: ClusterSettings):
             _cpu_step(task, s, name)
         if generates and s.augment_mode == "service":
             kubernetes.use_secret_as_env(task, s.vllm_secret, dict(s.vllm_env))
-        return _hardening(task, s, name, _may_download(s, name, kind))
+        return _hardening(task, s, name, _may_download(s, name, kind, name in judged))
 
     return step
 

@@ -106,9 +106,11 @@ TABLE: tuple[Stage, ...] = (
           (Input("cda", "cda", L.COUNTERFACTUALS_FILE),), options={"boundary": "cda"}, code=("validation",),
           artifact="validated", cli_args=("--stage", "cda"), **_VALIDATED),
     Stage("augment-part", "augment", "context_cda.augment:run_augment",
-          ("run.seed", "run.device", "lexicon", "augment", "pipeline.generation_shards"),
+          # entropy.judge / judge_model: the review's meaning judge defaults to the entropy step's judge model
+          ("run.seed", "run.device", "lexicon", "augment", "entropy.judge", "entropy.judge_model",
+           "pipeline.generation_shards"),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), fanout=("shard",), gpu="generator",
-          code=("augment", *_GEN, "shards.py"), artifact="part", cli_args=("--no-progress",), generates=True),
+          code=("augment", *_GEN, "shards.py", "judges.py"), artifact="part", cli_args=("--no-progress",), generates=True),
     Stage("augment", "augment", "context_cda.augment:run_augment_merge",
           ("lexicon", "augment", "pipeline.generation_shards"),
           (Input("parts", "augment-part"), Input("counterfactuals", "validate-cda", L.VALID_FILE)),

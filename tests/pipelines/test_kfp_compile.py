@@ -535,9 +535,11 @@ def test_paper_package_runs_every_task_as_the_images_non_root_user(paper):
 
 
 def test_paper_package_labels_pods_for_the_network_policies(paper):
-    spec, platform, _ = paper
+    spec, platform, cfg = paper
     k8s = _k8s(platform)
     downloads = {r.step for r in T.TABLE if r.gpu == "yes" or r.config_files}  # models, or input files (ingest)
+    assert cfg.augment.review.meaning == "nli"  # the paper's review loads an NLI judge in the augment parts
+    downloads.add("augment-part")
     for ex, (step, _) in _task_steps(spec).items():
         labels = k8s[ex]["podMetadata"]["labels"]
         assert labels["app.kubernetes.io/component"] == "pipeline-step", ex

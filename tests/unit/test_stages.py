@@ -64,3 +64,12 @@ def test_get_stage_is_the_rows_function_and_names_only_steps():
     assert T.get_stage("augment-part") is run_augment and T.get_stage("augment") is run_augment_merge
     with pytest.raises(ConfigError, match="unknown step 'validate'"):  # a command is not a step
         T.get_stage("validate")
+
+
+def test_the_augment_review_judge_model_counts_for_the_augment_parts(cfg_factory):
+    """The review's meaning judge defaults to entropy.judge_model: changing it makes augment stale."""
+    base = {"run": {"targets": {"a": "tiny:gpt2"}}, "augment": {"review": {"meaning": "nli"}}}
+    one = cfg_factory(**base, entropy={"judge": "nli", "judge_model": "judge-a"})
+    two = cfg_factory(**base, entropy={"judge": "nli", "judge_model": "judge-b"})
+    name = "augment-part[part-0]"
+    assert _step(pipeline.plan(one), name).key(one) != _step(pipeline.plan(two), name).key(two)
