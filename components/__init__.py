@@ -23,6 +23,7 @@ if not os.environ.get("_KFP_RUNTIME"):
     from components.finetune import finetune
     from components.ingest import ingest
     from components.merge import augment_merge, entropy_merge
+    from components.neutral import neutral
     from components.register import register
     from components.report import report
     from components.validate import validate
@@ -35,6 +36,8 @@ if not os.environ.get("_KFP_RUNTIME"):
         "augment-part": augment,
         "augment": augment_merge,
         "validate-augment": validate,
+        "neutral": neutral,
+        "validate-neutral": validate,
         "entropy-part": entropy,
         "entropy": entropy_merge,
         "validate-entropy": validate,
@@ -60,6 +63,7 @@ __all__ = [
     "filter",
     "finetune",
     "ingest",
+    "neutral",
     "part_matrix",
     "record_status",
     "register",

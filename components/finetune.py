@@ -18,15 +18,17 @@ def finetune(
     filtered: Input[FilteredCorpora],
     checkpoint: Output[Checkpoint],
     metrics: Output[Metrics],
+    neutral: Input[Corpus] = None,
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
     """Fine-tune ``target`` on ``arm`` (context_cda.train.run_finetune): ``cda`` and ``augmented`` are the
-    validated tables, ``filtered`` the target's filtered corpora; the arm picks its corpus, every arm's counts
-    give the shared token budget."""
+    validated tables, ``filtered`` the target's filtered corpora, ``neutral`` the validated neutral rewrites
+    (when the context-neutral arm runs); the arm picks its corpus, every arm's counts give the shared token
+    budget."""
     from components._runtime import load_config, log_metrics, run_table_step
 
     summary = run_table_step("finetune", load_config(config_yaml, overrides),
-                             {"cda": cda, "augmented": augmented, "filtered": filtered}, checkpoint,
-                             target=target, arm=arm, seed=seed)
+                             {"cda": cda, "augmented": augmented, "filtered": filtered, "neutral": neutral},
+                             checkpoint, target=target, arm=arm, seed=seed)
     log_metrics(metrics, summary)
     return summary

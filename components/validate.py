@@ -1,4 +1,4 @@
-"""validate: a great-expectations suite at a stage boundary (cda | augment | entropy) -> valid + quarantine."""
+"""validate: a great-expectations suite at a stage boundary (cda | augment | neutral | entropy) -> valid + quarantine."""
 
 from kfp import dsl
 from kfp.dsl import Input, Output

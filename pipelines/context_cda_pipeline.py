@@ -28,6 +28,7 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
     ingest -> cda -> validate(cda)
       ParallelFor part in generation parts:  augment(part)
     augment_merge (all parts) -> validate(augment)
+    neutral -> validate(neutral)       (when train.arms holds context-neutral)
       ParallelFor target in targets:
         ParallelFor (target, part) in part_matrix(target, parts):  entropy(target, part)
         entropy_merge(target) -> validate(entropy) (gate) -> filter(target)
@@ -402,6 +403,11 @@ def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, parts) -
                                           counterfactuals=w.feed("augment", "counterfactuals")), "augment"))
     w.add("validate-augment", step(C.validate(config_yaml=config_yaml, boundary="augment",
                                               data=w.feed("validate-augment", "augment")), "validate-augment"))
+    if wanted("neutral"):  # the context-neutral arm's corpus: the generator's neutral rewrites, validated
+        w.add("neutral", step(C.neutral(config_yaml=config_yaml, overrides=gen_overrides,
+                                        counterfactuals=w.feed("neutral", "counterfactuals")), "neutral"))
+        w.add("validate-neutral", step(C.validate(config_yaml=config_yaml, boundary="neutral",
+                                                  data=w.feed("validate-neutral", "neutral")), "validate-neutral"))
     return True
 
 
@@ -433,9 +439,10 @@ def _target_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, targets,
         pairs = step(C.arm_matrix(target=target, arms=arms, seeds=seeds), "arm_matrix")
         with dsl.ParallelFor(pairs.output, name="arms") as item:
             keys = {"target": item.target, "arm": item.arm, "seed": item.seed}
+            neutral = {"neutral": w.feed("finetune", "neutral")} if "validate-neutral" in w.tasks else {}
             w.add("finetune", step(C.finetune(config_yaml=config_yaml, **keys, cda=w.feed("finetune", "cda"),
                                               augmented=w.feed("finetune", "augmented"),
-                                              filtered=w.feed("finetune", "filtered")), "finetune"))
+                                              filtered=w.feed("finetune", "filtered"), **neutral), "finetune"))
             if wanted("evaluate"):
                 w.add("evaluate", step(C.evaluate(config_yaml=config_yaml, **keys,
                                                   model=w.feed("evaluate", "model")), "evaluate"))

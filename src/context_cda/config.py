@@ -34,6 +34,12 @@ class Section(BaseModel):
 
 class RunConfig(Section):
     run_dir: str = Field("runs/default", description="Folder that holds every stage's outputs for this run.")
+    attribute: Literal["gender", "race", "religion"] = Field(
+        "gender",
+        description="The attribute this run debiases (one run, one attribute): gender (male/female pairs, the "
+        "paper) | race | religion (n groups: lexicon rows of one word per group; docs/attributes.md). It picks the "
+        "lexicon, the CDA mapping, the augment prompt, the review's attribute check and the benchmarks' bias type.",
+    )
     seed: int = Field(
         13, ge=0, lt=2**32, description="Global random seed: corpus sampling, CDS, generation, evaluation subsets "
         "(training uses train.seeds).",
@@ -90,16 +96,27 @@ class RunConfig(Section):
 class LexiconConfig(Section):
     source: str = Field(
         "default",
-        description="Gender word pairs: default (ours) | zhao2018 | bias-bench | lu2018 | winobias | a file path "
-        "(JSON list of [male, female] pairs, or a TSV of male<TAB>female).",
+        description="The run attribute's word list. gender: default (ours) | zhao2018 | bias-bench | lu2018 | "
+        "winobias | a file path (JSON list of [male, female] pairs, or a TSV of male<TAB>female); race, religion: "
+        "default (ours) | bias-bench (its rows for the attribute) | a JSON file (rows of one word per group, or "
+        "{attribute: rows}).",
     )
     path: str | None = Field(
         None,
         description="Local file (or folder for zhao2018: male_word_file.txt + female_word_file.txt) for a "
-        "published list; required for the published lists, which we do not redistribute.",
+        "published list; null: zhao2018 and bias-bench are read as the datasets gender-words and bias-bench-words "
+        "(mirror CCDA_DATA_DIR, the data cache or the pinned download); lu2018 and winobias need it.",
     )
     extra_pairs: list[tuple[str, str]] = Field(
-        default_factory=list, description="Additional [male, female] pairs added to the chosen source."
+        default_factory=list, description="Additional [male, female] pairs added to the chosen source (gender)."
+    )
+    extra_groups: list[list[str]] = Field(
+        default_factory=list, description="Additional rows of one word per group (race, religion; in the order of "
+        "the source's groups) added to the chosen source."
+    )
+    ambiguous: list[str] | None = Field(
+        None, description="race, religion: words that are also common words (black, white as colours), swapped only "
+        "where they refer to people (cda.ambiguous); null: the attribute's built-in list."
     )
     on_conflict: Literal["error", "keep-first", "report"] = Field(
         "report",
@@ -134,7 +151,10 @@ class IngestConfig(Section):
     )
     min_words: int = Field(6, ge=1, description="Shortest sentence kept, in whitespace words.")
     max_words: int = Field(60, ge=1, description="Longest sentence kept, in whitespace words.")
-    require_gendered: bool = Field(True, description="Keep only sentences with at least one lexicon word.")
+    require_gendered: bool = Field(
+        True, description="Keep only sentences with at least one word the run attribute's counterfactuals swap "
+        "(gender: a lexicon word; race, religion: a group word in its sense, not 'white wine')."
+    )
     drop_headings: bool = Field(True, description="Drop WikiText '= Heading =' lines.")
     detokenize_wikitext: bool = Field(
         True, description="Undo WikiText's ' @-@ ', ' @,@ ', ' @.@ ' joiners and spaced punctuation."
@@ -161,10 +181,24 @@ class IngestConfig(Section):
 
 
 class CDAConfig(Section):
-    mode: Literal["two-sided", "one-sided", "cds"] = Field(
+    mode: Literal["two-sided", "one-sided", "cds", "neutral"] = Field(
         "two-sided",
         description="two-sided: keep the original and add its counterfactual (the paper); one-sided: replace "
-        "with the counterfactual; cds: swap each sentence with probability cds_probability (substitution).",
+        "with the counterfactual; cds: swap each sentence with probability cds_probability (substitution); "
+        "neutral (gender): rewrite with singular they and neutral nouns instead of swapping (the lexicon-only "
+        "baseline of the context-neutral arm), trained one-sided.",
+    )
+    mapping: Literal["permutations", "bias-bench"] = Field(
+        "permutations",
+        description="race, religion: permutations writes one counterfactual per other group (group i -> group "
+        "i+k mod n, k = 1..n-1: deterministic, consistent within a sentence); bias-bench maps each group to a random "
+        "other group per sentence with bias-bench's word matching (whitespace tokens, exact case).",
+    )
+    ambiguous: Literal["person", "swap", "skip"] = Field(
+        "person",
+        description="race, religion: lexicon.ambiguous words (black, white) are swapped only where they refer to "
+        "people (person: before a word for people, or after 'is/was' with a person as subject; 'white wine' stays), "
+        "always (swap) or never (skip); words inside capitalised names (Black Sea) are left alone unless swap.",
     )
     cds_probability: float = Field(0.5, ge=0.0, le=1.0, description="Swap probability in cds mode.")
     swap_names: bool = Field(False, description="Also swap first names from a names list (names_path).")
@@ -187,7 +221,7 @@ class ValidateConfig(Section):
     fail_on_error: bool = Field(
         False, description="Exit non-zero when any row fails (otherwise failing rows are quarantined)."
     )
-    exclude_ids: dict[Literal["cda", "augment", "entropy"], list[str]] = Field(
+    exclude_ids: dict[Literal["cda", "augment", "neutral", "entropy"], list[str]] = Field(
         default_factory=dict,
         description="Row ids a reviewer rejected by hand, per boundary (cda | augment | entropy -> ids): the "
         "boundary's suite quarantines them (reason excluded-by-reviewer), so no later stage reads them.",
@@ -331,6 +365,21 @@ class AugmentConfig(Section):
     openai: OpenAIServerConfig = Field(default_factory=OpenAIServerConfig, description="openai backend settings.")
     review: ReviewConfig = Field(
         default_factory=ReviewConfig, description="Checks every generated rephrasing must pass (one switch each)."
+    )
+
+
+class NeutralConfig(Section):
+    """The generator's gender-neutral rewrite of each gendered sentence (the context-neutral arm's corpus)."""
+
+    prompt_version: str = Field(
+        "n1", description="Version of the built-in neutral-rewrite prompts (context_cda.augment.prompts)."
+    )
+    few_shot: bool = Field(True, description="Include the prompt version's worked examples in the chat.")
+    limit: int | None = Field(
+        None, ge=1, description="Rewrite only the first N validated CDA rows' originals (null: all)."
+    )
+    max_retries: int | None = Field(
+        None, ge=0, description="Re-generate a rejected rewrite this many times (null: augment.max_retries)."
     )
 
 
@@ -511,6 +560,28 @@ class NextTokenConfig(Section):
     )
 
 
+class WinoGenderConfig(Section):
+    path: str | None = Field(
+        None, description="Winogender folder with all_sentences.tsv and templates.tsv (local or s3://); null: the "
+        "winogender dataset (mirror, cache, download)."
+    )
+    max_items: int | None = Field(
+        None, ge=1, description="Score a seeded sample of N schemas (each with its male, female and neutral "
+        "sentence; 240 in all); null: all."
+    )
+
+
+class WinoBiasConfig(Section):
+    path: str | None = Field(
+        None, description="WinoBias folder with {pro,anti}_stereotyped_type{1,2}.txt.{dev,test} and the "
+        "occupation lists (local or s3://); null: the winobias dataset."
+    )
+    split: Literal["dev", "test"] = Field("test", description="Which split is scored (396 sentences per file).")
+    max_items: int | None = Field(
+        None, ge=1, description="Score a seeded sample of N pro/anti sentence pairs per type (396 each); null: all."
+    )
+
+
 class BootstrapConfig(Section):
     level: float = Field(0.95, gt=0, lt=1, description="Confidence level of every interval (and of the significance "
                          "marks and the promotion gate: a difference is significant when its interval excludes 0).")
@@ -528,7 +599,9 @@ class EvaluateConfig(Section):
         description="Benchmarks to run (see `ccda evaluate --help`). The per-epoch evaluation during fine-tuning "
         "runs the cheap ones (stereoset, crows, next-token); the evaluate stage runs all.",
     )
-    bias_type: str = Field("gender", description="Bias type filter: gender | race | religion | profession | all.")
+    bias_type: str = Field(
+        "auto", description="Bias type filter: auto (the run's attribute: run.attribute) | gender | race | religion "
+        "| profession | all. CrowS-Pairs spells race race-color.")
     crows_mode: Literal["auto", "nangia", "bias-bench", "lm-eval"] = Field(
         "auto", description="CrowS-Pairs scoring; auto: nangia for masked LMs, bias-bench otherwise."
     )
@@ -562,6 +635,10 @@ class EvaluateConfig(Section):
     stsb: StsbConfig = Field(default_factory=StsbConfig, description="STS-B gender similarity gaps.")
     nli_bias: NliBiasConfig = Field(default_factory=NliBiasConfig, description="NLI-Bias neutrality.")
     next_token: NextTokenConfig = Field(default_factory=NextTokenConfig, description="Next-token gender balance.")
+    winogender: WinoGenderConfig = Field(default_factory=WinoGenderConfig, description="WinoGender pronoun "
+                                         "resolution (lm-evaluation-harness's formulation).")
+    winobias: WinoBiasConfig = Field(default_factory=WinoBiasConfig, description="WinoBias pro- vs "
+                                     "anti-stereotyped coreference accuracy.")
 
 
 class LoraConfig(Section):
@@ -572,26 +649,40 @@ class LoraConfig(Section):
     target_modules: list[str] | None = Field(None, description="Module names to adapt (null: peft's default).")
 
 
-#: arm names: cda, context-cda, context-cda-nofilter, context-cda-k<K> (K: the filtered corpus's k)
-ARM_PATTERN = re.compile(r"^(cda|context-cda|context-cda-nofilter|context-cda-k(\d+(?:\.\d+)?))$")
+#: arm names: cda, cda-neutral, context-cda, context-cda-nofilter, context-cda-k<K> (K: the filtered corpus's k),
+#: context-neutral
+ARM_PATTERN = re.compile(
+    r"^(cda|cda-neutral|context-neutral|context-cda|context-cda-nofilter|context-cda-k(\d+(?:\.\d+)?))$")
+#: arms that read no filtered corpus -> the input they read (the stage table's finetune inputs)
+UNFILTERED_ARMS = {"cda": "cda", "cda-neutral": "cda", "context-cda-nofilter": "augmented",
+                   "context-neutral": "neutral"}
+#: arms that rewrite gendered words into neutral ones (gender runs only)
+NEUTRAL_ARMS = ("cda-neutral", "context-neutral")
+ARM_HELP = "cda, cda-neutral, context-cda, context-cda-nofilter, context-cda-k<K> or context-neutral"
 
 
 def arm_k(arm: str, default_k: float) -> float | None:
     """The filtered corpus (k %) an arm trains on: ``context-cda-k<K>`` -> K, ``context-cda`` -> ``default_k``;
-    None for the arms that read no filtered corpus (cda, context-cda-nofilter)."""
+    None for the arms that read no filtered corpus (:data:`UNFILTERED_ARMS`)."""
     m = ARM_PATTERN.match(arm)
     if m is None:
-        raise ConfigError(f"train.arms: unknown arm {arm!r}; use cda, context-cda, context-cda-nofilter or "
-                          "context-cda-k<K>.")
-    if arm in ("cda", "context-cda-nofilter"):
+        raise ConfigError(f"train.arms: unknown arm {arm!r}; use {ARM_HELP}.")
+    if arm in UNFILTERED_ARMS:
         return None
     return float(m.group(2)) if m.group(2) else float(default_k)
+
+
+def arm_input(arm: str) -> str:
+    """The finetune input an arm reads: cda, augmented, neutral or filtered."""
+    arm_k(arm, 30.0)
+    return UNFILTERED_ARMS.get(arm, "filtered")
 
 
 class TrainConfig(Section):
     arms: list[str] = Field(
         default_factory=lambda: ["cda", "context-cda"],
-        description="Arms to fine-tune: cda | context-cda | context-cda-nofilter | context-cda-k20 | ... "
+        description="Arms to fine-tune: cda | cda-neutral (the lexicon's neutral rewrite) | context-cda | "
+        "context-cda-nofilter | context-cda-k20 | ... | context-neutral (the generator's neutral rewrite, reviewed) "
         "(vanilla is always evaluated as epoch 0).",
     )
     k: float = Field(30.0, gt=0, lt=100, description="Which filtered corpus (k %) the context-cda arm trains on.")
@@ -639,8 +730,7 @@ class TrainConfig(Section):
     def _arms(cls, v: list[str]) -> list[str]:
         bad = [a for a in v if not ARM_PATTERN.match(a)]
         if bad:
-            raise ValueError(f"unknown arm(s) {', '.join(map(repr, bad))}; use cda, context-cda, "
-                             "context-cda-nofilter or context-cda-k<K> (0 < K < 100)")
+            raise ValueError(f"unknown arm(s) {', '.join(map(repr, bad))}; use {ARM_HELP} (0 < K < 100)")
         if not v or len(set(v)) != len(v):
             raise ValueError("list at least one arm, each once")
         for a in v:
@@ -776,6 +866,7 @@ STAGE_SECTIONS: dict[str, type[Section]] = {
     "cda": CDAConfig,
     "validate": ValidateConfig,
     "augment": AugmentConfig,
+    "neutral": NeutralConfig,
     "entropy": EntropyConfig,
     "filter": FilterConfig,
     "evaluate": EvaluateConfig,
@@ -795,6 +886,7 @@ class Config(Section):
     cda: CDAConfig = Field(default_factory=CDAConfig)
     validate_: ValidateConfig = Field(default_factory=ValidateConfig, alias="validate")
     augment: AugmentConfig = Field(default_factory=AugmentConfig)
+    neutral: NeutralConfig = Field(default_factory=NeutralConfig)
     entropy: EntropyConfig = Field(default_factory=EntropyConfig)
     filter: FilterConfig = Field(default_factory=FilterConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
@@ -807,6 +899,25 @@ class Config(Section):
 
     profile: str | None = Field(None, description="Name of the profile this config was resolved with.")
 
+    @model_validator(mode="after")
+    def _attribute(self) -> Config:
+        """The run's attribute decides what the evaluation judges (``evaluate.bias_type: auto``) and rules out
+        the settings that exist for one kind of attribute only."""
+        attr = self.run.attribute
+        if self.evaluate.bias_type == "auto":
+            from .attributes import bias_type
+
+            self.evaluate.bias_type = bias_type(attr)
+        neutral = [a for a in self.train.arms if a in NEUTRAL_ARMS] + (["cda.mode=neutral"]
+                                                                       if self.cda.mode == "neutral" else [])
+        if attr != "gender" and neutral:
+            raise ValueError(f"{', '.join(neutral)}: a neutral rewrite replaces gendered words, so it needs "
+                             f"run.attribute=gender (got {attr}); drop it from train.arms / cda.mode")
+        if attr == "gender" and self.cda.mapping == "bias-bench":
+            raise ValueError("cda.mapping=bias-bench maps n-ary groups (race, religion); gender swaps its pairs "
+                             "both ways (cda.mode), so leave cda.mapping at permutations")
+        return self
+
     def section(self, name: str) -> Section:
         return getattr(self, "validate_" if name == "validate" else name)
 
@@ -818,8 +929,10 @@ class Config(Section):
 
 
 def defaults_dict() -> dict[str, Any]:
-    """Every default, as params.yaml holds it."""
-    return Config().to_dict()
+    """Every default, as params.yaml holds it (``evaluate.bias_type`` unresolved: auto follows run.attribute)."""
+    out = Config().to_dict()
+    out["evaluate"]["bias_type"] = EvaluateConfig.model_fields["bias_type"].default
+    return out
 
 
 def section_hash(*sections: BaseModel) -> str:
@@ -983,6 +1096,9 @@ def _explain(err: ValidationError, sources: dict[str, str]) -> str:
         key = ".".join(loc)
         origin = sources.get(".".join(loc[:2]), "defaults")
         msg = item["msg"]
+        if not loc:  # a rule across sections (Config's own validator): its message names the keys
+            lines.append(msg.removeprefix("Value error, "))
+            continue
         if item["type"] == "extra_forbidden":
             sec = STAGE_SECTIONS.get(loc[0])
             known = ", ".join(sec.model_fields) if sec and len(loc) == 2 else ""

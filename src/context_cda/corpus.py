@@ -1,4 +1,5 @@
-"""Ingest: read a corpus, normalise, split into sentences, keep the gendered ones, deduplicate, sample.
+"""Ingest: read a corpus, normalise, split into sentences, keep those with words of the run's attribute
+(``run.attribute``: gendered words by default), deduplicate, sample.
 
 Inputs: ``.txt`` (one sentence or paragraph per line), ``.jsonl``, ``.csv``, ``.parquet``, each optionally
 ``.gz``; or a folder of such files (local, or ``s3://``). Named corpora (``ingest.corpus``) are datasets of
@@ -7,7 +8,7 @@ Inputs: ``.txt`` (one sentence or paragraph per line), ``.jsonl``, ``.csv``, ``.
 
 Nothing is dropped silently: every line or sentence that does not make it into ``sentences.parquet`` is in
 ``rejected.parquet`` with a reason (``line-too-long``, ``invalid-json``, ``missing-text``, ``too-short``,
-``too-long``, ``no-gender-term``, ``duplicate``, ``not-sampled``), and the summary counts them.
+``too-long``, ``no-<attribute>-term`` (``no-gender-term``, ``no-race-term`` ...), ``duplicate``, ``not-sampled``), and the summary counts them.
 """
 
 from __future__ import annotations
@@ -256,10 +257,12 @@ class _Selection:
     """The sentences kept so far (by id, first occurrence wins) and every rejected line or sentence, with why."""
 
     def __init__(self, config: Config) -> None:
-        from .cda import Swapper, load_lexicon
+        from .cda.stage import make_swapper
 
         self.ic = config.ingest
-        self.swapper = Swapper(load_lexicon(config.lexicon))
+        self.no_term = f"no-{config.run.attribute}-term"
+        plain = config.model_copy(update={"cda": config.cda.model_copy(update={"swap_names": False})})
+        self.swapper = make_swapper(plain)  # the words a counterfactual swaps (names excluded)
         self.kept: dict[str, dict[str, Any]] = {}
         self.rejected: list[dict[str, Any]] = []
 
@@ -271,13 +274,13 @@ class _Selection:
         n_words, sid = len(sent.split()), stable_id("sentence", sent)
         terms = self.swapper.find_terms(sent)
         reason = ("too-short" if n_words < self.ic.min_words else "too-long" if n_words > self.ic.max_words
-                  else "no-gender-term" if self.ic.require_gendered and not terms
+                  else self.no_term if self.ic.require_gendered and not terms
                   else "duplicate" if sid in self.kept else None)
         if reason:
             self.reject(sent, source, line, reason, sid)
             return
         self.kept[sid] = {S.ID: sid, S.TEXT: sent, S.SOURCE: source, S.LINE: line, S.N_WORDS: n_words,
-                          S.GENDER_TERMS: terms}
+                          S.ATTRIBUTE_TERMS: terms}
 
 
 def _read_sentences(files: list[Path], config: Config, sel: _Selection, stats: Counter) -> None:
@@ -318,8 +321,9 @@ def _nothing_kept(files: list[Path], stats: Counter, sel: _Selection) -> InputEr
     why = ", ".join(f"{n} {r}" for r, n in reasons.most_common()) or "none"
     return InputError(
         f"{', '.join(map(str, files))}: no sentence kept ({stats['lines']} lines, {stats['sentences']} sentences; "
-        f"rejected: {why}). The pipeline needs gendered sentences: check that the corpus is English text with "
-        "gendered words (he, she, mother, ...), ingest.min_words/max_words, ingest.text_column and the lexicon."
+        f"rejected: {why}). The pipeline needs sentences with words of the run's attribute: check that the corpus "
+        "is English text with such words (gender: he, she, mother, ...; race, religion: docs/attributes.md), "
+        "ingest.min_words/max_words, ingest.text_column and the lexicon."
     )
 
 
@@ -335,7 +339,7 @@ def run_ingest(
     files = corpus_files(config, inputs.get("corpus"))
     ic = config.ingest
     rec = StageRecorder("ingest", out, {"ingest": ic.model_dump(), "lexicon": config.lexicon.model_dump(),
-                                        "seed": config.run.seed}, {f"corpus:{f.name}": f for f in files})
+                                        "seed": config.run.seed, "attribute": config.run.attribute}, {f"corpus:{f.name}": f for f in files})
     sel, stats = _Selection(config), Counter()
     with rec.timed("read_split_filter"):
         _read_sentences(files, config, sel, stats)
@@ -344,7 +348,7 @@ def run_ingest(
     if not sel.kept:
         raise _nothing_kept(files, stats, sel)
     rows = _sample(sel, ic.sample_n, config.run.seed)
-    df = pd.DataFrame(rows, columns=[S.ID, S.TEXT, S.SOURCE, S.LINE, S.N_WORDS, S.GENDER_TERMS])
+    df = pd.DataFrame(rows, columns=[S.ID, S.TEXT, S.SOURCE, S.LINE, S.N_WORDS, S.ATTRIBUTE_TERMS])
     out_file = write_table(df, out / SENTENCES_FILE)
     rejected = sel.rejected
     rej_file = write_rejected(pd.DataFrame(rejected, columns=[S.ID, S.TEXT, S.SOURCE, S.LINE, S.REASON]), out)
@@ -357,7 +361,7 @@ def run_ingest(
         "rows_rejected": len(rejected),
         "rejected_by_reason": dict(sorted(reasons.items())),
         "lines_with_replaced_bytes": stats["lines_with_replaced_bytes"],
-        "top_gender_terms": dict(Counter(t for r in rows for t in r[S.GENDER_TERMS]).most_common(10)),
+        "top_attribute_terms": dict(Counter(t for r in rows for t in r[S.ATTRIBUTE_TERMS]).most_common(10)),
     }
     rec.finish(
         {"rows_in": stats["lines"], "rows_out": len(df), "rows_rejected": len(rejected)},

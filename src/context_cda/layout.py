@@ -77,6 +77,8 @@ FOLDERS: dict[str, str] = {
     "augment-part": "augment-parts/part-{shard}",
     "augment": "augment",
     "validate-augment": "validate/augment",
+    "neutral": "neutral",
+    "validate-neutral": "validate/neutral",
     "entropy-part": "entropy-parts/{target}/part-{shard}",
     "entropy": "entropy/{target}",
     "validate-entropy": "validate/entropy/{target}",
@@ -89,7 +91,8 @@ FOLDERS: dict[str, str] = {
 }
 
 #: validation boundary -> its step
-BOUNDARY_STEPS = {"cda": "validate-cda", "augment": "validate-augment", "entropy": "validate-entropy"}
+BOUNDARY_STEPS = {"cda": "validate-cda", "augment": "validate-augment", "neutral": "validate-neutral",
+                  "entropy": "validate-entropy"}
 
 _KEYS = ("target", "arm", "seed", "shard")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")

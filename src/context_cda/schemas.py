@@ -11,7 +11,7 @@ TEXT = "text"
 SOURCE = "source"  # file the sentence came from
 LINE = "line"  # 1-based line (txt/jsonl) or row (csv/parquet) in that file
 N_WORDS = "n_words"
-GENDER_TERMS = "gender_terms"  # lexicon words found in the sentence
+ATTRIBUTE_TERMS = "attribute_terms"  # the run attribute's lexicon words found in the sentence (gender: he, mother ...)
 
 # ---- cda: the counterfactuals table
 SOURCE_ID = "source_id"  # id of the ingested sentence
@@ -19,7 +19,8 @@ ORIGINAL = "original"
 COUNTERFACTUAL = "counterfactual"
 SWAPPED_TERMS = "swapped_terms"  # list of "from->to" strings, in order of occurrence
 N_SWAPS = "n_swaps"
-DIRECTION = "direction"  # m2f | f2m | mixed | none
+DIRECTION = "direction"  # m2f | f2m | mixed | none (gender); <group>-><group> | mixed (race, religion); neutral
+SKIPPED_TERMS = "skipped_terms"  # "word: reason" of attribute words left alone (name, not-a-person, no-neutral-form)
 IS_COUNTERFACTUAL = "is_counterfactual"  # two-sided output keeps originals (False) beside counterfactuals (True)
 # ``text`` holds what downstream training reads: the counterfactual, or the original in two-sided rows
 

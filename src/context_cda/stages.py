@@ -61,7 +61,7 @@ class Stage:
     gpu: str = "no"  # no | yes | generator (a GPU when the generator runs in-process)
     code: tuple[str, ...] = ()  # library code under src/context_cda (DVC deps)
     artifact: str = "out"  # the KFP output artifact holding the step folder
-    when: str | None = None  # a boolean config key that switches the step on
+    when: str | None = None  # a boolean config key that switches the step on, or "list.key~value" (membership)
     side_effects: bool = False  # writes outside the run folder (the model registry): Kubeflow never caches it
     generates: bool = False  # calls the generator (on the cluster: the vLLM service and its API key)
     # "module:attr" of an extra up-to-date check, fn(config, out_dir, **keys) -> bool, for a step whose outputs
@@ -84,7 +84,12 @@ class Stage:
         return {k: values[k] for k in self.fanout}
 
     def enabled(self, config: Config) -> bool:
-        return self.when is None or bool(config_value(config, self.when))
+        """The row's ``when``: a boolean config key, or ``key~value`` (the config list ``key`` holds ``value``)."""
+        if self.when is None:
+            return True
+        key, _, member = self.when.partition("~")
+        value = config_value(config, key)
+        return member in (value or ()) if member else bool(value)
 
 
 #: a placeholder in ``Stage.outs`` -> the config list it stands for: one out per value (``dvc.yaml`` is written with
@@ -98,28 +103,42 @@ _VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_F
 _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
 
 TABLE: tuple[Stage, ...] = (
-    Stage("ingest", "ingest", "context_cda.corpus:run_ingest", ("run.seed", "lexicon", "ingest"),
+    Stage("ingest", "ingest", "context_cda.corpus:run_ingest", ("run.seed", "run.attribute", "lexicon", "ingest", "cda.mapping", "cda.ambiguous"),
           code=("corpus.py", "cda"), artifact="sentences", config_files=("ingest.path",)),
-    Stage("cda", "cda", "context_cda.cda:run_cda", ("run.seed", "lexicon", "cda"),
+    Stage("cda", "cda", "context_cda.cda:run_cda", ("run.seed", "run.attribute", "lexicon", "cda"),
           (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda",), artifact="counterfactuals"),
-    Stage("validate-cda", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "cda"),
+    Stage("validate-cda", "validate", "context_cda.validation:run_validate",
+          ("run.seed", "run.attribute", "lexicon", "validate", "cda"),
           (Input("cda", "cda", L.COUNTERFACTUALS_FILE),), options={"boundary": "cda"}, code=("validation",),
           artifact="validated", cli_args=("--stage", "cda"), **_VALIDATED),
     Stage("augment-part", "augment", "context_cda.augment:run_augment",
           # entropy.judge / judge_model: the review's meaning judge defaults to the entropy step's judge model
-          ("run.seed", "run.device", "lexicon", "augment", "entropy.judge", "entropy.judge_model",
+          ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "entropy.judge", "entropy.judge_model",
            "pipeline.generation_shards"),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), fanout=("shard",), gpu="generator",
           code=("augment", *_GEN, "shards.py", "judges.py"), artifact="part", cli_args=("--no-progress",), generates=True),
     Stage("augment", "augment", "context_cda.augment:run_augment_merge",
-          ("lexicon", "augment", "pipeline.generation_shards"),
+          ("run.attribute", "lexicon", "augment", "pipeline.generation_shards"),
           (Input("parts", "augment-part"), Input("counterfactuals", "validate-cda", L.VALID_FILE)),
           code=("augment", "shards.py"), artifact="augmented", cli_args=("--merge",)),
-    Stage("validate-augment", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "augment"),
+    Stage("validate-augment", "validate", "context_cda.validation:run_validate",
+          ("run.attribute", "lexicon", "validate", "augment"),
           (Input("augment", "augment", L.AUGMENTED_FILE),), options={"boundary": "augment"},
           code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_VALIDATED),
+    Stage("neutral", "neutral", "context_cda.augment:run_neutral",
+          ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "neutral", "entropy.judge",
+           "entropy.judge_model"),
+          (Input("counterfactuals", "validate-cda", L.VALID_FILE),), gpu="generator",
+          code=("augment", *_GEN, "shards.py", "judges.py", "cda"), artifact="neutral", cli_args=("--no-progress",),
+          generates=True, when="train.arms~context-neutral"),
+    Stage("validate-neutral", "validate", "context_cda.validation:run_validate",
+          ("run.attribute", "lexicon", "validate", "augment", "neutral"),
+          (Input("neutral", "neutral", L.AUGMENTED_FILE),), options={"boundary": "neutral"},
+          code=("validation", "augment", "cda"), artifact="validated", cli_args=("--stage", "neutral"),
+          when="train.arms~context-neutral", **_VALIDATED),
     Stage("entropy-part", "entropy", "context_cda.entropy:run_entropy",
-          ("run.seed", "run.device", "run.targets.{target}", "augment", "entropy", "pipeline.generation_shards"),
+          ("run.seed", "run.device", "run.attribute", "run.targets.{target}", "augment", "entropy",
+           "pipeline.generation_shards"),
           (Input("augmented", "validate-augment", L.VALID_FILE),), fanout=("target", "shard"), gpu="yes",
           code=("entropy", "augment", *_GEN, "scoring", "judges.py", "shards.py"), artifact="part", generates=True),
     Stage("entropy", "entropy", "context_cda.entropy:run_entropy_merge",
@@ -134,9 +153,10 @@ TABLE: tuple[Stage, ...] = (
           (Input("scores", "validate-entropy", L.VALID_FILE, ("target",)),), fanout=("target",),
           code=("entropy/filter.py",), artifact="filtered"),
     Stage("finetune", "finetune", "context_cda.train:run_finetune",
-          ("run.seed", "run.device", "run.targets.{target}", "cda.mode", "train", "evaluate"),
+          ("run.seed", "run.device", "run.targets.{target}", "cda.mode", "lexicon", "train", "evaluate"),
           (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "validate-augment", L.VALID_FILE),
-           Input("filtered", "filter", None, ("target",))),
+           Input("filtered", "filter", None, ("target",)),
+           Input("neutral", "validate-neutral", L.VALID_FILE, optional=True)),
           fanout=("target", "arm", "seed"), gpu="yes", code=("train", "optim.py", "cda", "evaluate", *_MODEL),
           artifact="checkpoint", outs=(L.CHECKPOINTS_DIR, L.FINAL_DIR, L.TRAIN_ROWS_FILE, L.EPOCH_PREDICTIONS_DIR),
           metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,)),

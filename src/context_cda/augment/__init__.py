@@ -6,6 +6,7 @@ Public API (imported lazily, so ``import context_cda.augment`` needs no torch)::
 
     run_augment(config, inputs={"counterfactuals": path}, out_dir, shard=None) -> dict   # the stage (one part)
     run_augment_merge(config, inputs={"parts": dir, "counterfactuals": path}, out_dir)  # the parts joined
+    run_neutral(config, inputs={"counterfactuals": path}, out_dir)               # the neutral rewrites
     build_messages(sentence, version="v1", few_shot=True, feedback=None)          # the prompt
     review(original, counterfactual, output, *, lexicon=None, judge=None, settings=None)
         -> Review(accepted, text, reasons)                                          # the only acceptance rule
@@ -21,7 +22,9 @@ from typing import Any
 _EXPORTS = {
     "run_augment": ".stage",
     "run_augment_merge": ".merge",
-    "load_gender_lexicon": ".stage",
+    "run_neutral": ".stage",
+    "load_attribute_lexicon": ".stage",
+    "review_settings": ".stage",
     "PROMPTS": ".prompts",
     "PromptSpec": ".prompts",
     "build_messages": ".prompts",

@@ -82,6 +82,82 @@ PROMPTS: dict[str, PromptSpec] = {
     "v2": PromptSpec("v2", _SYSTEM_V2, _INSTRUCTION_V2, _EXAMPLES_V2),
 }
 
+# ---- race and religion: the same versions, asking to keep the attribute's words instead of the genders
+
+_ATTR_SYSTEM_V1 = (
+    "You are a careful writing assistant. You rewrite single sentences so that they read naturally and carry "
+    "richer context, without changing what they say. You never change any person's {described}: every word for "
+    "it ({words}) stays exactly as in the input, and you add no such word. You answer with the rewritten sentence "
+    "only: no introduction, no quotes, no explanation."
+)
+_ATTR_INSTRUCTION_V1 = (
+    "Rephrase the sentence below as one fluent sentence that adds a little natural context (a setting, a "
+    "reason or a detail) while keeping its meaning. Keep every word for {described} exactly as in the sentence "
+    "and add none. Do not add commentary.\n\nSentence: {{sentence}}"
+)
+_ATTR_SYSTEM_V2 = (
+    "You rewrite one sentence at a time. You keep every name, number, date and fact of the sentence, and every "
+    "word for {described} ({words}) exactly as it is; you add no such word. You add one short, natural detail: a "
+    "setting, a time or a reason. You answer with the rewritten sentence only, in the language of the sentence."
+)
+_ATTR_INSTRUCTION_V2 = (
+    "Rewrite the sentence with one short added detail. Keep all of its names, numbers and facts and the same "
+    "words for {described}. Answer with one sentence only.\n\nSentence: {{sentence}}"
+)
+_ATTR_EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "race": (
+        ("In 1998 the Asian family moved to Berlin.",
+         "In 1998 the Asian family moved to Berlin, where a cousin had found work at a bakery."),
+        ("Hispanic voters waited in line in Ohio.",
+         "On a cold November morning, Hispanic voters waited in line in Ohio to cast their ballots."),
+    ),
+    "religion": (
+        ("In 1998 the Jewish family moved to Berlin.",
+         "In 1998 the Jewish family moved to Berlin, where a cousin had found work at a bakery."),
+        ("The mosque in Ohio opened a food bank.",
+         "After the floods ruined the harvest, the mosque in Ohio opened a food bank."),
+    ),
+}
+
+
+def _attribute_prompts() -> dict[str, dict[str, PromptSpec]]:
+    from ..attributes import ATTRIBUTES
+
+    out: dict[str, dict[str, PromptSpec]] = {}
+    for name, examples in _ATTR_EXAMPLES.items():
+        a = ATTRIBUTES[name]
+        fill = {"described": a.described, "words": a.words}
+        out[name] = {
+            "v1": PromptSpec("v1", _ATTR_SYSTEM_V1.format(**fill), _ATTR_INSTRUCTION_V1.format(**fill), examples),
+            "v2": PromptSpec("v2", _ATTR_SYSTEM_V2.format(**fill), _ATTR_INSTRUCTION_V2.format(**fill), examples),
+        }
+    return out
+
+
+#: attribute -> version -> prompt (gender: :data:`PROMPTS`)
+ATTRIBUTE_PROMPTS: dict[str, dict[str, PromptSpec]] = {"gender": PROMPTS, **_attribute_prompts()}
+
+# ---- the neutral rewrite (the context-neutral arm): singular they and neutral nouns, nothing else changed
+
+_NEUTRAL_SYSTEM_N1 = (
+    "You rewrite one sentence at a time into gender-neutral English. Every gendered word becomes a neutral one: "
+    "he and she become they, him becomes them, his and her become their, himself and herself become themselves, "
+    "man and woman become person, mother and father become parent, sister and brother become sibling, chairman "
+    "becomes chairperson; the verbs agree (they are, they were, they have). You change nothing else: every name, "
+    "number, date and fact stays. You answer with the rewritten sentence only."
+)
+_NEUTRAL_INSTRUCTION_N1 = (
+    "Rewrite the sentence in gender-neutral language (singular they, neutral nouns), keeping its meaning and "
+    "every other word. Answer with one sentence only.\n\nSentence: {sentence}"
+)
+_NEUTRAL_EXAMPLES_N1 = (
+    ("In 1998 she moved to Berlin with her brother.", "In 1998 they moved to Berlin with their sibling."),
+    ("The chairman said his mother was proud of him.", "The chairperson said their parent was proud of them."),
+)
+NEUTRAL_PROMPTS: dict[str, PromptSpec] = {
+    "n1": PromptSpec("n1", _NEUTRAL_SYSTEM_N1, _NEUTRAL_INSTRUCTION_N1, _NEUTRAL_EXAMPLES_N1),
+}
+
 #: what a retry tells the generator, per failed check (``{language}``, ``{detail}`` filled in)
 FEEDBACK: dict[str, str] = {
     "empty": "Your previous answer was empty. Answer with the rewritten sentence.",
@@ -99,6 +175,13 @@ FEEDBACK: dict[str, str] = {
     "gender-contradiction": "Your previous answer changed a person's gender. Use the same pronouns and gendered "
     "words as the sentence.",
     "gender-missing": "Your previous answer dropped the gendered words. Keep: {detail}.",
+    "group-contradiction": "Your previous answer changed a word for race, ethnicity or religion. Keep those words "
+    "exactly as in the sentence.",
+    "group-added": "Your previous answer added a word for race, ethnicity or religion that the sentence does not "
+    "have ({detail}). Do not add any.",
+    "group-missing": "Your previous answer dropped the words for race, ethnicity or religion. Keep: {detail}.",
+    "gendered-word-left": "Your previous answer still has gendered words ({detail}). Use they, them, their and "
+    "neutral words such as person, parent or sibling.",
     "list": "Your previous answer gave several versions. Give one sentence only.",
     "prompt-echo": "Your previous answer copied the instructions or an example. Write your own detail for this "
     "sentence.",
@@ -111,23 +194,26 @@ FEEDBACK: dict[str, str] = {
 }
 
 
-def get_prompt(version: str) -> PromptSpec:
+def get_prompt(version: str, attribute: str = "gender", task: str = "rephrase") -> PromptSpec:
+    """The prompt of ``version``: the augment prompt for ``attribute`` (``task`` rephrase), or the neutral
+    rewrite's (``task`` neutral: versions of :data:`NEUTRAL_PROMPTS`)."""
+    table = NEUTRAL_PROMPTS if task == "neutral" else ATTRIBUTE_PROMPTS.get(attribute, PROMPTS)
+    key = "neutral.prompt_version" if task == "neutral" else "augment.prompt_version"
     try:
-        return PROMPTS[version]
+        return table[version]
     except KeyError:
-        raise ConfigError(
-            f"augment.prompt_version: unknown prompt version {version!r}; known: {', '.join(PROMPTS)}."
-        ) from None
+        raise ConfigError(f"{key}: unknown prompt version {version!r}; known: {', '.join(table)}.") from None
 
 
 def build_messages(sentence: str, version: str = "v1", few_shot: bool = True,
-                   feedback: str | None = None) -> Conversation:
-    """The chat conversation asking for one contextual rephrasing of ``sentence``.
+                   feedback: str | None = None, attribute: str = "gender", task: str = "rephrase") -> Conversation:
+    """The chat conversation asking for one contextual rephrasing of ``sentence`` (``task`` neutral: its
+    gender-neutral rewrite), with the prompt for the run's ``attribute``.
 
     ``feedback`` (a retry's note on the previous answer) goes into the last user turn, right above the
     sentence's line, so the sentence stays the turn's last line.
     """
-    spec = get_prompt(version)
+    spec = get_prompt(version, attribute, task)
     msgs: Conversation = [{"role": "system", "content": spec.system}]
     if few_shot:
         for src, out in spec.examples:
@@ -146,13 +232,17 @@ def prompt_texts() -> tuple[str, ...]:
     """Every instruction text the augment prompts show the model (system prompts, instructions, retry feedback):
     what an output must not echo."""
     out: list[str] = []
-    for spec in PROMPTS.values():
+    for spec in _all_specs():
         out += [spec.system, spec.instruction]
     out += list(FEEDBACK.values())
     return tuple(out)
 
 
+def _all_specs() -> list[PromptSpec]:
+    return [*(spec for table in ATTRIBUTE_PROMPTS.values() for spec in table.values()), *NEUTRAL_PROMPTS.values()]
+
+
 @lru_cache(maxsize=1)
 def prompt_examples() -> tuple[tuple[str, str], ...]:
     """Every worked example (sentence, answer) of every prompt version."""
-    return tuple(ex for spec in PROMPTS.values() for ex in spec.examples)
+    return tuple(dict.fromkeys(ex for spec in _all_specs() for ex in spec.examples))

@@ -23,7 +23,8 @@ from .prompts import FEEDBACK
 
 _COOLER = frozenset({"script", "language", "list", "prompt-echo", "meta", "special-token", "number-missing", "number-added",
                      "entity-missing", "content-missing", "negation-added", "negation-removed",
-                     "gender-contradiction", "gender-missing", "meaning", "too-long"})
+                     "gender-contradiction", "gender-missing", "group-contradiction", "group-added",
+                     "group-missing", "gendered-word-left", "meaning", "too-long"})
 _BROKEN = ("empty", "refusal", "script", "language", "list", "prompt-echo", "meta", "special-token", "truncated",
            "identical")
 _MAX_FEEDBACK = 3

@@ -98,6 +98,7 @@ class Plan:
     """:func:`plan`'s result: everything the generation loop needs."""
 
     config: Any
+    task: Task
     params: SamplingParams
     max_attempts: int
     backend: str
@@ -113,33 +114,68 @@ class Plan:
                                                            "generate_s": 0.0})
 
 
-def load_gender_lexicon(config: Any) -> Any:
-    """The project's gender lexicon (context_cda.cda.lexicon), or a small built-in pair list without it."""
+REPHRASE, NEUTRAL = "rephrase", "neutral"
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the generator is asked for: ``rephrase`` (the augment step: a contextual rephrasing of each
+    counterfactual) or ``neutral`` (the neutral step: a gender-neutral rewrite of each original sentence)."""
+
+    name: str
+    prompt_version: str
+    few_shot: bool
+    limit: int | None
+    max_retries: int
+
+    @classmethod
+    def of(cls, config: Any, name: str = REPHRASE) -> Task:
+        a, n = config.augment, config.neutral
+        if name == NEUTRAL:
+            return cls(NEUTRAL, n.prompt_version, n.few_shot, n.limit,
+                       a.max_retries if n.max_retries is None else n.max_retries)
+        return cls(REPHRASE, a.prompt_version, a.few_shot, a.limit, a.max_retries)
+
+    def prompt(self, attribute: str):
+        return get_prompt(self.prompt_version, attribute, self.name)
+
+
+def load_attribute_lexicon(config: Any) -> Any:
+    """The run attribute's lexicon (:func:`context_cda.cda.stage.attribute_lexicon`: gender pairs, or race /
+    religion groups), or a small built-in gender pair list without the cda package."""
     try:
-        from ..cda.lexicon import load_lexicon
+        from ..cda.stage import attribute_lexicon
     except ImportError:
         return default_lexicon()
-    return load_lexicon(config.lexicon)
+    return attribute_lexicon(config)
 
 
-def settings_for(config: Any) -> dict[str, Any]:
+def review_settings(config: Any, task: str = REPHRASE) -> ReviewSettings:
+    """The review of ``task``'s outputs: ``augment.review`` and the length ratios, for the run's attribute."""
+    return ReviewSettings.from_config(config.augment, config.run.attribute, task)
+
+
+def settings_for(config: Any, task: str = REPHRASE) -> dict[str, Any]:
     """Everything that changes an item's result; its hash is part of every item key."""
-    a = config.augment
-    review = ReviewSettings.from_config(a).to_dict()
+    a, t = config.augment, Task.of(config, task)
+    review = review_settings(config, task).to_dict()
     if a.review.meaning != "off":
         review["meaning_model"] = judge_model_ref(config)
-    return {
+    out = {
         "backend": a.backend,
         "model": a.model,
-        "prompt_version": a.prompt_version,
-        "prompt_hash": get_prompt(a.prompt_version).hash(a.few_shot),
-        "few_shot": a.few_shot,
+        "prompt_version": t.prompt_version,
+        "prompt_hash": t.prompt(config.run.attribute).hash(t.few_shot),
+        "few_shot": t.few_shot,
         "sampling": a.sampling.model_dump(mode="json"),
-        "max_retries": a.max_retries,
+        "max_retries": t.max_retries,
         "retry_feedback": a.retry_feedback,
         "review": review,
         "lexicon": config.lexicon.model_dump(mode="json"),
     }
+    if config.run.attribute != "gender" or task != REPHRASE:  # a gender rephrasing's keys stay as they were
+        out.update(attribute=config.run.attribute, task=task)
+    return out
 
 
 def _input_path(inputs: Mapping[str, Path | str]) -> Path:
@@ -160,17 +196,21 @@ def _progress_bar(total: int, enabled: bool) -> Any:
 # ------------------------------------------------------------------------------------------------ the steps
 
 
-def eligible(config: Any, inputs: Mapping[str, Path | str], part: int | None = None):
+def eligible(config: Any, inputs: Mapping[str, Path | str], part: int | None = None, task: str = REPHRASE):
     """The CDA table's rows this call augments: every row (``part`` None) or one generation part's
-    (:mod:`context_cda.shards`), the first ``augment.limit`` of the table; the merge expects exactly these."""
+    (:mod:`context_cda.shards`), the first ``augment.limit`` of the table; the merge expects exactly these.
+    ``task`` neutral: one row per original sentence (its first CDA row), the first ``neutral.limit``."""
     from ..shards import part_of
 
     src = _input_path(inputs)
     df = read_table(src)
-    require_columns(df, {S.ID: "id", S.COUNTERFACTUAL: "text", S.SWAPPED_TERMS: "terms"}, src)
+    require_columns(df, {S.ID: "id", S.COUNTERFACTUAL: "text", S.SWAPPED_TERMS: "terms",
+                         **({S.ORIGINAL: "text"} if task == NEUTRAL else {})}, src)
     require_rows(df, src, "Nothing to augment: check the CDA and validation steps (their quarantine and rejected "
                  "tables say why rows were dropped).")
-    limit = config.augment.limit
+    if task == NEUTRAL:
+        df = df.drop_duplicates(S.ORIGINAL).drop(columns=["applied"], errors="ignore")
+    limit = Task.of(config, task).limit
     if limit is not None and "applied" in df.columns:  # the first `limit` applied rows, and every unapplied one
         applied = df["applied"].fillna(False).astype(bool)
         df = df[~applied | (applied.cumsum() <= limit)]
@@ -182,9 +222,10 @@ def eligible(config: Any, inputs: Mapping[str, Path | str], part: int | None = N
     return src, df
 
 
-def load(config: Any, inputs: Mapping[str, Path | str], part: int | None = None) -> Loaded:
-    """Read the CDA table; unapplied rows are rejected here; one item (keyed by every setting) per row."""
-    src, df = eligible(config, inputs, part)
+def load(config: Any, inputs: Mapping[str, Path | str], part: int | None = None, task: str = REPHRASE) -> Loaded:
+    """Read the CDA table; unapplied rows are rejected here; one item (keyed by every setting) per row (``task``
+    neutral: per original sentence, which is the text the generator rewrites)."""
+    src, df = eligible(config, inputs, part, task)
     skipped: list[dict[str, Any]] = []
     if "applied" in df.columns:
         mask = df["applied"].fillna(False).astype(bool)
@@ -195,24 +236,25 @@ def load(config: Any, inputs: Mapping[str, Path | str], part: int | None = None)
     if df[S.ID].duplicated().any():
         dup = df.loc[df[S.ID].duplicated(), S.ID].iloc[0]
         raise InputError(f"{src}: duplicate id {dup!r}; ids must be unique.")
-    shash = json_hash(settings_for(config))
+    shash = json_hash(settings_for(config, task))
     items = []
     for r in df.to_dict("records"):
-        terms = swap_terms(r[S.SWAPPED_TERMS])
-        original = r.get(S.ORIGINAL)
-        items.append(_Item(key=stable_id("augment", r[S.ID], r[S.COUNTERFACTUAL], shash), cda_id=str(r[S.ID]),
-                           text=str(r[S.COUNTERFACTUAL]), swaps=parse_swaps(terms), swapped_terms=terms,
+        terms = [] if task == NEUTRAL else swap_terms(r[S.SWAPPED_TERMS])
+        original = r.get(S.ORIGINAL) if task == REPHRASE else None
+        text = str(r[S.ORIGINAL] if task == NEUTRAL else r[S.COUNTERFACTUAL])
+        items.append(_Item(key=stable_id("augment", r[S.ID], text, shash), cda_id=str(r[S.ID]),
+                           text=text, swaps=parse_swaps(terms), swapped_terms=terms,
                            original=original if isinstance(original, str) else None))
     return Loaded(src, int(len(df) + len(skipped)), items, skipped)
 
 
 def plan(config: Any, out_dir: Path, rec: StageRecorder, generator: Generator | None = None,
-         judge: Any = None) -> Plan:
+         judge: Any = None, task: str = REPHRASE) -> Plan:
     """Sampling, attempts, review settings and lazily built generator and meaning judge."""
-    a = config.augment
+    a, t = config.augment, Task.of(config, task)
     params = SamplingParams.from_config(a.sampling)
     # a greedy retry repeats the same output unless its prompt changes
-    max_attempts = 1 if params.greedy and not a.retry_feedback else 1 + a.max_retries
+    max_attempts = 1 if params.greedy and not a.retry_feedback else 1 + t.max_retries
     held: dict[str, Any] = {}
 
     def get_generator() -> Generator:
@@ -240,9 +282,9 @@ def plan(config: Any, out_dir: Path, rec: StageRecorder, generator: Generator | 
         if "g" in held:
             held["g"].close()
 
-    return Plan(config, params, max_attempts, generator.backend if generator is not None else a.backend,
-                generator.model_id if generator is not None else a.model, ReviewSettings.from_config(a),
-                load_gender_lexicon(config), ShardStore(out_dir / "shards"),
+    return Plan(config, t, params, max_attempts, generator.backend if generator is not None else a.backend,
+                generator.model_id if generator is not None else a.model, review_settings(config, task),
+                load_attribute_lexicon(config), ShardStore(out_dir / "shards"),
                 GenerationCache(a.cache_dir or out_dir / "cache"), get_generator, get_judge, close)
 
 
@@ -263,7 +305,7 @@ def run(p: Plan, items: list[_Item], progress: bool = False) -> tuple[int, int]:
         for c in range(0, len(pending), a.shard_size):
             chunk = pending[c: c + a.shard_size]
             _process_chunk(p, chunk, bar, counts)
-            p.store.append([_row(it, p.gen_model, a.prompt_version) for it in chunk])
+            p.store.append([_row(it, p.gen_model, p.task.prompt_version) for it in chunk])
     finally:
         if bar is not None:
             bar.close()
@@ -342,7 +384,9 @@ def record(rec: StageRecorder, p: Plan, loaded: Loaded, out_dir: Path, assembled
         "tokens_per_s": round(p.stats["generated_tokens"] / gen_s, 2) if gen_s > 0 else 0.0,
         "gen_model": p.gen_model,
         "backend": p.backend,
-        "prompt_version": p.config.augment.prompt_version,
+        "task": p.task.name,
+        "attribute": p.config.run.attribute,
+        "prompt_version": p.task.prompt_version,
         "review": {"meaning": p.config.augment.review.meaning},
     }
     rec.finish(
@@ -364,22 +408,26 @@ def run_augment(
     generator: Generator | None = None,
     judge: Any = None,
     progress: bool = False,
+    task: str = REPHRASE,
 ) -> dict[str, Any]:
     """Augment ``inputs['counterfactuals']`` into ``out_dir/augmented.parquet`` (see the module docstring): every
     row, or with ``shard`` only generation part ``shard`` of ``pipeline.generation_shards``
-    (:func:`context_cda.shards.part_of`; :func:`run_augment_merge` joins the parts).
+    (:func:`context_cda.shards.part_of`; :func:`run_augment_merge` joins the parts). ``task`` neutral: the
+    neutral rewrite of each original (:func:`run_neutral`).
 
     ``generator`` overrides the configured backend and ``judge`` the configured meaning judge (tests, or a
     caller that already holds a model).
     """
     out_dir = Path(out_dir)
-    loaded = load(config, inputs, shard)  # a bad input fails here, before anything is written
-    rec = StageRecorder("augment", out_dir, {"augment": config.augment.model_dump(mode="json"),
-                                             "lexicon": config.lexicon.model_dump(mode="json"), "part": shard,
-                                             "parts": config.pipeline.generation_shards},
+    loaded = load(config, inputs, shard, task)  # a bad input fails here, before anything is written
+    sections = {"augment": config.augment.model_dump(mode="json"), "lexicon": config.lexicon.model_dump(mode="json"),
+                "part": shard, "parts": config.pipeline.generation_shards, "attribute": config.run.attribute}
+    if task == NEUTRAL:
+        sections.update(neutral=config.neutral.model_dump(mode="json"), task=task)
+    rec = StageRecorder(task if task == NEUTRAL else "augment", out_dir, sections,
                         inputs={"counterfactuals": _input_path(inputs)},
                         versions=("transformers", "torch", "httpx", "vllm", "py3langid"))
-    p = plan(config, out_dir, rec, generator, judge)
+    p = plan(config, out_dir, rec, generator, judge, task)
     t0 = time.perf_counter()
     with p.store.locked():
         resumed, processed = run(p, loaded.items, progress)
@@ -390,6 +438,20 @@ def run_augment(
     check_item_errors("augment", summary["errors"], summary["items"], summary["error_reasons"],
                       out_dir / L.ERRORS_FILE, config.run.allow_errors)
     return summary
+
+
+def run_neutral(config: Any, inputs: Mapping[str, Path | str] | None = None, out_dir: Path | str | None = None,
+                **kw: Any) -> dict[str, Any]:
+    """The ``neutral`` step: the generator rewrites each original sentence of the validated CDA table in
+    gender-neutral language (singular they, neutral nouns: ``neutral.prompt_version``), every rewrite reviewed
+    (no gendered word left, nothing else changed: :meth:`~context_cda.augment.ReviewSettings.for_neutral`),
+    retried and stored exactly once like the augment step's. Writes the same tables (``augmented`` holds the
+    rewrite, ``counterfactual`` the original it rewrote); the context-neutral arm trains on what validation
+    keeps of them."""
+    from ..stages import resolve_io
+
+    inputs, out = resolve_io(config, "neutral", inputs, out_dir)
+    return run_augment(config, inputs, out, None, task=NEUTRAL, **kw)
 
 
 # ------------------------------------------------------------------------------------------------ one shard
@@ -438,8 +500,9 @@ def _aim(p: Plan, it: _Item, attempt: int) -> None:
 def _generate(p: Plan, todo: list[_Item], attempt: int):
     """Yield (items, results) batches: cached results first, then the misses, ``batch_size`` prompts per call,
     grouped by the items' sampling parameters (a retry may change them per item)."""
-    a = p.config.augment
-    convs = [build_messages(it.text, a.prompt_version, a.few_shot, it.feedback or None) for it in todo]
+    a, t = p.config.augment, p.task
+    convs = [build_messages(it.text, t.prompt_version, t.few_shot, it.feedback or None, p.config.run.attribute, t.name)
+             for it in todo]
     params = [it.params or p.params for it in todo]
     keys = [cache_key(p.backend, p.gen_model, m, q) + (f"-a{attempt}" if q.seed is None else "")
             for m, q in zip(convs, params, strict=True)]

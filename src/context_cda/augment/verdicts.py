@@ -51,12 +51,12 @@ def review_frame(df: Any, config: Any, *, cf_col: str, out_col: str, judge: Any 
     """The verdict table for ``df`` (see the module docstring)."""
     import pandas as pd
 
-    from .checks import ReviewSettings, review_many
+    from .checks import review_many
     from .postprocess import swap_terms
-    from .stage import load_gender_lexicon
+    from .stage import load_attribute_lexicon, review_settings
 
-    settings = ReviewSettings.from_config(config.augment)
-    lexicon = load_gender_lexicon(config)
+    settings = review_settings(config)
+    lexicon = load_attribute_lexicon(config)
     cfs = df[cf_col].fillna("").astype(str).tolist()
     outs = df[out_col].fillna("").astype(str).tolist()
     originals, finish = _optional(df, S.ORIGINAL), _optional(df, "finish_reason")

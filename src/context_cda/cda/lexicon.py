@@ -267,7 +267,11 @@ def load_lexicon(cfg) -> Lexicon:
     src = cfg.source
     path = Path(cfg.path).expanduser() if cfg.path else None
 
-    def need_path(what: str) -> Path:
+    def need_path(what: str, dataset: str | None = None) -> Path:
+        if path is None and dataset is not None:  # a registered word list: the mirror, the cache or its download
+            from ..datasets import resolve
+
+            return resolve(dataset, key="lexicon.path")
         if path is None:
             raise ConfigError(f"lexicon.source={src!r} needs lexicon.path: {what}.")
         return path
@@ -275,10 +279,10 @@ def load_lexicon(cfg) -> Lexicon:
     if src == "default":
         pairs = default_pairs()
     elif src == "zhao2018":
-        p = need_path("the folder holding male_word_file.txt and female_word_file.txt")
+        p = need_path("the folder holding male_word_file.txt and female_word_file.txt", "gender-words")
         pairs = load_aligned_files(p / "male_word_file.txt", p / "female_word_file.txt")
     elif src == "bias-bench":
-        pairs = load_json_pairs(need_path("bias_attribute_words.json"), key="gender")
+        pairs = load_json_pairs(need_path("bias_attribute_words.json", "bias-bench-words"), key="gender")
     elif src == "lu2018":
         pairs = load_json_pairs(need_path("cda_default_pairs.json"))
     elif src == "winobias":

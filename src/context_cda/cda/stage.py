@@ -22,10 +22,27 @@ from ..layout import COUNTERFACTUALS_FILE
 from .lexicon import load_lexicon, load_name_pairs
 from .swap import Swapper, cds_decision
 
-COLUMNS = [S.ID, S.SOURCE_ID, S.ORIGINAL, S.COUNTERFACTUAL, S.SWAPPED_TERMS, S.N_SWAPS, S.DIRECTION, "applied"]
+COLUMNS = [S.ID, S.SOURCE_ID, S.ORIGINAL, S.COUNTERFACTUAL, S.SWAPPED_TERMS, S.N_SWAPS, S.DIRECTION, "applied",
+           S.SKIPPED_TERMS]
 
 
-def make_swapper(config: Config) -> Swapper:
+def attribute_lexicon(config: Config) -> Any:
+    """The run attribute's lexicon: gender pairs (:class:`~.lexicon.Lexicon`) or n-ary groups
+    (:class:`~.groups.GroupLexicon`)."""
+    if config.run.attribute == "gender":
+        return load_lexicon(config.lexicon)
+    from .groups import load_groups
+
+    return load_groups(config.run.attribute, config.lexicon)
+
+
+def make_swapper(config: Config) -> Any:
+    """The run attribute's swapper: :class:`~.swap.Swapper` (gender, names optional) or
+    :class:`~.group_swap.GroupSwapper` (race, religion)."""
+    if config.run.attribute != "gender":
+        from .group_swap import GroupSwapper
+
+        return GroupSwapper(attribute_lexicon(config), config.cda.mapping, config.cda.ambiguous, config.run.seed)
     names = None
     if config.cda.swap_names:
         if not config.cda.names_path:
@@ -36,36 +53,62 @@ def make_swapper(config: Config) -> Swapper:
     return Swapper(load_lexicon(config.lexicon), names=names, her_rule=config.cda.her_rule)
 
 
-def counterfactual_rows(texts: list[str], ids: list[str], config: Config, swapper: Swapper) -> tuple[list, list]:
-    """Swap each text; return (rows, rejected). Pure apart from the swapper: the benchmark times this."""
+def counterfactual_rows(texts: list[str], ids: list[str], config: Config, swapper: Any) -> tuple[list, list]:
+    """Swap each text (one row per counterfactual: gender's one, or one per other group); return (rows,
+    rejected). Pure apart from the swapper: the benchmark times this."""
+    if config.cda.mode == "neutral":
+        return _neutral_rows(texts, ids, swapper)
     rows: list[dict[str, Any]] = []
     rejected: list[dict[str, Any]] = []
     mode = config.cda.mode
     seed, prob = config.run.seed, config.cda.cds_probability
-    swap, direction = swapper.swap, swapper.direction
+    direction = swapper.direction
     for sid, text in zip(ids, texts, strict=True):
-        res = swap(text)
-        swaps = res.swaps
-        if not swaps:
+        cfs, skipped = swapper.counterfactuals(text, sid)
+        left = [f"{w}: {why}" for w, why in skipped]
+        if not cfs:
+            why = f"no-swappable-term (left alone: {', '.join(left)})" if left else "no-swappable-term"
+            rejected.append({S.ID: sid, S.TEXT: text, S.REASON: why})
+            continue
+        for cf in cfs:
+            key = (sid, mode) if not cf.tag else (sid, mode, cf.tag)
+            rows.append({
+                S.ID: stable_id("cda", *key),
+                S.SOURCE_ID: sid,
+                S.ORIGINAL: text,
+                S.COUNTERFACTUAL: cf.result.text,
+                S.SWAPPED_TERMS: [f"{a}->{b}" for a, b in cf.result.swaps],
+                S.N_SWAPS: len(cf.result.swaps),
+                S.DIRECTION: direction(cf.result.swaps),
+                "applied": mode != "cds" or cds_decision(":".join(key[:1] + key[2:]), seed, prob),
+                S.SKIPPED_TERMS: left,
+            })
+    return rows, rejected
+
+
+def _neutral_rows(texts: list[str], ids: list[str], swapper: Any) -> tuple[list, list]:
+    """``cda.mode: neutral``: each text's lexicon-only neutral rewrite (:mod:`.neutral`); the gendered words it
+    could not rewrite are listed (the cda boundary quarantines such rows)."""
+    from .neutral import NeutralRewriter
+
+    rewriter = NeutralRewriter(swapper.lexicon)
+    rows, rejected = [], []
+    for sid, text in zip(ids, texts, strict=True):
+        res = rewriter.rewrite(text)
+        if not res.swaps:
             rejected.append({S.ID: sid, S.TEXT: text, S.REASON: "no-swappable-term"})
             continue
-        rows.append({
-            S.ID: stable_id("cda", sid, mode),
-            S.SOURCE_ID: sid,
-            S.ORIGINAL: text,
-            S.COUNTERFACTUAL: res.text,
-            S.SWAPPED_TERMS: [f"{a}->{b}" for a, b in swaps],
-            S.N_SWAPS: len(swaps),
-            S.DIRECTION: direction(swaps),
-            "applied": mode != "cds" or cds_decision(sid, seed, prob),
-        })
+        rows.append({S.ID: stable_id("cda", sid, "neutral"), S.SOURCE_ID: sid, S.ORIGINAL: text,
+                     S.COUNTERFACTUAL: res.text, S.SWAPPED_TERMS: [f"{a}->{b}" for a, b in res.swaps],
+                     S.N_SWAPS: len(res.swaps), S.DIRECTION: "neutral", "applied": True,
+                     S.SKIPPED_TERMS: [f"{w}: no-neutral-form" for w in res.left]})
     return rows, rejected
 
 
 def training_rows(df, mode: str):
     """What a CDA-trained model sees, one row per text (``id`` of the counterfactual row, ``text``, ``side``):
-    two-sided = every distinct original plus every counterfactual that differs from it (the paper); one-sided =
-    the counterfactuals; cds = the counterfactual where the seeded coin said swap (``applied``), else the
+    two-sided = every distinct original plus every counterfactual that differs from it (the paper); one-sided and
+    neutral = the counterfactuals (neutral: the rewrites); cds = the counterfactual where the seeded coin said swap (``applied``), else the
     original. The CDA arm's corpus and the stage summary both count these rows."""
     import pandas as pd
 
@@ -76,7 +119,7 @@ def training_rows(df, mode: str):
         changed = df[S.COUNTERFACTUAL] != df[S.ORIGINAL]
         cfs = pd.DataFrame({S.ID: ids[changed], S.TEXT: df[S.COUNTERFACTUAL][changed], "side": "counterfactual"})
         return pd.concat([originals, cfs], ignore_index=True)
-    if mode == "one-sided":
+    if mode in ("one-sided", "neutral"):
         return pd.DataFrame({S.ID: ids, S.TEXT: df[S.COUNTERFACTUAL], "side": "counterfactual"})
     if "applied" not in df.columns:
         from ..errors import InputError
@@ -85,6 +128,19 @@ def training_rows(df, mode: str):
     applied = df["applied"].astype(bool)
     text = df[S.COUNTERFACTUAL].where(applied, df[S.ORIGINAL])
     return pd.DataFrame({S.ID: ids, S.TEXT: text, "side": applied.map({True: "counterfactual", False: "original"})})
+
+
+def _left_alone(table, rejected: list[dict[str, Any]]) -> dict[str, int]:
+    """How often each reason left an attribute word alone (``not-a-person``, ``name``, ``no-neutral-form``), once
+    per sentence: over the counterfactual rows (by source) and the rejected ones."""
+    seen: dict[str, list[str]] = {}
+    for sid, terms in zip(table[S.SOURCE_ID], table[S.SKIPPED_TERMS], strict=True):
+        seen.setdefault(str(sid), list(terms))
+    c: Counter[str] = Counter(t.rsplit(": ", 1)[-1] for terms in seen.values() for t in terms)
+    for r in rejected:
+        if "(left alone: " in r[S.REASON]:
+            c.update(t.rsplit(": ", 1)[-1] for t in r[S.REASON].split("(left alone: ", 1)[1].rstrip(")").split(", "))
+    return dict(c.most_common())
 
 
 def run_cda(config: Config, inputs: Mapping[str, Path] | None = None, out_dir: Path | None = None,
@@ -96,7 +152,8 @@ def run_cda(config: Config, inputs: Mapping[str, Path] | None = None, out_dir: P
     inputs, out = resolve_io(config, "cda", inputs, out_dir)
     src = inputs["sentences"]
     rec = StageRecorder(
-        "cda", out, {"cda": config.cda.model_dump(), "lexicon": config.lexicon.model_dump(), "seed": config.run.seed},
+        "cda", out, {"cda": config.cda.model_dump(), "lexicon": config.lexicon.model_dump(), "seed": config.run.seed,
+                     "attribute": config.run.attribute},
         {"sentences": src},
     )
     df = read_table(src)
@@ -110,7 +167,10 @@ def run_cda(config: Config, inputs: Mapping[str, Path] | None = None, out_dir: P
     rej_file = write_rejected(pd.DataFrame(rejected, columns=[S.ID, S.TEXT, S.REASON]), out)
     swapped = Counter(t.lower() for terms in table[S.SWAPPED_TERMS] for t in terms)
     summary = {
+        "attribute": config.run.attribute,
         "mode": config.cda.mode,
+        **({"mapping": config.cda.mapping, "ambiguous": config.cda.ambiguous}
+           if config.run.attribute != "gender" else {}),
         "rows_in": len(df),
         "rows_out": len(table),
         "rows_rejected": len(rejected),
@@ -119,6 +179,7 @@ def run_cda(config: Config, inputs: Mapping[str, Path] | None = None, out_dir: P
         "training_texts": len(training_rows(table, config.cda.mode)) if len(table) else 0,
         "top_swapped_terms": dict(swapped.most_common(10)),
         "lexicon_issues": len(swapper.lexicon.issues),
+        "left_alone": _left_alone(table, rejected),
     }
     rec.finish({"rows_in": len(df), "rows_out": len(table), "rows_rejected": len(rejected)},
                outputs={"counterfactuals": out_file, "rejected": rej_file}, summary=summary)

@@ -89,6 +89,16 @@ class SwapResult:
         return len(self.swaps)
 
 
+@dataclass
+class Counterfactual:
+    """One counterfactual of a sentence: ``tag`` names its mapping (empty for gender's one counterfactual; ``k1``
+    for the first group shift of an n-ary attribute), ``mapping`` the group each group went to."""
+
+    tag: str
+    result: SwapResult
+    mapping: dict[int, int] = field(default_factory=dict)
+
+
 class Swapper:
     """Swap gendered words of a :class:`Lexicon` (and optionally first names) in text."""
 
@@ -174,6 +184,12 @@ class Swapper:
     def find_terms(self, text: str) -> list[str]:
         """Lexicon words (lower-case) present in ``text``, in order (names excluded)."""
         return [w.lower() for w in self._term_pattern.findall(text)]
+
+    def counterfactuals(self, text: str, row_id: str = "") -> tuple[list[Counterfactual], list[tuple[str, str]]]:
+        """The one counterfactual of ``text`` (none without a swap), and no word left alone: the interface the
+        cda stage shares with :class:`~context_cda.cda.group_swap.GroupSwapper`."""
+        res = self.swap(text)
+        return ([Counterfactual("", res)] if res.swaps else []), []
 
     def direction(self, swaps: list[tuple[str, str]]) -> str:
         """m2f | f2m when every swapped lexicon word went one way, mixed otherwise, none without any."""

@@ -1,4 +1,4 @@
-"""`ccda cda`: gendered sentences -> counterfactuals."""
+"""`ccda cda`: sentences with words of the run's attribute -> counterfactuals (or neutral rewrites)."""
 
 from __future__ import annotations
 
@@ -17,25 +17,31 @@ def register(app: typer.Typer) -> None:
         sets: SetOpt = None,
         run_dir: RunDirOpt = None,
         params: ParamsOpt = None,
-        mode: Annotated[str | None, typer.Option(help="two-sided | one-sided | cds.")] = None,
+        mode: Annotated[str | None, typer.Option(help="two-sided | one-sided | cds | neutral (gender: singular they "
+                                                 "and neutral nouns).")] = None,
+        attribute: Annotated[str | None, typer.Option(help="gender | race | religion (run.attribute).")] = None,
+        mapping: Annotated[str | None, typer.Option(help="race, religion: permutations | bias-bench.")] = None,
         swap_names: Annotated[bool | None, typer.Option("--swap-names/--no-swap-names", help="Swap first names.")] = None,
         names_path: Annotated[Path | None, typer.Option(help="JSON list of [name, name] pairs.")] = None,
-        lexicon: Annotated[str | None, typer.Option(help="default | zhao2018 | bias-bench | lu2018 | winobias | FILE.")] = None,
+        lexicon: Annotated[str | None, typer.Option(help="default | zhao2018 | bias-bench | lu2018 | winobias | FILE "
+                                                    "(race, religion: default | bias-bench | FILE.json).")] = None,
         lexicon_path: Annotated[Path | None, typer.Option(help="File/folder for a published lexicon.")] = None,
         input: Annotated[Path | None, typer.Option("--input", help="sentences.parquet (default: <run_dir>/ingest).")] = None,
         out: Annotated[Path | None, typer.Option(help="Output folder (default: <run_dir>/cda).")] = None,
     ) -> None:
-        """Swap gendered words (case, possessives and her/his roles kept) in every ingested sentence."""
-        from ..cda import load_lexicon
-        from ..cda.stage import run_cda
+        """Swap the attribute's words (case, possessives and roles kept) in every ingested sentence: gender's
+        counterpart, or one counterfactual per other group for race and religion (docs/cda.md)."""
+        from ..cda.stage import attribute_lexicon, run_cda
         from ._common import console
 
         cfg = resolve_config(
             profile, sets, run_dir, params,
-            cda={"mode": mode, "swap_names": swap_names, "names_path": str(names_path) if names_path else None},
+            cda={"mode": mode, "mapping": mapping, "swap_names": swap_names,
+                 "names_path": str(names_path) if names_path else None},
             lexicon={"source": lexicon, "path": str(lexicon_path) if lexicon_path else None},
+            run={"attribute": attribute},
         )
-        lex = load_lexicon(cfg.lexicon)
+        lex = attribute_lexicon(cfg)
         if lex.issues and cfg.lexicon.on_conflict == "report":
             c = console()
             c.print(f"[yellow]lexicon {lex.source}: {len(lex.issues)} conflict(s), first mapping kept:[/]")

@@ -70,6 +70,7 @@ _PATH_FLAGS = {  # flag -> (evaluate section, key): nested local-copy overrides
     "glue_path": ("glue", "path"), "biasbios_path": ("biasbios", "path"), "stsb_path": ("stsb", "path"),
     "stsb_bias_path": ("stsb", "bias_path"), "mnli_path": ("nli_bias", "train_path"),
     "nli_words_path": ("nli_bias", "words_path"), "gender_words_path": ("next_token", "words_path"),
+    "winogender_path": ("winogender", "path"), "winobias_path": ("winobias", "path"),
 }
 PathOpt = Path | None
 
@@ -91,8 +92,9 @@ def evaluate(
     arm: Annotated[str, _opt("--arm", help="vanilla (the target as it is) or an arm: its fine-tuned "
                                   "model (with --model: REF is that arm's model).")] = "vanilla",
     seed: Annotated[int | None, _opt("--seed", help="Training seed of the arm's model (default: train.seeds[0]).")] = None,
-    benchmarks: Annotated[str | None, _opt("--benchmarks", "-b", help="Comma-separated: stereoset,crows,next-token (model "
-                                           "only); glue,biasbios,stsb,nli-bias (fine-tune a head first).")] = None,
+    benchmarks: Annotated[str | None, _opt("--benchmarks", "-b", help="Comma-separated: stereoset,crows,next-token,"
+                                           "winogender,winobias (model only); glue,biasbios,stsb,nli-bias (fine-tune "
+                                           "a head first).")] = None,
     bias_type: Annotated[str | None, _opt("--bias-type", help="gender | race | religion | profession | ... | all.")] = None,
     crows_mode: Annotated[str | None, _opt("--crows-mode", help="auto | nangia | bias-bench | lm-eval.")] = None,
     stereoset_path: Annotated[PathOpt, _opt("--stereoset-path", help="Local StereoSet file (JSON or JSONL).")] = None,
@@ -105,6 +107,10 @@ def evaluate(
     nli_words_path: Annotated[PathOpt, _opt("--nli-words-path", help="Local Dev et al. (2020) word_lists.")] = None,
     gender_words_path: Annotated[PathOpt, _opt("--gender-words-path", help="Folder with male_word_file.txt and "
                                                "female_word_file.txt.")] = None,
+    winogender_path: Annotated[PathOpt, _opt("--winogender-path", help="Local Winogender folder (all_sentences.tsv, "
+                                             "templates.tsv, occupations-stats.tsv).")] = None,
+    winobias_path: Annotated[PathOpt, _opt("--winobias-path", help="Local WinoBias folder ({pro,anti}_stereotyped_"
+                                           "type{1,2}.txt.{dev,test}, the occupation lists).")] = None,
     batch_size: Annotated[int | None, _opt("--batch-size", help="Sequences per forward pass.")] = None,
     max_items: Annotated[int | None, _opt("--max-items", help="Only the first N items.")] = None,
     out_dir: Annotated[PathOpt, _opt("--out-dir", help="Output folder (default: the run layout's).")] = None,
@@ -112,7 +118,8 @@ def evaluate(
 ) -> None:
     """Score a model on bias and downstream benchmarks; writes predictions + aggregate.json per benchmark.
 
-    StereoSet (SS, LMS, ICAT), CrowS-Pairs (CS) and next-token gender balance read the model as it is; GLUE,
+    StereoSet (SS, LMS, ICAT), CrowS-Pairs (CS), next-token gender balance, WinoGender and WinoBias read the
+    model as it is (the bias type follows run.attribute unless --bias-type is given); GLUE,
     Bias in Bios, STS-B and NLI-Bias fine-tune a fresh head on it first (settings: evaluate.head.*)."""
     from ..evaluate import run_evaluate
     from ..io import read_json
@@ -125,7 +132,8 @@ def evaluate(
     }
     paths = {"glue_path": glue_path, "biasbios_path": biasbios_path, "stsb_path": stsb_path,
              "stsb_bias_path": stsb_bias_path, "mnli_path": mnli_path, "nli_words_path": nli_words_path,
-             "gender_words_path": gender_words_path}
+             "gender_words_path": gender_words_path, "winogender_path": winogender_path,
+             "winobias_path": winobias_path}
     for flag, value in paths.items():
         if value is not None:
             sec, key = _PATH_FLAGS[flag]

@@ -13,7 +13,7 @@ from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, pick, print_summa
 def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate(
-        stage: Annotated[str, typer.Option("--stage", help="Boundary to validate: cda | augment | entropy.")],
+        stage: Annotated[str, typer.Option("--stage", help="Boundary to validate: cda | augment | neutral | entropy.")],
         profile: ProfileOpt = None,
         sets: SetOpt = None,
         run_dir: RunDirOpt = None,

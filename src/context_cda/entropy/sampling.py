@@ -25,22 +25,34 @@ REPHRASE_SYSTEM = (
     "You are a careful writing assistant. You rephrase text without changing what it says. You never change "
     "the gender of any person. You answer with the rephrased text only: no introduction, no quotes."
 )
+#: the system prompt per attribute (gender: :data:`REPHRASE_SYSTEM`, unchanged since r1)
+REPHRASE_SYSTEMS: dict[str, str] = {
+    "gender": REPHRASE_SYSTEM,
+    "race": REPHRASE_SYSTEM.replace("the gender of any person", "any person's race or ethnicity, nor the words for "
+                                    "it"),
+    "religion": REPHRASE_SYSTEM.replace("the gender of any person", "any person's or place's religion, nor the "
+                                        "words for it"),
+}
 REPHRASE_USER = "Rephrase the following text in your own words, keeping its meaning.\n\nText: {text}"
 
 
-def rephrase_messages(text: str) -> Conversation:
+def rephrase_messages(text: str, attribute: str = "gender") -> Conversation:
     return [
-        {"role": "system", "content": REPHRASE_SYSTEM},
+        {"role": "system", "content": REPHRASE_SYSTEMS.get(attribute, REPHRASE_SYSTEM)},
         {"role": "user", "content": REPHRASE_USER.format(text=text.strip())},
     ]
 
 
-def sample_review_settings(base: ReviewSettings | None = None) -> ReviewSettings:
+def sample_review_settings(base: ReviewSettings | None = None, attribute: str | None = None) -> ReviewSettings:
     """The sampler's review: the broken-output checks of ``base`` (default: the review's defaults), with this
-    prompt as the text a sample must not echo."""
+    prompt (the run ``attribute``'s; default: ``base``'s) as the text a sample must not echo."""
+    from dataclasses import replace
+
     from ..augment import ReviewSettings
 
-    return ReviewSettings.for_samples(base, prompt_texts=(REPHRASE_SYSTEM, REPHRASE_USER))
+    attr = attribute or (base.attribute if base is not None else "gender")
+    out = ReviewSettings.for_samples(base, prompt_texts=(REPHRASE_SYSTEMS.get(attr, REPHRASE_SYSTEM), REPHRASE_USER))
+    return replace(out, attribute=attr)
 
 
 @dataclass
@@ -67,7 +79,8 @@ def sample_and_review(
     review_settings: ReviewSettings | None = None,
     lexicon: Any = None,
 ) -> Samples:
-    """``m`` sampled rephrasings per text, each reviewed (see the module docstring)."""
+    """``m`` sampled rephrasings per text, each reviewed (see the module docstring); the prompt is the review
+    settings' attribute's."""
     from ..augment import review_many
     from ..generation.base import SamplingParams
 
@@ -75,7 +88,7 @@ def sample_and_review(
         n=m, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, stop=("\n\n",)
     )
     settings = review_settings or sample_review_settings()
-    results = generator.generate([rephrase_messages(t) for t in texts], params)
+    results = generator.generate([rephrase_messages(t, settings.attribute) for t in texts], params)
     owner = [i for i, r in enumerate(results) for _ in r.texts]
     flat = [s for r in results for s in r.texts]
     verdicts = review_many([None] * len(flat), [texts[i] for i in owner], flat, lexicon=lexicon,

@@ -235,7 +235,7 @@ def sample_settings(config: Config):
     (:func:`~context_cda.entropy.sampling.sample_review_settings`)."""
     from ..augment import ReviewSettings
 
-    return sample_review_settings(ReviewSettings.from_config(config.augment))
+    return sample_review_settings(ReviewSettings.from_config(config.augment, config.run.attribute))
 
 
 def sample_fingerprint(config: Config) -> str:

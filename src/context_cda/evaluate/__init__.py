@@ -1,5 +1,6 @@
 """Evaluation behind a small registry (:mod:`.registry`): intrinsic bias (StereoSet, CrowS-Pairs), next-token
-gender balance, and the extrinsic benchmarks that fine-tune a head first (GLUE, Bias in Bios, STS-B, NLI-Bias).
+gender balance, WinoGender and WinoBias, and the extrinsic benchmarks that fine-tune a head first (GLUE, Bias in
+Bios, STS-B, NLI-Bias).
 
 * :func:`run_evaluate` — the ``evaluate`` stage: load a model reference, score each configured benchmark,
   write per-item predictions (Parquet), ``aggregate.json`` and ``manifest.json``.
@@ -74,29 +75,38 @@ def evaluate_scorer(
     paths: Mapping[str, str | Path] | None = None,
     data_cache: str | None = None,
     per_epoch_only: bool = False,
+    items: Mapping[str, list[Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Run every configured benchmark (``per_epoch_only``: the cheap ones):
-    ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``."""
+    ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``. ``items``: benchmarks whose items
+    were loaded already (:data:`PRELOADED`)."""
     results: dict[str, dict[str, Any]] = {}
     for name in cfg.benchmarks:
         bench = get_benchmark(name)
         if per_epoch_only and not bench.per_epoch:
             continue
-        items = load_items(name, cfg, (paths or {}).get(name), data_cache)
-        t0 = time.perf_counter()
-        rows, rejected, info = bench.score(scorer, items, cfg)
-        secs = time.perf_counter() - t0
-        agg = bench.aggregate(rows, cfg)
-        agg.update({k: v for k, v in info.items() if k not in agg})
-        results[name] = {
-            "rows": rows,
-            "rejected": rejected,
-            "aggregate": agg,
-            "info": info,
-            "seconds": secs,
-            "n_items": len(items),
-        }
+        if items and name in items:
+            items_now = items[name]
+        else:
+            items_now = load_items(name, cfg, (paths or {}).get(name), data_cache)
+        results[name] = _run_one(bench, scorer, items_now, cfg)
     return results
+
+
+#: benchmarks whose files the evaluate stage reads before it loads the model (small; a file of the wrong shape
+#: stops the step before any model is loaded)
+PRELOADED = ("winogender", "winobias")
+
+
+def _run_one(bench: Benchmark, scorer: Scorer, items: list[Any], cfg: EvaluateConfig) -> dict[str, Any]:
+    """Score one benchmark's items and aggregate its predictions."""
+    t0 = time.perf_counter()
+    rows, rejected, info = bench.score(scorer, items, cfg)
+    secs = time.perf_counter() - t0
+    agg = bench.aggregate(rows, cfg)
+    agg.update({k: v for k, v in info.items() if k not in agg})
+    return {"rows": rows, "rejected": rejected, "aggregate": agg, "info": info, "seconds": secs,
+            "n_items": len(items)}
 
 
 def evaluate_model(
@@ -163,6 +173,7 @@ def run_evaluate(
         if b in cfg.benchmarks or (b == "stereoset" and "next-token" in cfg.benchmarks)
     }
     paths = {b: files["stereoset"] if b == "next-token" else files.get(b) or inputs.get(b) for b in cfg.benchmarks}
+    preloaded = {b: load_items(b, cfg, None, config.run.data_cache) for b in PRELOADED if b in cfg.benchmarks}
     rec = StageRecorder(
         "evaluate",
         out,
@@ -177,7 +188,7 @@ def run_evaluate(
         )
     with rec.timed("score"):
         results = evaluate_scorer(scorer, cfg, paths={b: p for b, p in paths.items() if p},
-                                  data_cache=config.run.data_cache)
+                                  data_cache=config.run.data_cache, items=preloaded)
     summary = {"model": model, "name": name, "family": scorer.family, "bias_type": cfg.bias_type}
     return _write_results(results, summary, out, rec)
 

@@ -64,6 +64,8 @@ def benchmark_datasets(cfg: EvaluateConfig) -> list[tuple[str, str, str, str | N
         "stsb": [(GLUE_TASKS["stsb"].dataset, "stsb.path"), (STS_BIAS_DATASET, "stsb.bias_path")],
         "nli-bias": [(GLUE_TASKS[cfg.nli_bias.train_set].dataset, "nli_bias.train_path"),
                      (NLI_WORDS_DATASET, "nli_bias.words_path")],
+        "winogender": [("winogender", "winogender.path")],
+        "winobias": [("winobias", "winobias.path")],
     }
     return [(ds, bench, *key(k)) for bench in cfg.benchmarks for ds, k in wanted.get(bench, [])]
 

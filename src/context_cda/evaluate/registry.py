@@ -3,8 +3,8 @@
 Every metric says whether higher is better and what its ideal value is (SS and CS: 50, an unbiased model).
 
 ``per_epoch`` benchmarks only read the model (StereoSet, CrowS-Pairs, next-token) and are cheap enough for the
-evaluation after every fine-tuning epoch; the others fine-tune a head on the checkpoint first (GLUE, Bias in
-Bios, STS-B, NLI-Bias) and run in the evaluate stage."""
+evaluation after every fine-tuning epoch; WinoGender and WinoBias read the model too but run in the evaluate
+stage only; the others fine-tune a head on the checkpoint first (GLUE, Bias in Bios, STS-B, NLI-Bias)."""
 
 from __future__ import annotations
 
@@ -133,6 +133,50 @@ def _agg_next_token(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
     return next_token.aggregate(rows, cfg.next_token.top_k)
 
 
+def _load_winogender(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
+    from ..datasets import resolve
+    from . import winogender
+
+    folder = resolve("winogender", path, cache=cache, key="evaluate.winogender.path")
+    return winogender.sample(winogender.load(folder), cfg.winogender.max_items, cfg.head.seed)
+
+
+def _score_winogender(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig):
+    from . import choice, winogender
+
+    rows, rejected = winogender.score(scorer, items)
+    return rows, rejected, {"method": choice.METHODS[scorer.family], "prompt": winogender.PROMPT,
+                            "reference": "lm-evaluation-harness winogender_all (0.4.x)"}
+
+
+def _agg_winogender(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
+    from . import winogender
+
+    return winogender.aggregate(rows, cfg.bootstrap)
+
+
+def _load_winobias(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
+    from ..datasets import resolve
+    from . import winobias
+
+    folder = resolve("winobias", path, cache=cache, key="evaluate.winobias.path")
+    return winobias.sample(winobias.load(folder, cfg.winobias.split), cfg.winobias.max_items, cfg.head.seed)
+
+
+def _score_winobias(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig):
+    from . import choice, winobias
+
+    rows, rejected = winobias.score(scorer, items)
+    return rows, rejected, {"method": choice.METHODS[scorer.family], "split": cfg.winobias.split,
+                            "formulation": "Winograd substitution, partial scoring (Trinh & Le 2018)"}
+
+
+def _agg_winobias(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
+    from . import winobias
+
+    return winobias.aggregate(rows, cfg.bootstrap)
+
+
 def _extrinsic(fn: str) -> Callable[..., Any]:
     """A lazily imported function of :mod:`context_cda.evaluate.extrinsic.benchmarks`."""
 
@@ -205,6 +249,46 @@ REGISTRY: dict[str, Benchmark] = {
         score=_score_next_token,
         aggregate=_agg_next_token,
         path_key="stereoset_path",
+    ),
+    "winogender": Benchmark(
+        name="winogender",
+        description="WinoGender: which person a male/female/neutral pronoun refers to (lm-evaluation-harness's "
+        "winogender prompt).",
+        metrics=(
+            Metric("acc", "winogender_acc", True, 100.0, "Accuracy over every sentence (%)."),
+            Metric("acc_male", "winogender_acc_male", True, 100.0, "Accuracy on the male-pronoun sentences (%)."),
+            Metric("acc_female", "winogender_acc_female", True, 100.0, "Accuracy on the female-pronoun sentences (%)."),
+            Metric("acc_neutral", "winogender_acc_neutral", True, 100.0, "Accuracy on the they/them sentences (%)."),
+            Metric("gap", "winogender_gap", None, 0.0, "Male minus female accuracy (0: the pronoun's gender does not "
+                   "change the resolution)."),
+            Metric("acc_gotcha", "winogender_acc_gotcha", True, 100.0,
+                   "Accuracy where the pronoun refers to an occupation whose BLS majority is the other gender (%)."),
+        ),
+        load=_load_winogender,
+        score=_score_winogender,
+        aggregate=_agg_winogender,
+        per_epoch=False,
+        path_key="winogender.path",
+    ),
+    "winobias": Benchmark(
+        name="winobias",
+        description="WinoBias: coreference accuracy on pro- vs anti-stereotyped sentences, type 1 and 2 (Winograd "
+        "substitution, partial scoring).",
+        metrics=(
+            Metric("pro1", "winobias_pro1", True, 100.0, "Type 1, pro-stereotyped accuracy (%)."),
+            Metric("anti1", "winobias_anti1", True, 100.0, "Type 1, anti-stereotyped accuracy (%)."),
+            Metric("gap1", "winobias_gap1", None, 0.0, "Type 1 pro minus anti accuracy (0 ideal)."),
+            Metric("pro2", "winobias_pro2", True, 100.0, "Type 2, pro-stereotyped accuracy (%)."),
+            Metric("anti2", "winobias_anti2", True, 100.0, "Type 2, anti-stereotyped accuracy (%)."),
+            Metric("gap2", "winobias_gap2", None, 0.0, "Type 2 pro minus anti accuracy (0 ideal)."),
+            Metric("acc", "winobias_acc", True, 100.0, "Mean of the pro and anti accuracies (%)."),
+            Metric("gap", "winobias_gap", None, 0.0, "Pro minus anti accuracy over both types (0 ideal)."),
+        ),
+        load=_load_winobias,
+        score=_score_winobias,
+        aggregate=_agg_winobias,
+        per_epoch=False,
+        path_key="winobias.path",
     ),
     "glue": Benchmark(
         name="glue",

@@ -10,7 +10,12 @@ folder). Each arm reads one of them:
 * ``context-cda``: ``filter/<target>/k<train.k>/corpus.parquet`` (column ``text``), the semantic-entropy
   filtered contextual counterfactuals for this target model;
 * ``context-cda-k<K>``: the same with another k (ablation: k20, k40);
-* ``context-cda-nofilter``: the validated augmented table (column ``augmented``), nothing filtered.
+* ``context-cda-nofilter``: the validated augmented table (column ``augmented``), nothing filtered;
+* ``context-neutral``: the validated neutral rewrites (the ``neutral`` step's table, column ``augmented``): the
+  generator's gender-neutral rewrite of each original, reviewed (no gendered word left, nothing else changed);
+* ``cda-neutral``: its lexicon-only baseline, computed here from the validated counterfactuals' originals
+  (:class:`~context_cda.cda.neutral.NeutralRewriter`; sentences with a gendered word it cannot rewrite are left
+  out and counted in the step's log).
 
 An explicit ``corpus`` input (``ccda finetune --input``) replaces the arm's table. Every arm is trained on the
 same number of tokens (``train.token_budget``; null: the smallest arm's count), taken from a seeded shuffle of its
@@ -24,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import schemas as S
-from ..config import arm_k
+from ..config import arm_input, arm_k
 from ..errors import InputError
 from ..io import read_table, require_columns, stable_id
 from ..layout import filtered_in
@@ -34,24 +39,28 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def arm_corpus(inputs: Mapping[str, Path | str], arm: str, default_k: float) -> tuple[str, Path]:
-    """(kind, table) that ``arm`` trains on: kind ``cda`` (a counterfactual table) or ``corpus`` (a text table)."""
+    """(kind, table) that ``arm`` trains on: kind ``cda`` (a counterfactual table), ``cda-neutral`` (one to be
+    rewritten neutrally) or ``corpus`` (a text table)."""
     k = arm_k(arm, default_k)
     if "corpus" in inputs:
         return "corpus", Path(inputs["corpus"])
-    need = "cda" if arm == "cda" else "augmented" if k is None else "filtered"
+    need = arm_input(arm)
     if need not in inputs:
+        hint = " (the neutral step runs when train.arms holds context-neutral)" if need == "neutral" else ""
         raise InputError(
-            f"finetune {arm}: inputs need {need!r} (the stage table's finetune inputs: cda, augmented, filtered) "
-            f"or an explicit 'corpus'; got {', '.join(inputs) or 'nothing'}."
+            f"finetune {arm}: inputs need {need!r} (the stage table's finetune inputs: cda, augmented, filtered, "
+            f"neutral){hint} or an explicit 'corpus'; got {', '.join(inputs) or 'nothing'}."
         )
     if k is not None:
         return "corpus", filtered_in(inputs["filtered"], k)
-    return ("cda" if need == "cda" else "corpus"), Path(inputs[need])
+    if need == "cda":
+        return ("cda-neutral" if arm == "cda-neutral" else "cda"), Path(inputs[need])
+    return "corpus", Path(inputs[need])
 
 
-def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided") -> pd.DataFrame:
+def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided", lexicon=None) -> pd.DataFrame:
     """The rows an arm may train on: ``id`` (of the source row; a hash of the text for a table without ids),
-    ``text`` and ``side``, empty texts dropped."""
+    ``text`` and ``side``, empty texts dropped. ``lexicon``: the ``lexicon`` config section (``cda-neutral``)."""
     import pandas as pd
 
     df = read_table(path)
@@ -63,6 +72,9 @@ def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided") -> pd.Data
 
         require_columns(df, {S.ORIGINAL: "text", S.COUNTERFACTUAL: "text"}, path)
         rows = training_rows(df, cda_mode)
+    elif kind == "cda-neutral":
+        require_columns(df, {S.ORIGINAL: "text"}, path)
+        rows = _lexicon_neutral_rows(df, lexicon)
     else:
         col = S.TEXT if S.TEXT in df.columns else S.AUGMENTED if S.AUGMENTED in df.columns else None
         if col is None:
@@ -77,6 +89,32 @@ def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided") -> pd.Data
     if rows.empty:
         raise InputError(f"{path}: no training text (0 non-empty rows).")
     return rows
+
+
+def _lexicon_neutral_rows(df, lexicon) -> pd.DataFrame:
+    """The cda-neutral arm: each distinct original rewritten by the lexicon (rows whose rewrite left a gendered
+    word are dropped, and logged)."""
+    import logging
+
+    import pandas as pd
+
+    from ..cda.lexicon import load_lexicon
+    from ..cda.neutral import NeutralRewriter
+    from ..config import LexiconConfig
+
+    rewriter = NeutralRewriter(load_lexicon(lexicon or LexiconConfig()))
+    firsts = df.drop_duplicates(S.ORIGINAL)
+    out, left = [], 0
+    for rid, text in zip(firsts[S.ID].astype(str), firsts[S.ORIGINAL], strict=True):
+        res = rewriter.rewrite(str(text))
+        if res.left or not res.swaps:
+            left += 1
+            continue
+        out.append({S.ID: rid, S.TEXT: res.text, "side": "neutral"})
+    if left:
+        logging.getLogger(__name__).warning("cda-neutral: %d of %d sentences kept a gendered word the lexicon "
+                                            "cannot rewrite; left out", left, len(firsts))
+    return pd.DataFrame(out, columns=[S.ID, S.TEXT, "side"])
 
 
 def tokenize_texts(tokenizer, texts: Sequence[str], max_len: int, family: str) -> list[dict[str, list[int]]]:

@@ -101,7 +101,7 @@ def load_target(config: Config, target: str):
 
 
 def arm_token_count(config: Config, kind: str, path: Path, tokenizer, family: str) -> int:
-    rows = load_arm_rows(kind, path, config.cda.mode)
+    rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon)
     return count_tokens(tokenize_texts(tokenizer, rows["text"].tolist(), config.train.max_seq_len, family))
 
 
@@ -238,7 +238,7 @@ def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, 
     kind, path = arm_corpus(inputs, arm, config.train.k)
     if not path.exists():
         raise InputError(f"finetune {arm}: its corpus {path} does not exist; run the earlier stages first.")
-    rows = len(load_arm_rows(kind, path, config.cda.mode))
+    rows = len(load_arm_rows(kind, path, config.cda.mode, config.lexicon))
     if rows < config.train.min_rows:
         raise InputError(
             f"finetune {target}/{arm}: its corpus {path} has {rows} rows, fewer than train.min_rows="
@@ -288,7 +288,7 @@ def _corpus(config: Config, inputs, arm: str, tok, family: str, token_budget: in
     kind, path = arm_corpus(inputs, arm, tcfg.k)
     if not path.exists():
         raise InputError(f"finetune {arm}: its corpus {path} does not exist; run the earlier stages first.")
-    rows = load_arm_rows(kind, path, config.cda.mode)
+    rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon)
     examples = tokenize_texts(tok, rows["text"].tolist(), tcfg.max_seq_len, family)
     available = count_tokens(examples)
     budget = token_budget or tcfg.token_budget or shared_token_budget(config, inputs, tok, family)

@@ -1,6 +1,6 @@
 """Great Expectations suites at the stage boundaries, and the ``validate`` stage.
 
-Each boundary has a module here (``cda``, ``augment``, ``entropy``) with ``prepare(df, config)`` and
+Each boundary has a module here (``cda``, ``augment``, ``neutral``, ``entropy``) with ``prepare(df, config)`` and
 ``checks(config)``; :func:`run_validate` runs one of them through :func:`~context_cda.validation.core.validate_table`.
 """
 
@@ -18,6 +18,7 @@ from ..layout import QUARANTINE_FILE, RESULTS_FILE, VALID_FILE
 BOUNDARIES: dict[str, str] = {
     "cda": "context_cda.validation.cda",
     "augment": "context_cda.validation.augment",
+    "neutral": "context_cda.validation.neutral",
     "entropy": "context_cda.validation.entropy",
 }
 
@@ -28,6 +29,7 @@ EXCLUDED = "excluded-by-reviewer"
 TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "cda": {S.ID: "id", S.ORIGINAL: "text", S.COUNTERFACTUAL: "text"},
     "augment": {S.ID: "id", S.CDA_ID: "id", S.COUNTERFACTUAL: "text", S.AUGMENTED: "text"},
+    "neutral": {S.ID: "id", S.CDA_ID: "id", S.COUNTERFACTUAL: "text", S.AUGMENTED: "text"},
     "entropy": {S.ID: "id", S.TEXT: "text"},
 }
 TYPED_IF_PRESENT: dict[str, str] = {S.SE: "number", S.N_SWAPS: "number", S.ORIGINAL: "text"}

@@ -31,40 +31,42 @@ COLUMNS = [S.ID, S.CDA_ID, S.COUNTERFACTUAL, S.AUGMENTED, S.ATTEMPTS, S.GEN_MODE
 REVIEW_PREFIX = "_review_"
 
 
-def review_table(df: pd.DataFrame, config: Any) -> list[Any]:
-    """The augment review of every row of an augmented table (rules only; no meaning judge)."""
-    from ..augment import ReviewSettings, review_many, swap_terms
-    from ..augment.stage import load_gender_lexicon
+def review_table(df: pd.DataFrame, config: Any, task: str = "rephrase") -> list[Any]:
+    """The augment review of every row of an augmented table (rules only; no meaning judge); ``task`` neutral:
+    the neutral step's review of its rewrites."""
+    from ..augment import review_many, swap_terms
+    from ..augment.stage import load_attribute_lexicon, review_settings
 
-    settings = replace(ReviewSettings.from_config(config.augment), meaning="off")
+    settings = replace(review_settings(config, task), meaning="off")
     n = len(df)
     originals = df[S.ORIGINAL].tolist() if S.ORIGINAL in df.columns else [None] * n
     swaps = df[S.SWAPPED_TERMS].tolist() if S.SWAPPED_TERMS in df.columns else [None] * n
     swaps = [swap_terms(s) for s in swaps]
     originals = [o if isinstance(o, str) else None for o in originals]
     return review_many(originals, df[S.COUNTERFACTUAL].fillna("").astype(str).tolist(),
-                       df[S.AUGMENTED].fillna("").astype(str).tolist(), lexicon=load_gender_lexicon(config),
+                       df[S.AUGMENTED].fillna("").astype(str).tolist(), lexicon=load_attribute_lexicon(config),
                        settings=settings, swaps=swaps)
 
 
-def prepare(df: pd.DataFrame, config: Any) -> pd.DataFrame:
+def prepare(df: pd.DataFrame, config: Any, task: str = "rephrase") -> pd.DataFrame:
     from ..augment import REASON_KINDS
 
     df = df.copy()
     df["_duplicate_id"] = df[S.ID].duplicated()
     df["_duplicate_cda_id"] = df[S.CDA_ID].duplicated()
-    kinds = [set(v.kinds) for v in review_table(df, config)]
+    kinds = [set(v.kinds) for v in review_table(df, config, task)]
     for kind in REASON_KINDS:
         df[REVIEW_PREFIX + kind] = [kind in k for k in kinds]
     return df
 
 
-def checks(config: Any) -> list[Check]:
+def checks(config: Any, task: str = "rephrase") -> list[Check]:
     import great_expectations.expectations as gxe
 
     from ..augment import REASON_KINDS
+    from ..augment.stage import Task
 
-    v, a = config.validate_, config.augment
+    v, a = config.validate_, Task.of(config, task)
     return [
         Check(gxe.ExpectColumnValuesToBeInSet(column="_duplicate_id", value_set=[False]), "duplicate-id"),
         Check(gxe.ExpectColumnValuesToBeInSet(column="_duplicate_cda_id", value_set=[False]), "duplicate-cda-id"),
@@ -88,14 +90,15 @@ def expectations(config: Any) -> list[Any]:
     ]
 
 
-def row_checks(df: pd.DataFrame, config: Any) -> pd.Series:
+def row_checks(df: pd.DataFrame, config: Any, task: str = "rephrase") -> pd.Series:
     """Per-row failure reasons ('' when OK, '; '-joined), computed without GX."""
     import pandas as pd
 
     from ..augment import REASON_KINDS
+    from ..augment.stage import Task
 
-    p = prepare(df, config)
-    v, a = config.validate_, config.augment
+    p = prepare(df, config, task)
+    v, a = config.validate_, Task.of(config, task)
     aug_len = p[S.AUGMENTED].fillna("").astype(str).str.len()
     rules = [
         (p["_duplicate_id"], "duplicate-id"),

@@ -3,8 +3,10 @@
 * ids are unique (later copies of an id are quarantined as ``duplicate-id``);
 * original and counterfactual are non-empty and within ``validate.min_chars``..``max_chars``;
 * at least one swap was made, and the counterfactual differs from the original;
-* no original-gender lexicon word is left where a swap was due: the lexicon words of the counterfactual, in
-  order, must each differ from the original's word at the same place (``leftover_terms == 0``);
+* no original lexicon word is left where a swap was due: the words of the counterfactual that the run
+  attribute's swapper would swap, in order, must each differ from the original's word at the same place
+  (``leftover_terms == 0``; race, religion: the group words in their sense, so ``white wine`` left alone is no
+  leftover); ``cda.mode: neutral``: no gendered word may be left at all (``gendered-word-left``);
 * the counterfactual's length is within ``[1/r, r]`` of the original's (``validate.max_length_ratio``).
 """
 
@@ -26,7 +28,10 @@ def prepare(df, config):
     left = []
     for o, c in zip(df[S.ORIGINAL].fillna(""), df[S.COUNTERFACTUAL].fillna(""), strict=True):
         to, tc = swapper.find_terms(o), swapper.find_terms(c)
-        left.append(sum(a == b for a, b in zip(to, tc, strict=False)) + abs(len(to) - len(tc)))
+        if config.cda.mode == "neutral":  # nothing gendered may survive the rewrite
+            left.append(len(tc))
+        else:
+            left.append(sum(a == b for a, b in zip(to, tc, strict=False)) + abs(len(to) - len(tc)))
     df["_leftover_terms"] = left
     lo = df[S.ORIGINAL].fillna("").str.len().clip(lower=1)
     df["_length_ratio"] = df[S.COUNTERFACTUAL].fillna("").str.len() / lo
@@ -48,7 +53,7 @@ def checks(config) -> list[Check]:
         Check(gxe.ExpectColumnValuesToBeBetween(column=S.N_SWAPS, min_value=1), "no-swap"),
         Check(gxe.ExpectColumnValuesToBeInSet(column="_differs", value_set=[True]), "unchanged"),
         Check(gxe.ExpectColumnValuesToBeBetween(column="_leftover_terms", min_value=0, max_value=0),
-              "original-gender-term-left"),
+              "gendered-word-left" if config.cda.mode == "neutral" else f"original-{config.run.attribute}-term-left"),
         Check(gxe.ExpectColumnValuesToBeBetween(column="_length_ratio", min_value=1 / r, max_value=r),
               "length-ratio-out-of-bounds"),
     ]

@@ -23,6 +23,10 @@ content-missing        content     too few of the input's content words survive 
 negation-added/-removed negation   a not/never/no/n't inserted or dropped
 gender-contradiction   gender      a word flipped back, or an other-gender word with no referent (:mod:`.gender`)
 gender-missing         gender      the flipped gender is gone
+group-contradiction    gender      race, religion: a flipped-from group's word is back (:mod:`.groups`)
+group-added            gender      race, religion: a group the sentence does not involve is named
+group-missing          gender      race, religion: the flipped-to group is gone
+gendered-word-left     gender      neutral rewrites: a gendered word (he, mother, ...) is still there
 list                   form        several alternatives (:mod:`.form`)
 prompt-echo            form        the instruction or a worked example repeated
 meta                   form        talk about the answer ("This rephrased sentence ...")
@@ -34,10 +38,15 @@ meaning                meaning     the judge says the meaning changed (:mod:`.me
 
 ``identical*``: a :class:`ReviewSettings` field only, not in ``augment.review``: the augment stage always checks it,
 :meth:`ReviewSettings.for_samples` turns it off.
+
+The attribute check (switch ``gender``) follows the run's attribute (:attr:`ReviewSettings.attribute`, and the
+lexicon given): gender pairs (:mod:`.gender`), or race / religion groups (:mod:`.groups`); with
+``task="neutral"`` (the neutral rewrite of the context-neutral arm) it checks that no gendered word is left.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -53,15 +62,17 @@ from .form import (
     special_token_problem,
     truncation_problem,
 )
-from .gender import gender_index, gender_problems, swaps_from_texts
+from .gender import gender_index
+from .groups import group_index, neutral_index
 from .meaning import meaning_problems
 from .script import language_problem, script_problem
 from .text import TOKEN, input_facts, negation_count, numbers, prefix_set
 
 REASON_KINDS = (
     "empty", "refusal", "identical", "script", "language", "number-missing", "number-added", "entity-missing", "content-missing",
-    "negation-added", "negation-removed", "gender-contradiction", "gender-missing", "list", "prompt-echo", "meta",
-    "special-token", "truncated", "too-short", "too-long", "meaning",
+    "negation-added", "negation-removed", "gender-contradiction", "gender-missing", "group-contradiction",
+    "group-added", "group-missing", "gendered-word-left", "list", "prompt-echo", "meta", "special-token", "truncated",
+    "too-short", "too-long", "meaning",
 )
 
 
@@ -108,13 +119,24 @@ class ReviewSettings:
     meaning_rule: str = "not-contradict"
     prompt_texts: tuple[str, ...] | None = None  # None: the augment prompts (every version, retry feedback)
     prompt_examples: tuple[tuple[str, str], ...] | None = None  # None: the augment prompts' worked examples
+    attribute: str = "gender"  # the run's attribute: what the attribute check (switch ``gender``) looks at
+    task: str = "rephrase"  # rephrase (augment, the sampler) | neutral (the neutral rewrite)
 
     @classmethod
-    def from_config(cls, augment: Any) -> ReviewSettings:
-        """From an ``AugmentConfig`` (its ``review`` section and length ratios)."""
+    def from_config(cls, augment: Any, attribute: str = "gender", task: str = "rephrase") -> ReviewSettings:
+        """From an ``AugmentConfig`` (its ``review`` section and length ratios) and the run's attribute; ``task``
+        neutral: the neutral rewrite's review (:meth:`for_neutral`)."""
         names = {f.name for f in fields(cls)}
         data = {k: v for k, v in augment.review.model_dump().items() if k in names}
-        return cls(**data, min_length_ratio=augment.min_length_ratio, max_length_ratio=augment.max_length_ratio)
+        out = cls(**data, min_length_ratio=augment.min_length_ratio, max_length_ratio=augment.max_length_ratio,
+                  attribute=attribute)
+        return out.for_neutral() if task == "neutral" else out
+
+    def for_neutral(self) -> ReviewSettings:
+        """The neutral rewrite's review: no gendered word left and nothing else changed (every content word,
+        name, number and negation kept; about the input's length, 0.7x to 1.6x)."""
+        return replace(self, task="neutral", content_min_kept=max(self.content_min_kept, 0.8),
+                       min_length_ratio=0.7, max_length_ratio=1.6)
 
     @classmethod
     def for_samples(cls, base: ReviewSettings | None = None, prompt_texts: tuple[str, ...] | None = None,
@@ -130,6 +152,9 @@ class ReviewSettings:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        for key in ("attribute", "task"):  # the defaults are left out: a gender run's keys stay as they were
+            if d[key] == getattr(ReviewSettings, key):
+                del d[key]
         d["prompt_texts"] = list(self.prompts())
         d["prompt_examples"] = [list(e) for e in self.examples()]
         return d
@@ -178,7 +203,7 @@ def review_many(originals: Sequence[str | None], counterfactuals: Sequence[str],
                 ) -> list[Review]:
     """:func:`review` for many outputs; the meaning judge sees all of them in one batched call."""
     s = settings or ReviewSettings()
-    idx = gender_index(lexicon or default_lexicon())
+    idx = attribute_index(lexicon, s)
     n = len(outputs)
     swaps = list(swaps) if swaps is not None else [None] * n
     finish = list(finish_reasons) if finish_reasons is not None else [None] * n
@@ -200,6 +225,27 @@ def review_many(originals: Sequence[str | None], counterfactuals: Sequence[str],
     return [Review(not r, t, tuple(r)) for t, r in zip(texts, reasons, strict=True)]
 
 
+def attribute_index(lexicon: Any, settings: ReviewSettings) -> Any:
+    """What the attribute check compares with: the gender pairs (:class:`.gender.GenderIndex`), the groups of a
+    race / religion lexicon (:class:`.groups.GroupIndex`; the attribute's default lexicon when none is given) or,
+    for a neutral rewrite, the gendered words (:class:`.groups.NeutralIndex`)."""
+    if settings.task == "neutral":
+        return neutral_index(lexicon or default_lexicon())
+    if lexicon is not None and hasattr(lexicon, "groups"):
+        return group_index(lexicon)
+    if settings.attribute != "gender":
+        return group_index(_default_groups(settings.attribute))
+    return gender_index(lexicon or default_lexicon())
+
+
+@functools.lru_cache(maxsize=4)
+def _default_groups(attribute: str) -> Any:
+    """The attribute's default group lexicon (for a review called without one)."""
+    from ...cda.groups import DEFAULT_GROUPS, build_groups, default_rows
+
+    return build_groups(attribute, DEFAULT_GROUPS[attribute], default_rows(attribute), source="default")
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
@@ -213,7 +259,7 @@ def _swap_pairs(sw: Any, original: str | None, cf: str, idx: Any) -> list[tuple[
         got = [(a.lower(), b.lower()) for a, b in sw] if sw is not None else []
     if got:
         return got
-    return swaps_from_texts(original, cf, idx) if original else []
+    return idx.swaps_from_texts(original, cf) if original else []
 
 
 def _rules(original: str | None, cf: str, raw: str, swaps: list[tuple[str, str]], finish_reason: str | None,
@@ -236,7 +282,7 @@ def _rules(original: str | None, cf: str, raw: str, swaps: list[tuple[str, str]]
         out.append(why)
     out += _content(text, ow, facts, s)
     if s.gender:
-        out += gender_problems(ow, facts.words, swaps, idx, s.gender_min_kept)
+        out += idx.problems(text, ow, cf, facts.words, swaps, s.gender_min_kept)
     if s.form:
         out += [r for r in (list_problem(raw, facts.stems),
                             echo_problem(text, ow, facts.words, *prompts, s.form_echo_words, idx.all),

@@ -50,6 +50,14 @@ class GenderIndex:
     def counterpart(self, word: str) -> str | None:
         return self.lexicon.counterpart(word)
 
+    def problems(self, output: str, output_words: Sequence[str], counterfactual: str, source_words: Sequence[str],
+                 swaps: Sequence[tuple[str, str]], min_kept: float = 0.0) -> list[str]:
+        """The gender reasons (the review's attribute check for gender)."""
+        return gender_problems(output_words, source_words, swaps, self, min_kept)
+
+    def swaps_from_texts(self, original: str, counterfactual: str) -> list[tuple[str, str]]:
+        return swaps_from_texts(original, counterfactual, self)
+
 
 _INDEX: dict[int, tuple[Any, GenderIndex]] = {}
 

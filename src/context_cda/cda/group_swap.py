@@ -1,0 +1,354 @@
+"""Counterfactuals for n-ary attributes: every group of a sentence mapped to another group, consistently.
+
+Two mappings (``cda.mapping``):
+
+* ``permutations`` (default, deterministic): one counterfactual per other group. With groups ``0..n-1``,
+  counterfactual *k* (k = 1..n-1) maps group *i* to group *(i + k) mod n*: a sentence about one group is written
+  once for each of the others, and a sentence that names two groups keeps them distinct (each shift is a
+  permutation without a fixed point). Words are matched as the gender swapper matches them: whole words, any of
+  lower, Title and UPPER case (copied onto the replacement, part by part for multi-word terms), possessives and
+  punctuation kept, multi-word terms before their parts.
+* ``bias-bench`` (McGill-NLP/bias-bench's ``ternary_counterfactual_augmentation``, reproduced): one
+  counterfactual per sentence; for each group *i* a random other group is drawn (``random.choice`` of the other
+  indices in order, from a generator seeded with ``run.seed`` and the row id), independently per group, so two
+  groups may map to the same one; the sentence is split on whitespace and a token is replaced when it equals a
+  row's word exactly (case-sensitive) or that word followed by one of ``. , ? ! ; :``; when a token is in several
+  rows the last row wins; the output is the tokens joined by single spaces. No sense rules apply.
+
+Which occurrences count (``permutations`` only; ``cda.ambiguous`` = ``person``, the default):
+
+* a **name**: an attribute word inside a capitalised name is left alone: the next word is capitalised and is
+  neither an attribute word nor a word for people (``Black Sea``, ``Asian Games``, ``Christian Dior``), or the
+  previous word is capitalised inside the sentence (``North African``, ``Hans Christian``), or a word written
+  lower-case in running text (``church``) is capitalised inside the sentence (``St Mary's Church``);
+* an **ambiguous** word (the lexicon's ``ambiguous``: ``black``, ``white`` as colours) counts only where it refers
+  to people: followed by a word for people (:data:`PEOPLE`: ``women``, ``voters``, ``community``, ``Americans``
+  ...), possibly through a coordination of attribute words (``black and white residents``) and at most one
+  modifier of :data:`PERSON_MODIFIERS` (``black female students``), or after a copula whose subject is a pronoun
+  or a word for people (``his mother was white``), or compounded with a people suffix (``Black-owned``).
+  ``white wine``, ``a black cat``, ``black-and-white film`` and ``White House`` stay.
+
+``cda.ambiguous: swap`` swaps ambiguous words everywhere, ``skip`` never. Every occurrence left alone is reported
+with its reason (``name``, ``not-a-person``), and the cda stage counts them.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from .groups import GroupLexicon
+from .swap import CLOSED_CLASS, Counterfactual, SwapResult, _trie_pattern
+
+#: words for people (and groups of people) that make an ambiguous colour word a race word
+PEOPLE: frozenset[str] = frozenset(
+    """
+    people person persons man men woman women boy boys girl girls child children kid kids baby babies youth youths
+    teen teens teenager teenagers adult adults family families community communities population populations
+    resident residents citizen citizens voter voters student students pupil pupils worker workers employee employees
+    player players athlete athletes actor actors actress actresses artist artists writer writers author authors
+    musician musicians singer singers leader leaders politician politicians candidate candidates officer officers
+    soldier soldiers veteran veterans neighbor neighbors neighbour neighbours couple couples parent parents mother
+    mothers father fathers son sons daughter daughters customer customers patient patients doctor doctors nurse
+    nurses teacher teachers professor professors farmer farmers civilian civilians settler settlers immigrant
+    immigrants refugee refugees americans american britons men's women's neighborhood neighborhoods neighbourhood
+    neighbourhoods congregation congregations church churches school schools college colleges culture history
+    identity voices owners owner businesses journalists lawyers judges jurors juror suspects suspect victims victim
+    defendants defendant applicants applicant males females individuals individual guy guys lady ladies gentleman
+    gentlemen colleagues colleague friends friend grandmother grandmothers grandfather grandfathers grandparents
+    wife wives husband husbands sister sisters brother brothers aunt aunts uncle uncles cousin cousins nephew niece
+    engineer engineers technician technicians scientist scientists manager managers executive executives employer
+    employers staff clerk clerks officer's teenager's drivers driver police policemen officers' workers' residents'
+    scholars scholar priests clergy members member delegates delegate representatives voters' students' pilots pilot
+    firefighters firefighter surgeons surgeon lawmakers lawmaker activists activist protesters protester jurors'
+    inmates inmate prisoners prisoner troops artists' authors' novelists novelist poets poet comedians comedian
+    """.split()
+)
+#: modifiers that may stand between an ambiguous word and its people word (``black female students``)
+PERSON_MODIFIERS: frozenset[str] = frozenset(
+    "male female young old older elderly poor wealthy rich low-income working-class middle-class local rural urban "
+    "gay lesbian queer transgender trans unarmed undocumented southern northern police".split()
+)
+#: hyphenated suffixes that make a compound about people (``Black-owned``)
+PEOPLE_SUFFIXES: frozenset[str] = frozenset({"owned", "led", "majority", "run", "only"})
+COPULAS: frozenset[str] = frozenset({"is", "was", "are", "were", "be", "been", "being", "became", "become", "seemed"})
+SUBJECTS: frozenset[str] = frozenset({"he", "she", "they", "i", "we", "you", "who", "both", "all", "many", "most"})
+ADVERBS: frozenset[str] = frozenset({"not", "also", "mostly", "mainly", "largely", "predominantly", "all", "both"})
+COORDINATORS: frozenset[str] = frozenset({"and", "or", "&", ","})
+
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’]*(?:-[A-Za-z][A-Za-z'’]*)*|[^\sA-Za-z]")
+_BB_PUNCT = (".", ",", "?", "!", ";", ":")
+
+
+@dataclass
+class Hit:
+    start: int
+    end: int
+    surface: str
+    word: str  # lower-case lexicon word
+    group: int
+    role: str | None = None
+    skip: str | None = None  # why it is left alone (name | not-a-person), None: swapped
+
+
+def _title(w: str) -> str:
+    """Every part capitalised: ``african-american`` -> ``African-American``."""
+    return re.sub(r"(^|[\s-])([a-z])", lambda m: m.group(1) + m.group(2).upper(), w)
+
+
+def _forms(w: str) -> tuple[str, ...]:
+    """lower, Capitalised, Every-Part-Title (multi-word and hyphenated), UPPER."""
+    return tuple(dict.fromkeys((w, w[:1].upper() + w[1:], _title(w), w.upper())))
+
+
+def case_like(surface: str, target: str) -> str:
+    """``target`` in the case pattern of ``surface`` (part by part for multi-word terms)."""
+    letters = [c for c in surface if c.isalpha()]
+    if len(letters) > 1 and all(c.isupper() for c in letters):
+        return target.upper()
+    parts = re.split(r"([\s-])", surface)
+    words = [p for p in parts if p and p not in " -"]
+    if len(words) > 1 and all(p[:1].isupper() for p in words):
+        return _title(target)
+    if surface[:1].isupper():
+        return target[:1].upper() + target[1:]
+    return target
+
+
+class GroupSwapper:
+    """Swap the groups of a :class:`~context_cda.cda.groups.GroupLexicon` in text (see the module docstring)."""
+
+    def __init__(self, lexicon: GroupLexicon, mapping: str = "permutations", ambiguous: str = "person",
+                 seed: int = 0) -> None:
+        self.lexicon = lexicon
+        self.mapping = mapping
+        self.ambiguous = ambiguous
+        self.seed = seed
+        self.n = len(lexicon.groups)
+        surface = {f for w in lexicon.words for f in _forms(w)}
+        self._pattern = re.compile(r"(?<!\w)(?:" + _trie_pattern(surface) + r")(?!\w)")
+        self._bb_table = self._bias_bench_table() if mapping == "bias-bench" else []
+        #: words English always capitalises (everything but the ambiguous words and the lower-case nouns)
+        self._proper = lexicon.words - lexicon.ambiguous - lexicon.common_nouns
+
+    # -------------------------------------------------------------------------------------------- finding
+
+    def scan(self, text: str) -> list[Hit]:
+        """Every attribute word in ``text``, with its group and role and, when left alone, why."""
+        if self.mapping == "bias-bench":
+            return self._bb_hits(text)
+        hits = []
+        for m in self._pattern.finditer(text):
+            word = m.group(0).lower()
+            hits.append(Hit(m.start(), m.end(), m.group(0), word, self.lexicon.group[word]))
+        ctx = _Context(text, [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)],
+                       {h.start: h.end for h in hits})
+        for h in hits:
+            at, after = ctx.index(h.start), ctx.index(h.end, after=True)
+            h.role = _role_of(ctx, at, after, h) if len(self.lexicon.roles(h.word)) > 1 else None
+            h.skip = self._skip(ctx, at, after, h)
+        return hits
+
+    def find_terms(self, text: str) -> list[str]:
+        """The attribute words of ``text`` that a counterfactual swaps (lower-case, in order)."""
+        return [h.word for h in self.scan(text) if h.skip is None]
+
+    def skipped(self, text: str) -> list[tuple[str, str]]:
+        """(surface, reason) of every attribute word left alone."""
+        return [(h.surface, h.skip) for h in self.scan(text) if h.skip]
+
+    # -------------------------------------------------------------------------------------------- rules
+
+    def _skip(self, ctx: _Context, at: int, after: int, h: Hit) -> str | None:
+        if self.ambiguous == "swap":
+            return None
+        if _in_name(ctx, at, after, h, self.lexicon.common_nouns):
+            return "name"
+        if h.word in self.lexicon.ambiguous and (self.ambiguous == "skip" or not _about_people(ctx, at, after, h)):
+            return "not-a-person"
+        return None
+
+    # -------------------------------------------------------------------------------------------- swapping
+
+    def counterfactuals(self, text: str, row_id: str = "") -> tuple[list[Counterfactual], list[tuple[str, str]]]:
+        """The counterfactuals of ``text`` (none when it has no swappable word) and the words left alone."""
+        if self.mapping == "bias-bench":
+            return self._bias_bench(text, row_id)
+        hits = self.scan(text)
+        live = [h for h in hits if h.skip is None]
+        skipped = [(h.surface, h.skip) for h in hits if h.skip]
+        if not live:
+            return [], skipped
+        out = []
+        for k in range(1, self.n):
+            mapping = {g: (g + k) % self.n for g in range(self.n)}
+            out.append(Counterfactual(f"k{k}", self._apply(text, live, mapping), mapping))
+        return out, skipped
+
+    def _apply(self, text: str, hits: list[Hit], mapping: dict[int, int]) -> SwapResult:
+        from .neutral import fix_article
+
+        pieces, swaps, pos = [], [], 0
+        for h in hits:
+            target = self.lexicon.counterpart(h.word, mapping[h.group], h.role)
+            new = case_like(h.surface, target)
+            if target in self._proper and not new[:1].isupper():  # Asian, Jewish: capitalised wherever they stand
+                new = _title(target)
+            pieces += [fix_article(text[pos:h.start], new), new]
+            swaps.append((h.surface, new))
+            pos = h.end
+        pieces.append(text[pos:])
+        return SwapResult("".join(pieces), swaps)
+
+    def direction(self, swaps: list[tuple[str, str]]) -> str:
+        """``black->white`` (every swap between the same two groups), ``mixed`` or ``none``."""
+        pairs = set()
+        for a, b in swaps:
+            ga, gb = self._group_of(a), self._group_of(b)
+            if ga is not None and gb is not None:
+                pairs.add(f"{self.lexicon.groups[ga]}->{self.lexicon.groups[gb]}")
+        if not pairs:
+            return "none"
+        return pairs.pop() if len(pairs) == 1 else "mixed"
+
+    def _group_of(self, surface: str) -> int | None:
+        w = surface.lower()
+        if self.mapping == "bias-bench":
+            w = w.rstrip("".join(_BB_PUNCT))
+        return self.lexicon.group.get(w)
+
+    # -------------------------------------------------------------------------------------------- bias-bench
+
+    def _bias_bench_table(self) -> list[tuple[str, ...]]:
+        """bias-bench's ``_create_bias_attribute_words``: the rows, then every row with each punctuation mark
+        appended (rows in file order, punctuation in its order)."""
+        rows = [r.words for r in self.lexicon.rows]
+        return rows + [tuple(w + p for w in r) for p in _BB_PUNCT for r in rows]
+
+    def _bb_hits(self, text: str) -> list[Hit]:
+        hits, pos = [], 0
+        for tok in text.split():
+            start = text.index(tok, pos)
+            pos = start + len(tok)
+            g = next((g for row in self._bb_table for g, w in enumerate(row) if w == tok), None)
+            if g is not None:
+                hits.append(Hit(start, pos, tok, tok.rstrip("".join(_BB_PUNCT)), g))
+        return hits
+
+    def _bias_bench(self, text: str, row_id: str) -> tuple[list[Counterfactual], list[tuple[str, str]]]:
+        rng = random.Random(f"{self.seed}:{row_id}")
+        choice = {i: rng.choice([j for j in range(self.n) if j != i]) for i in range(self.n)}
+        words = text.split()
+        out = list(words)
+        swaps: list[tuple[str, str]] = []
+        for position, word in enumerate(words):
+            new = None
+            for row in self._bb_table:  # every row, every group: the last match wins, as there
+                for g, w in enumerate(row):
+                    if w == word:
+                        new = row[choice[g]]
+            if new is not None:
+                out[position] = new
+                swaps.append((word, new))
+        if not swaps:
+            return [], []
+        return [Counterfactual("bias-bench", SwapResult(" ".join(out), swaps), choice)], []
+
+
+# ------------------------------------------------------------------------------------------------ token helpers
+
+#: capitalised nationality words that may precede or follow an attribute word without making a name
+DEMONYM = re.compile(r"(?:an|ans|ian|ians|ish|ese|i|is)$")
+#: capitalised words that qualify a group word without making a name (denominations, directions of a faith)
+QUALIFIERS: frozenset[str] = frozenset({"catholic", "catholics", "orthodox", "protestant", "protestants", "evangelical",
+                                        "evangelicals", "sunni", "shia", "shiite", "reform", "conservative"})
+DETERMINERS: frozenset[str] = frozenset({"a", "an", "the", "every", "each", "one", "no", "any", "another", "this",
+                                         "that", "devout", "practising", "practicing", "observant", "fellow"})
+
+
+@dataclass
+class _Context:
+    """The tokens of a text and where its attribute words are (token start offset -> end offset)."""
+
+    text: str
+    tokens: list[tuple[int, int, str]]
+    ends: dict[int, int]
+
+    def index(self, offset: int, after: bool = False) -> int:
+        """The token holding ``offset`` (``after``: the first token starting at or after it)."""
+        for i, (s, e, _) in enumerate(self.tokens):
+            if (s >= offset) if after else (s <= offset < e):
+                return i
+        return len(self.tokens)
+
+    def word(self, i: int) -> str | None:
+        return self.tokens[i][2] if 0 <= i < len(self.tokens) else None
+
+    def is_term(self, i: int) -> bool:
+        return 0 <= i < len(self.tokens) and self.tokens[i][0] in self.ends
+
+    def sentence_initial(self, i: int) -> bool:
+        """No word before token ``i`` in its sentence (only quotes or brackets)."""
+        j = i - 1
+        while j >= 0 and not self.tokens[j][2][0].isalnum():
+            if self.tokens[j][2] in ".!?":
+                return True
+            j -= 1
+        return j < 0
+
+    def chain_end(self, i: int) -> int:
+        """From token ``i`` (just after an attribute word), past a coordination of further attribute words
+        (``and white people`` -> the index of ``people``)."""
+        while (i + 1 < len(self.tokens) and self.tokens[i][2].lower() in COORDINATORS and self.is_term(i + 1)):
+            i = self.index(self.ends[self.tokens[i + 1][0]], after=True)
+        return i
+
+
+def _capitalised_other(ctx: _Context, i: int) -> bool:
+    """Token ``i`` is a capitalised word that is neither an attribute word, a word for people nor a demonym."""
+    w = ctx.word(i)
+    low = w.lower() if w else ""
+    return bool(w and w[0].isupper() and not ctx.is_term(i) and low not in PEOPLE and w != "I"
+                and low not in QUALIFIERS and not DEMONYM.search(low))
+
+
+def _in_name(ctx: _Context, at: int, after: int, h: Hit, common: frozenset[str]) -> bool:
+    if _capitalised_other(ctx, at - 1) and not ctx.sentence_initial(at - 1):
+        return True
+    if _capitalised_other(ctx, after):
+        return True
+    return h.word in common and h.surface[:1].isupper() and not ctx.sentence_initial(at)
+
+
+def _role_of(ctx: _Context, at: int, after: int, h: Hit) -> str:
+    """adjective before a word that can start a noun phrase (past a coordination) or after a copula; noun
+    after a determiner, before a possessive, or before punctuation, the end or a closed-class word."""
+    if ctx.text[h.end:h.end + 1] in ("'", "’"):
+        return "noun"
+    prev = (ctx.word(at - 1) or "").lower()
+    if prev in COPULAS or (prev in ADVERBS and (ctx.word(at - 2) or "").lower() in COPULAS):
+        return "adjective"
+    nxt = ctx.word(ctx.chain_end(after))
+    if nxt is not None and nxt[0].isalpha() and nxt.lower() not in CLOSED_CLASS:
+        return "adjective"
+    return "noun"
+
+
+def _about_people(ctx: _Context, at: int, after: int, h: Hit) -> bool:
+    if ctx.text[h.end:h.end + 1] == "-":  # a compound: Black-owned, black-and-white
+        suffix = re.match(r"-([A-Za-z]+)", ctx.text[h.end:])
+        return bool(suffix and suffix.group(1).lower() in PEOPLE_SUFFIXES)
+    i = ctx.chain_end(after)
+    nxt = (ctx.word(i) or "").lower()
+    if nxt in PERSON_MODIFIERS:
+        nxt = (ctx.word(i + 1) or "").lower()
+    if nxt in PEOPLE:
+        return True
+    back = at - 1
+    while back >= 0 and ctx.tokens[back][2].lower() in ADVERBS:
+        back -= 1
+    if back >= 1 and ctx.tokens[back][2].lower() in COPULAS:
+        subject = ctx.tokens[back - 1][2].lower()
+        return subject in SUBJECTS or subject in PEOPLE
+    return False

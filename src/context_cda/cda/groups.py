@@ -1,0 +1,229 @@
+"""Lexicons of n-ary attributes (race, religion): aligned rows holding one word per group.
+
+A row such as ``("synagogue", "church", "mosque")`` says that the word of group *i* becomes the word of group *j*
+when a sentence's group *i* is mapped to group *j* (:mod:`context_cda.cda.group_swap`). Our default rows
+(:data:`DEFAULT_ROWS`) were written for this project; the rules they follow:
+
+* aligned forms: singular and plural are separate rows, so number is kept; possessives need no entries (the
+  swapper keeps a trailing ``'s`` / ``'``), and case is copied from the text (``Muslims`` -> ``Jews``);
+* multi-word and hyphenated terms are rows of their own (``african american`` / ``african-american``), matched
+  before their parts;
+* a word can head a noun phrase or stand alone: ``a Christian family`` -> ``a Jewish family`` but ``became a
+  Christian`` -> ``became a Jew``. Such words are listed in two rows with a *role* (``adjective`` / ``noun``), and
+  the swapper picks the row by the next word, as it picks ``her`` -> ``his`` / ``him`` for gender;
+* words that are also common words (``black`` and ``white`` as colours) are marked *ambiguous* and swapped only
+  where they refer to people (see the swapper); lower-case nouns (``church``) written with a capital inside a
+  sentence are taken as part of a name (``St Mary's Church``) and left alone;
+* no country or continent names: swapping ``Africa`` for ``Asia`` changes a fact about a place, not a person
+  (bias-bench's lists do it; load them with ``lexicon.source: bias-bench``).
+
+Published lists are checked as they load (:func:`build_groups`): a row of the wrong length, a word listed for two
+groups (the groups *overlap*: the word's group would be undefined) and a word listed twice in one group with
+different counterparts (a *conflict*: the first is kept and the clash reported, or ``lexicon.on_conflict: error``
+stops) are named with the row they come from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError, InputError
+from .lexicon import LexiconIssue
+
+#: attribute -> its group names (in column order of its rows)
+DEFAULT_GROUPS: dict[str, tuple[str, ...]] = {
+    "race": ("black", "white", "asian", "hispanic"),
+    "religion": ("jewish", "christian", "muslim"),
+}
+
+#: attribute -> (words of each group, role or None)
+DEFAULT_ROWS: dict[str, tuple[tuple[tuple[str, ...], str | None], ...]] = {
+    "race": (
+        (("black", "white", "asian", "hispanic"), None),
+        (("african american", "european american", "asian american", "hispanic american"), None),
+        (("african americans", "european americans", "asian americans", "hispanic americans"), None),
+        (("african-american", "european-american", "asian-american", "hispanic-american"), None),
+        (("african-americans", "european-americans", "asian-americans", "hispanic-americans"), None),
+    ),
+    "religion": (
+        (("jewish", "christian", "muslim"), "adjective"),
+        (("jew", "christian", "muslim"), "noun"),
+        (("jews", "christians", "muslims"), None),
+        (("judaism", "christianity", "islam"), None),
+        (("synagogue", "church", "mosque"), None),
+        (("synagogues", "churches", "mosques"), None),
+        (("rabbi", "priest", "imam"), None),
+        (("rabbis", "priests", "imams"), None),
+        (("torah", "bible", "quran"), None),
+    ),
+}
+
+#: words that are also common words: swapped only where they refer to people (``cda.ambiguous``)
+AMBIGUOUS: dict[str, frozenset[str]] = {
+    "race": frozenset({"black", "white", "brown", "blacks", "whites", "colored", "coloured"}),
+    "religion": frozenset(),
+}
+
+#: words written lower-case in running text: capitalised inside a sentence they are part of a name
+COMMON_NOUNS: dict[str, frozenset[str]] = {
+    "race": frozenset(),
+    "religion": frozenset({"synagogue", "synagogues", "church", "churches", "mosque", "mosques", "rabbi", "rabbis",
+                           "priest", "priests", "imam", "imams"}),
+}
+
+ROLES = ("adjective", "noun")
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    words: tuple[str, ...]
+    origin: str  # "file#entry", "default" or "lexicon.extra_groups"
+    role: str | None = None
+
+
+@dataclass
+class GroupLexicon:
+    """The words of an n-ary attribute: each word's group, and its row (per role) of counterparts."""
+
+    attribute: str
+    groups: tuple[str, ...]
+    rows: tuple[GroupRow, ...]  # as listed (bias-bench mode reads them in order)
+    group: dict[str, int]  # word -> group index
+    entries: dict[str, dict[str | None, tuple[str, ...]]]  # word -> role -> the row's words
+    ambiguous: frozenset[str] = frozenset()
+    common_nouns: frozenset[str] = frozenset()
+    issues: list[LexiconIssue] = field(default_factory=list)
+    source: str = "default"
+
+    @property
+    def words(self) -> set[str]:
+        return set(self.group)
+
+    def group_of(self, word: str) -> int | None:
+        return self.group.get(word.lower())
+
+    def roles(self, word: str) -> tuple[str | None, ...]:
+        return tuple(self.entries.get(word.lower(), {}))
+
+    def counterpart(self, word: str, target: int, role: str | None = None) -> str:
+        """The word of group ``target`` in ``word``'s row (of ``role`` when the word has rows of several roles)."""
+        rows = self.entries[word.lower()]
+        row = rows.get(role) if role in rows else next(iter(rows.values()))
+        return row[target]
+
+
+def _norm(word: str) -> str:
+    return " ".join(str(word).strip().lower().replace("_", " ").split())
+
+
+def build_groups(attribute: str, groups: Sequence[str], rows: Iterable[GroupRow], on_conflict: str = "report",
+                 source: str = "custom", ambiguous: Iterable[str] | None = None,
+                 common_nouns: Iterable[str] | None = None) -> GroupLexicon:
+    """Check and index ``rows`` (see the module docstring): a row of another length than ``groups`` or groups
+    that overlap stop with an :class:`~context_cda.errors.InputError` naming the rows; conflicts are reported
+    (``on_conflict`` error: a :class:`~context_cda.errors.ConfigError`)."""
+    groups = tuple(_norm(g) for g in groups)
+    if len(groups) < 2:
+        raise InputError(f"lexicon {source}: {attribute} needs at least two groups, got {list(groups)}.")
+    group: dict[str, int] = {}
+    first_seen: dict[str, str] = {}
+    entries: dict[str, dict[str | None, tuple[str, ...]]] = {}
+    issues: list[LexiconIssue] = []
+    kept: list[GroupRow] = []
+    for row in rows:
+        words = tuple(_norm(w) for w in row.words)
+        _check_row(attribute, groups, row, words)
+        for g, w in enumerate(words):
+            if w in group and group[w] != g:
+                raise InputError(
+                    f"lexicon {source}: {w!r} is listed for group {groups[group[w]]!r} ({first_seen[w]}) and for "
+                    f"group {groups[g]!r} ({row.origin}): the groups of {attribute} overlap. Keep the word in one "
+                    "group only.")
+            group.setdefault(w, g)
+            first_seen.setdefault(w, row.origin)
+            have = entries.setdefault(w, {})
+            if row.role in have and have[row.role] != words:
+                clash = LexiconIssue("conflict", w, "/".join(have[row.role]), "/".join(words), row.origin)
+                if on_conflict == "error":
+                    raise ConfigError(f"Lexicon {source}: {clash}. Fix the list, or set lexicon.on_conflict to "
+                                      "report or keep-first.")
+                issues.append(clash)
+                continue
+            have.setdefault(row.role, words)
+        kept.append(GroupRow(words, row.origin, row.role))
+    known = set(group)
+    return GroupLexicon(attribute, groups, tuple(kept), group, entries,
+                        frozenset(AMBIGUOUS.get(attribute, ()) if ambiguous is None else map(_norm, ambiguous)) & known,
+                        frozenset(COMMON_NOUNS.get(attribute, ()) if common_nouns is None else map(_norm, common_nouns))
+                        & known, issues, source)
+
+
+def _check_row(attribute: str, groups: tuple[str, ...], row: GroupRow, words: tuple[str, ...]) -> None:
+    if len(words) != len(groups):
+        raise InputError(f"{row.origin}: a {attribute} row needs one word per group ({len(groups)}: "
+                         f"{', '.join(groups)}), got {len(words)}: {list(row.words)}.")
+    if any(not w for w in words):
+        raise InputError(f"{row.origin}: empty word in {list(row.words)}; every group needs a word.")
+    if len(set(words)) != len(words):
+        dup = next(w for w in words if words.count(w) > 1)
+        raise InputError(f"{row.origin}: {dup!r} is listed for two groups of one row {list(row.words)}: the groups "
+                         f"of {attribute} overlap. Keep the word in one group only.")
+    if row.role is not None and row.role not in ROLES:
+        raise InputError(f"{row.origin}: unknown role {row.role!r}; use one of {', '.join(ROLES)} or none.")
+
+
+# ------------------------------------------------------------------------------------------------------ loaders
+
+
+def default_rows(attribute: str) -> list[GroupRow]:
+    return [GroupRow(words, "default", role) for words, role in DEFAULT_ROWS[attribute]]
+
+
+def load_json_rows(path: Path, attribute: str) -> tuple[tuple[str, ...], list[GroupRow]]:
+    """Rows from a JSON file: bias-bench's ``bias_attribute_words.json`` (``{attribute: [[w1, w2, w3], ...]}``),
+    or a plain list of rows. The group names are the first row's words."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise InputError(f"{path}: word-list file not found.") from e
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: line {e.lineno}: not valid JSON ({e.msg}).") from e
+    if isinstance(data, dict):
+        if attribute not in data:
+            raise InputError(f"{path}: no {attribute!r} word lists (keys: {', '.join(map(str, data)) or 'none'}): "
+                             f"the attribute has no lexicon there. Add a {attribute!r} key holding rows of one word "
+                             "per group, or use lexicon.source: default.")
+        data = data[attribute]
+    if not isinstance(data, list) or not data:
+        raise InputError(f"{path}: expected a non-empty JSON list of rows (one word per group), e.g. "
+                         '[["jewish", "christian", "muslim"], ["synagogue", "church", "mosque"]].')
+    rows = []
+    for i, item in enumerate(data):
+        if not (isinstance(item, list) and len(item) >= 2 and all(isinstance(w, str) for w in item)):
+            raise InputError(f"{path}: {attribute} entry {i}: expected a list of at least two words, got {item!r}.")
+        rows.append(GroupRow(tuple(item), f"{Path(path).name}#{attribute}[{i}]"))
+    return tuple(rows[0].words), rows
+
+
+def load_groups(attribute: str, cfg) -> GroupLexicon:
+    """The n-ary lexicon a :class:`~context_cda.config.LexiconConfig` asks for (``default`` | ``bias-bench`` | a
+    JSON file), plus ``lexicon.extra_groups``."""
+    src = cfg.source
+    if src == "default":
+        groups, rows = DEFAULT_GROUPS[attribute], default_rows(attribute)
+    elif src == "bias-bench":  # lexicon.path, else the bias-bench-words dataset (mirror, cache, download)
+        from ..datasets import resolve
+
+        path = Path(cfg.path).expanduser() if cfg.path else resolve("bias-bench-words", key="lexicon.path")
+        groups, rows = load_json_rows(path, attribute)
+    elif src.endswith(".json"):
+        groups, rows = load_json_rows(Path(src).expanduser(), attribute)
+    else:
+        raise ConfigError(f"lexicon.source={src!r} is a gender list; run.attribute={attribute} reads default, "
+                          f"bias-bench (lexicon.path: bias_attribute_words.json) or a JSON file of {attribute} rows.")
+    rows = rows + [GroupRow(tuple(r), f"lexicon.extra_groups[{i}]") for i, r in enumerate(cfg.extra_groups)]
+    return build_groups(attribute, groups, rows, on_conflict=cfg.on_conflict, source=src,
+                        ambiguous=cfg.ambiguous)

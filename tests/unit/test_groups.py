@@ -1,0 +1,200 @@
+"""N-ary attributes (race, religion): the group lexicon, its checks, and the group swapper's rules and mappings."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from context_cda.cda.group_swap import GroupSwapper, case_like
+from context_cda.cda.groups import (
+    DEFAULT_GROUPS,
+    GroupRow,
+    build_groups,
+    default_rows,
+    load_groups,
+    load_json_rows,
+)
+from context_cda.config import Config, LexiconConfig, load_config
+from context_cda.errors import ConfigError, InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+LABELLED = ROOT / "tests" / "fixtures" / "cda" / "labelled_groups.jsonl"
+BIAS_BENCH = ROOT.parent / "shared" / "data" / "bias_bench_words" / "bias_attribute_words.json"
+
+
+def lexicon(attribute: str):
+    return build_groups(attribute, DEFAULT_GROUPS[attribute], default_rows(attribute), source="default")
+
+
+def swapper(attribute: str, **kw) -> GroupSwapper:
+    return GroupSwapper(lexicon(attribute), **kw)
+
+
+def first(sw: GroupSwapper, text: str) -> str | None:
+    cfs, _ = sw.counterfactuals(text, "row")
+    return cfs[0].result.text if cfs else None
+
+
+# ------------------------------------------------------------------------------------------------ the labelled set
+
+
+def labelled() -> list[dict]:
+    return [json.loads(line) for line in LABELLED.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+
+
+def test_the_hand_labelled_set_passes_at_95_percent():
+    """At least 60 race / religion sentences written for this project, each with its expected first counterfactual
+    (or none) and the spans that must stay; the swapper must get at least 95 % of them exactly right."""
+    rows = labelled()
+    assert len(rows) >= 60 and {r["attribute"] for r in rows} == {"race", "religion"}
+    assert sum(r["first"] is None for r in rows) >= 20  # words that must not be swapped: colours, names
+    sws = {a: swapper(a) for a in ("race", "religion")}
+    failures = []
+    for r in rows:
+        sw = sws[r["attribute"]]
+        cfs, _ = sw.counterfactuals(r["text"], "row")
+        got = cfs[0].result.text if cfs else None
+        ok = (got == r["first"] and (not cfs or len(cfs) == sw.n - 1)
+              and all(k in cf.result.text for cf in cfs for k in r["keep"]))
+        if not ok:
+            failures.append(f"{r['text']!r}: got {got!r}, want {r['first']!r}")
+    accuracy = 1 - len(failures) / len(rows)
+    print(f"labelled set: {len(rows) - len(failures)}/{len(rows)} = {accuracy:.1%}; failures: {failures}")
+    assert accuracy >= 0.95, "\n".join(failures)
+
+
+def test_the_labelled_set_would_fail_a_swapper_without_sense_rules():
+    """The set can fail: swapping every occurrence (cda.ambiguous=swap) gets the colour and name sentences wrong."""
+    rows = labelled()
+    sws = {a: swapper(a, ambiguous="swap") for a in ("race", "religion")}
+    wrong = sum(first(sws[r["attribute"]], r["text"]) != r["first"] for r in rows)
+    assert wrong >= 15
+
+
+# ------------------------------------------------------------------------------------------------ mappings
+
+
+def test_permutations_write_one_counterfactual_per_other_group_consistently():
+    sw = swapper("race")
+    cfs, skipped = sw.counterfactuals("Black and white residents met the Asian mayor.", "r")
+    assert [c.tag for c in cfs] == ["k1", "k2", "k3"] and not skipped
+    assert [c.result.text for c in cfs] == [
+        "White and Asian residents met the Hispanic mayor.",
+        "Asian and Hispanic residents met the Black mayor.",
+        "Hispanic and black residents met the White mayor.",  # case copied from the word it replaces
+    ]
+    for c in cfs:  # a permutation without a fixed point: every group goes elsewhere, two groups stay distinct
+        assert len(set(c.mapping.values())) == 4 and all(g != t for g, t in c.mapping.items())
+    assert sw.direction(cfs[0].result.swaps) == "mixed"
+    assert sw.direction(sw.counterfactuals("Black voters came.", "r")[0][0].result.swaps) == "black->white"
+
+
+def test_religion_roles_follow_the_next_word_and_the_copula():
+    sw = swapper("religion")
+    k2 = {t: sw.counterfactuals(t, "r")[0][1].result.text for t in (
+        "A Christian family moved in.", "She became a Christian.", "She is Christian.",
+        "Christian and Muslim leaders met.", "The Christian's faith held.")}
+    assert k2 == {"A Christian family moved in.": "A Jewish family moved in.",
+                  "She became a Christian.": "She became a Jew.",
+                  "She is Christian.": "She is Jewish.",
+                  "Christian and Muslim leaders met.": "Jewish and Christian leaders met.",
+                  "The Christian's faith held.": "The Jew's faith held."}
+
+
+def test_case_possessives_and_articles():
+    sw = swapper("race")
+    assert first(sw, "Hispanic voters spoke.") == "Black voters spoke."
+    assert first(sw, "a white officer said") == "an Asian officer said"
+    assert first(sw, "the Hispanic family's house") == "the Black family's house"
+    assert first(swapper("religion"), "The Muslims' mosque") == "The Jews' synagogue"
+    assert case_like("African-American", "european-american") == "European-American"
+    assert case_like("BLACK", "white") == "WHITE"
+
+
+def test_words_left_alone_are_reported_with_their_reason():
+    sw = swapper("race")
+    cfs, skipped = sw.counterfactuals("She drank white wine by the Black Sea.", "r")
+    assert cfs == [] and skipped == [("white", "not-a-person"), ("Black", "name")]
+    assert sw.find_terms("White voters and white wine") == ["white"]
+    assert swapper("race", ambiguous="skip").find_terms("white voters") == []
+    assert swapper("race", ambiguous="swap").find_terms("white wine by the Black Sea") == ["white", "black"]
+
+
+def test_bias_bench_mapping_reproduces_its_rules():
+    """bias-bench's ternary CDA: whitespace tokens, exact (lower-case) match or with trailing punctuation, one random
+    other group per group and sentence (random.choice in group order), the last matching row wins."""
+    lex = build_groups("race", ("black", "caucasian", "asian"), [
+        GroupRow(("black", "caucasian", "asian"), "r0"), GroupRow(("african", "caucasian", "asian"), "r1"),
+        GroupRow(("black", "white", "asian"), "r2")], source="test")
+    sw = GroupSwapper(lex, mapping="bias-bench", seed=7)
+    rng = random.Random("7:row-1")
+    choice = [rng.choice([1, 2]), rng.choice([0, 2]), rng.choice([0, 1])]
+    text = "the black  dog and Black asian, people"
+    cfs, skipped = sw.counterfactuals(text, "row-1")
+    row2 = ("black", "white", "asian")  # 'black' is in rows 0 and 2: row 2 (the last) wins
+    want = ["the", row2[choice[0]], "dog", "and", "Black", row2[choice[2]] + ",", "people"]
+    assert cfs[0].result.text == " ".join(want) and skipped == []
+    assert [a for a, _ in cfs[0].result.swaps] == ["black", "asian,"]
+    assert sw.find_terms("Black black, white.") == ["black", "white"]
+
+
+# ------------------------------------------------------------------------------------------------ lexicon checks
+
+
+def test_overlapping_groups_and_bad_rows_are_one_clear_error():
+    with pytest.raises(InputError, match=r"'church' is listed for group 'christian' \(a#0\) and for group 'muslim'"):
+        build_groups("religion", ("jewish", "christian", "muslim"),
+                     [GroupRow(("synagogue", "church", "mosque"), "a#0"), GroupRow(("temple", "chapel", "church"), "a#1")])
+    with pytest.raises(InputError, match=r"a#0: a religion row needs one word per group \(3"):
+        build_groups("religion", ("jewish", "christian", "muslim"), [GroupRow(("synagogue", "church"), "a#0")])
+    with pytest.raises(InputError, match="listed for two groups of one row"):
+        build_groups("religion", ("jewish", "christian", "muslim"), [GroupRow(("x", "y", "x"), "a#0")])
+
+
+def test_conflicts_are_reported_and_first_kept_or_stop():
+    rows = [GroupRow(("black", "caucasian", "asian"), "f#0"), GroupRow(("black", "white", "asian"), "f#2")]
+    lex = build_groups("race", ("black", "caucasian", "asian"), rows, source="f")
+    assert {i.word for i in lex.issues} == {"black", "asian"}
+    assert lex.counterpart("black", 1) == "caucasian"
+    with pytest.raises(ConfigError, match="conflict"):
+        build_groups("race", ("black", "caucasian", "asian"), rows, on_conflict="error")
+
+
+@pytest.mark.skipif(not BIAS_BENCH.is_file(), reason="shared bias-bench word list not present")
+def test_bias_bench_lists_load_for_race_and_religion():
+    groups, rows = load_json_rows(BIAS_BENCH, "religion")
+    assert groups == ("jewish", "christian", "muslim") and len(rows) == 6
+    lex = load_groups("race", LexiconConfig(source="bias-bench", path=str(BIAS_BENCH)))
+    assert lex.groups == ("black", "caucasian", "asian") and lex.issues  # its rows conflict (black, asian, ...)
+    assert lex.ambiguous == {"black", "white"}
+
+
+def test_an_attribute_without_a_lexicon_is_named(tmp_path):
+    p = tmp_path / "words.json"
+    p.write_text(json.dumps({"gender": [["he", "she"]]}))
+    with pytest.raises(InputError, match=r"words\.json: no 'race' word lists .*the attribute has no lexicon"):
+        load_groups("race", LexiconConfig(source=str(p)))
+    with pytest.raises(ConfigError, match="zhao2018.* is a gender list"):
+        load_groups("religion", LexiconConfig(source="zhao2018"))
+
+
+def test_the_default_lexicons_are_conflict_free():
+    for attr in ("race", "religion"):
+        lex = lexicon(attr)
+        assert not lex.issues and len(lex.groups) == len(DEFAULT_GROUPS[attr])
+
+
+def test_the_attribute_picks_the_bias_type_and_rules_out_neutral():
+    assert Config().evaluate.bias_type == "gender"
+    cfg = load_config(overrides=["run.attribute=race"], params_file=ROOT / "params.yaml")
+    assert cfg.evaluate.bias_type == "race"
+    assert load_config(overrides=["run.attribute=race", "evaluate.bias_type=all"],
+                       params_file=ROOT / "params.yaml").evaluate.bias_type == "all"
+    with pytest.raises(ConfigError, match="context-neutral: a neutral rewrite replaces gendered words"):
+        load_config(overrides=["run.attribute=religion", "train.arms=[cda, context-neutral]"],
+                    params_file=ROOT / "params.yaml")
+    with pytest.raises(ConfigError, match="cda.mapping=bias-bench maps n-ary groups"):
+        load_config(overrides=["cda.mapping=bias-bench"], params_file=ROOT / "params.yaml")
