@@ -260,6 +260,7 @@ class _Selection:
         from .cda.stage import make_swapper
 
         self.ic = config.ingest
+        self.attribute = config.run.attribute
         self.no_term = f"no-{config.run.attribute}-term"
         plain = config.model_copy(update={"cda": config.cda.model_copy(update={"swap_names": False})})
         self.swapper = make_swapper(plain)  # the words a counterfactual swaps (names excluded)
@@ -316,14 +317,22 @@ def _sample(sel: _Selection, sample_n: int | None, seed: int) -> list[dict[str, 
     return [r for i, r in enumerate(rows) if i in chosen]
 
 
+#: what the error for a corpus without a kept sentence asks for, per attribute
+_NEEDS = {"gender": "gendered sentences: check that the corpus is English text with gendered words (he, she, "
+                    "mother, ...)",
+          "race": "sentences that name a race or ethnicity of people: check that the corpus is English text with "
+                  "such words (Black voters, white residents, Asian families, ...; docs/attributes.md)",
+          "religion": "sentences with religion words: check that the corpus is English text with such words "
+                      "(Jewish, Christians, church, mosque, ...; docs/attributes.md)"}
+
+
 def _nothing_kept(files: list[Path], stats: Counter, sel: _Selection) -> InputError:
     reasons = Counter(r[S.REASON].split(":")[0] for r in sel.rejected)
     why = ", ".join(f"{n} {r}" for r, n in reasons.most_common()) or "none"
     return InputError(
         f"{', '.join(map(str, files))}: no sentence kept ({stats['lines']} lines, {stats['sentences']} sentences; "
-        f"rejected: {why}). The pipeline needs sentences with words of the run's attribute: check that the corpus "
-        "is English text with such words (gender: he, she, mother, ...; race, religion: docs/attributes.md), "
-        "ingest.min_words/max_words, ingest.text_column and the lexicon."
+        f"rejected: {why}). The pipeline needs {_NEEDS[sel.attribute]}, ingest.min_words/max_words, "
+        "ingest.text_column and the lexicon."
     )
 
 

@@ -182,6 +182,20 @@ def _augment(config, table, a, c) -> StepCost:
                     {"model": model, "tokens": tokens, "rate": per_s, "source": src})
 
 
+def _neutral(config, table, a, c) -> StepCost:
+    """The neutral rewrite: one generation per original (the CDA rows' distinct sources, at most neutral.limit),
+    retried like augment's, with the augment assumptions."""
+    n = config.neutral
+    items = min(c["sentences"], n.limit or math.inf)
+    retries = config.augment.max_retries if n.max_retries is None else n.max_retries
+    gens = items * _attempts(a.acceptance, retries)
+    per_s, src = rate(table, "generate", config.augment.model)
+    hours = (gens * a.completion_tokens / per_s + gens * a.prompt_tokens / (per_s * table["gpu"]["prefill_speedup"])
+             ) / 3600
+    return StepCost("neutral", 1, f"{gens:,.0f} generations ({items:,.0f} sentences)", hours,
+                    {"model": config.augment.model, "rate": per_s, "source": src})
+
+
 def _entropy(config, table, a, c) -> StepCost:
     e, m = config.entropy, config.entropy.n_samples
     n, targets = c["entropy_items"], list(config.run.targets.values())
@@ -250,6 +264,24 @@ def benchmark_tokens(a: Assumptions, family: str, crows_mode: str = "auto") -> f
     return 3 * a.stereoset_items * ss + 2 * a.crows_items * crows
 
 
+#: WinoGender and WinoBias: (items, tokens per scored text, continuation tokens a masked LM masks one by one)
+CHOICE_BENCHMARKS = {"winogender": (720, 24, 2), "winobias": (4 * 396, 20, 8)}
+
+
+def choice_tokens(a: Assumptions, family: str, cfg: Any) -> float:
+    """Tokens one evaluation pushes through a model for the configured WinoGender / WinoBias items (two choices
+    each, :mod:`context_cda.evaluate.choice`): causal, one pass per choice; masked and seq2seq, one pass per
+    continuation token."""
+    total = 0.0
+    for name, (items, tokens, masked) in CHOICE_BENCHMARKS.items():
+        if name not in cfg.benchmarks:
+            continue
+        limit = getattr(cfg, name).max_items
+        n = items if limit is None else min(items, limit * (3 if name == "winogender" else 4))
+        total += n * 2 * tokens * (1 if family == "causal" else masked)
+    return total
+
+
 def model_family(table: Mapping[str, Any], model: str) -> str:
     """masked | causal | seq2seq of a target, from the throughput table's ``models`` (else the packaged table's);
     a model named in neither is priced as masked, the dearest to evaluate."""
@@ -267,13 +299,16 @@ def _evaluate(config, table, a, c) -> StepCost:
     for ref in config.run.targets.values():
         r_train, _ = rate(table, "train", ref)
         r_score, _ = rate(table, "score", ref)
-        per_model = benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) / r_score
+        family = model_family(table, ref)
+        per_model = benchmark_tokens(a, family, config.evaluate.crows_mode) / r_score
+        per_model += choice_tokens(a, family, config.evaluate) / r_score
         per_model += len(heads) * 3 * a.extrinsic_examples * 2 * a.sentence_tokens / r_train  # ~3 tasks each
         hours += (models / len(config.run.targets)) * per_model / 3600
     return StepCost("evaluate", models, f"{models} models x {len(config.evaluate.benchmarks)} benchmarks", hours)
 
 
-_STEPS = {"augment": _augment, "entropy": _entropy, "finetune": _finetune, "evaluate": _evaluate}
+_STEPS = {"augment": _augment, "neutral": _neutral, "entropy": _entropy, "finetune": _finetune,
+          "evaluate": _evaluate}
 
 
 def wall_hours(costs: list[StepCost], gpus: int) -> float:

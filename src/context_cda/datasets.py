@@ -267,32 +267,7 @@ def _registry() -> tuple[Dataset, ...]:
                       _gh(*_CROWS, "data/crows_pairs_anonymized.csv")),),
             "CC BY-SA 4.0",
         ),
-        Dataset(
-            "bias-bench-words", "bias_bench_words/bias_attribute_words.json", "words",
-            "bias-bench's attribute words: 57 gender pairs, 6 race and 6 religion triples (lexicon.source: "
-            "bias-bench)", f"{_BIAS_BENCH[0]}@{_BIAS_BENCH[1]}",
-            (DataFile("", "221f9f997b6eee90c4b5791c6f60771fb91bbbe3631ac07a010bd8b026e50dbc",
-                      _gh(*_BIAS_BENCH, "data/bias_attribute_words.json")),),
-            "none stated",
-        ),
-        Dataset(
-            "winogender", "winogender", "benchmark",
-            "Winogender schemas (Rudinger et al. 2018): 720 sentences, their 120 templates, BLS occupation statistics",
-            f"{_WINOGENDER[0]}@{_WINOGENDER[1]}",
-            _gh_files(*_WINOGENDER, "data", {
-                "all_sentences.tsv": "bd69da16bf228cb8df63fd0843aec2d8b5c36a7f21bf8c7b168bcc83932556c8",
-                "templates.tsv": "496f2e2dc77296bcebcdd8865a8dc5715ce22b772de9abb5f531d5b3114c48a0",
-                "occupations-stats.tsv": "3f7f37c16381a70571356982ea7fe613ac700ad04a6d3b19b9f2be18248df567",
-            }),
-            "MIT",
-        ),
-        Dataset(
-            "winobias", "winobias", "benchmark",
-            "WinoBias (Zhao et al. 2018): pro/anti-stereotyped type 1/2 sentences (396 per file, dev and test) and "
-            "the 40 occupations", f"{_WINOBIAS[0]}@{_WINOBIAS[1]}",
-            _gh_files(*_WINOBIAS, "WinoBias/wino/data", _WINOBIAS_HASHES),
-            "MIT",
-        ),
+        *_attribute_datasets(),
         Dataset(
             "gender-words", "gn_glove_wordlists", "words",
             "Zhao et al. (2018) male/female word lists, aligned line by line (222 pairs)",
@@ -332,6 +307,38 @@ def _registry() -> tuple[Dataset, ...]:
             "Bias in Bios, 10 bios per profession (280; for smoke tests and demos)", f"{_BIOS[0]}@{_BIOS[1]}",
             _gh_files(*_BIOS, "csvs/Bios_samples", _BIOS_HASHES),
             "MIT (dataset)",
+        ),
+    )
+
+
+def _attribute_datasets() -> tuple[Dataset, ...]:
+    """bias-bench's attribute words (race and religion rows) and the WinoGender / WinoBias files."""
+    return (
+        Dataset(
+            "bias-bench-words", "bias_bench_words/bias_attribute_words.json", "words",
+            "bias-bench's attribute words: 57 gender pairs, 6 race and 6 religion triples (lexicon.source: "
+            "bias-bench)", f"{_BIAS_BENCH[0]}@{_BIAS_BENCH[1]}",
+            (DataFile("", "221f9f997b6eee90c4b5791c6f60771fb91bbbe3631ac07a010bd8b026e50dbc",
+                      _gh(*_BIAS_BENCH, "data/bias_attribute_words.json")),),
+            "none stated",
+        ),
+        Dataset(
+            "winogender", "winogender", "benchmark",
+            "Winogender schemas (Rudinger et al. 2018): 720 sentences, their 120 templates, BLS occupation statistics",
+            f"{_WINOGENDER[0]}@{_WINOGENDER[1]}",
+            _gh_files(*_WINOGENDER, "data", {
+                "all_sentences.tsv": "bd69da16bf228cb8df63fd0843aec2d8b5c36a7f21bf8c7b168bcc83932556c8",
+                "templates.tsv": "496f2e2dc77296bcebcdd8865a8dc5715ce22b772de9abb5f531d5b3114c48a0",
+                "occupations-stats.tsv": "3f7f37c16381a70571356982ea7fe613ac700ad04a6d3b19b9f2be18248df567",
+            }),
+            "MIT",
+        ),
+        Dataset(
+            "winobias", "winobias", "benchmark",
+            "WinoBias (Zhao et al. 2018): pro/anti-stereotyped type 1/2 sentences (396 per file, dev and test) and "
+            "the 40 occupations", f"{_WINOBIAS[0]}@{_WINOBIAS[1]}",
+            _gh_files(*_WINOBIAS, "WinoBias/wino/data", _WINOBIAS_HASHES),
+            "MIT",
         ),
     )
 

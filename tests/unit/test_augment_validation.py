@@ -62,12 +62,12 @@ def test_suite_is_the_augment_review(table):
     """One source of truth: a row passes the suite's review columns exactly when the augment review accepts it,
     with the swaps the stage wrote beside the row."""
     from context_cda.augment import review
-    from context_cda.augment.stage import load_gender_lexicon
+    from context_cda.augment.stage import load_attribute_lexicon
 
     df = table.drop(columns="expected").assign(swapped_terms=[["he->she"]] * len(table),
                                                original=["He thanked his mother."] + [None] * (len(table) - 1))
     p = suite.prepare(df, Config())
-    lex = load_gender_lexicon(Config())
+    lex = load_attribute_lexicon(Config())
     for (_, row), (_, prow) in zip(df.iterrows(), p.iterrows(), strict=True):
         v = review(row["original"], row["counterfactual"], row["augmented"], lexicon=lex, swaps=["he->she"])
         flagged = {c.removeprefix(suite.REVIEW_PREFIX) for c in p.columns

@@ -430,10 +430,121 @@ def _(t):
     return ["cda", *base(t), "--input", str(text_file(t / "s.parquet", "id,text\n"))]
 
 
+# ------------------------------------------------------------------------------------------------ attributes
+
+
+def race_sentences(t: Path) -> Path:
+    return table(t / "s.parquet", {"id": ["a"], "text": ["The Black community met the Asian mayor."]})
+
+
+@case("run.attribute=age", r"run\.attribute: .*'gender', 'race' or 'religion'")
+def _(t):
+    return run(t, "run.attribute=age")
+
+
+@case("attribute without a lexicon (cda)", r"words\.json: no 'race' word lists .*the attribute has no lexicon")
+def _(t):
+    words = text_file(t / "words.json", json.dumps({"gender": [["he", "she"]]}))
+    return ["cda", *base(t, "run.attribute=race"), "--lexicon", str(words), "--input", str(race_sentences(t))]
+
+
+@case("attribute without a lexicon (runner)", r"words\.json: no 'religion' word lists")
+def _(t):
+    words = text_file(t / "words.json", json.dumps({"race": [["black", "white"]]}))
+    return run(t, "run.attribute=religion", f"lexicon.source={words}")
+
+
+@case("lexicon groups overlap (cda)", r"'church' is listed for group 'christian' .* and for group 'muslim' "
+      r".*groups of religion overlap")
+def _(t):
+    words = text_file(t / "groups.json", json.dumps({"religion": [["jewish", "christian", "muslim"],
+                                                                   ["synagogue", "church", "mosque"],
+                                                                   ["temple", "chapel", "church"]]}))
+    return ["cda", *base(t, "run.attribute=religion"), "--lexicon", str(words), "--input", str(race_sentences(t))]
+
+
+@case("lexicon groups overlap (runner)", r"'white' is listed for group 'white' .* and for group 'asian'")
+def _(t):
+    return run(t, "run.attribute=race", "lexicon.extra_groups=[[mixed, biracial, white, latino]]")
+
+
+@case("lexicon.extra_groups row of the wrong length", r"lexicon\.extra_groups\[0\]: a race row needs one word per "
+      r"group \(4")
+def _(t):
+    return run(t, "run.attribute=race", "lexicon.extra_groups=[[a, b]]")
+
+
+@case("gender list for race", r"lexicon\.source='zhao2018' is a gender list; run\.attribute=race reads default")
+def _(t):
+    return ["cda", *base(t, "run.attribute=race", "lexicon.source=zhao2018"), "--input", str(race_sentences(t))]
+
+
+@case("neutral arm for religion", r"context-neutral: a neutral rewrite replaces gendered words, so it needs "
+      r"run\.attribute=gender")
+def _(t):
+    return run(t, "run.attribute=religion", "train.arms=[cda, context-neutral]")
+
+
+@case("cda --mode neutral for race", r"cda\.mode=neutral: a neutral rewrite replaces gendered words")
+def _(t):
+    return ["cda", *base(t, "run.attribute=race"), "--mode", "neutral", "--input", str(race_sentences(t))]
+
+
+@case("bias-bench mapping for gender", r"cda\.mapping=bias-bench maps n-ary groups")
+def _(t):
+    return run(t, "cda.mapping=bias-bench")
+
+
+@case("evaluate winogender file of the wrong shape", r"all_sentences\.tsv:2: expected "
+      r"'OCCUPATION\.PARTICIPANT\.ANSWER\.GENDER\.txt")
+def _(t):
+    folder = t / "wg"
+    text_file(folder / "templates.tsv", "occupation(0)\tother-participant(1)\tanswer\tsentence\n"
+              "nurse\tpatient\t0\tThe $OCCUPATION said $NOM_PRONOUN was late.\n")
+    text_file(folder / "occupations-stats.tsv", "occupation\tbergsma_pct_female\tbls_pct_female\nnurse\t80\t90\n")
+    text_file(folder / "all_sentences.tsv", "sentid\tsentence\nnurse-0-male\tThe nurse said he was late.\n")
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "winogender", "--winogender-path",
+            str(folder)]
+
+
+@case("evaluate winogender CSV instead of TSV", r"templates\.tsv:1: expected a tab-separated header")
+def _(t):
+    folder = t / "wg"
+    text_file(folder / "templates.tsv", "occupation,answer\n")
+    text_file(folder / "occupations-stats.tsv", "occupation,bls\n")
+    text_file(folder / "all_sentences.tsv", "sentid,sentence\n")
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "winogender", "--winogender-path",
+            str(folder)]
+
+
+@case("evaluate winobias file of the wrong shape", r"pro_stereotyped_type1\.txt\.test:1: expected 'N sentence' "
+      r"with a bracketed mention")
+def _(t):
+    folder = t / "wb"
+    text_file(folder / "male_occupations.txt", "developer\n")
+    text_file(folder / "female_occupations.txt", "designer\n")
+    for kind in ("pro", "anti"):
+        for typ in (1, 2):
+            text_file(folder / f"{kind}_stereotyped_type{typ}.txt.test", "The developer argued with the designer.\n")
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "winobias", "--winobias-path", str(folder)]
+
+
+@case("evaluate winobias split missing", r"anti_stereotyped_type1\.txt\.dev: WinoBias file not found "
+      r"\(evaluate\.winobias\.split=dev")
+def _(t):
+    folder = t / "wb"
+    text_file(folder / "male_occupations.txt", "developer\n")
+    text_file(folder / "female_occupations.txt", "designer\n")
+    text_file(folder / "pro_stereotyped_type1.txt.dev", "1 [The developer] argued with the designer because [he] "
+              "did not like the design.\n")
+    return ["evaluate", *base(t, "evaluate.winobias.split=dev"), "--model", "tiny:gpt2", "--benchmarks", "winobias",
+            "--winobias-path", str(folder)]
+
+
 # ------------------------------------------------------------------------------------------------ validate
 
 
-@case("validate unknown boundary", r"--stage 'bogus': boundaries are cda, augment, entropy")
+@case("validate unknown boundary", r"--stage 'bogus': boundaries are cda, augment, neutral, entropy")
 def _(t):
     return ["validate", "--stage", "bogus", *base(t)]
 

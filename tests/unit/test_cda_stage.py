@@ -21,7 +21,7 @@ def test_two_sided_output_columns_and_rejections(tmp_path, cfg_factory):
     out = cfg.run_dir() / "cda"
     df = pd.read_parquet(out / "counterfactuals.parquet")
     assert list(df.columns) == ["id", "source_id", "original", "counterfactual", "swapped_terms", "n_swaps",
-                                "direction", "applied"]
+                                "direction", "applied", "skipped_terms"]
     assert list(df.counterfactual) == ["She thanked her father.", "He met his uncle.", "The queen's women and HER daughter."]
     assert list(df.direction) == ["mixed", "f2m", "m2f"]  # he, his -> m; mother -> f
     assert list(df.swapped_terms.iloc[0]) == ["He->She", "his->her", "mother->father"]

@@ -43,7 +43,7 @@ def test_formats_give_the_same_sentences(tmp_path, cfg_factory, fmt):
     reasons = dict(rej.reason.value_counts())
     assert reasons == {"no-gender-term": 2, "duplicate": 1, "too-short": 1}
     assert summary["rows_out"] == 2 and summary["rows_rejected"] == 4
-    assert df.id.is_unique and set(df.gender_terms.iloc[1]) == {"she", "her", "brother"}
+    assert df.id.is_unique and set(df.attribute_terms.iloc[1]) == {"she", "her", "brother"}
     assert (df.line >= 1).all()
 
 

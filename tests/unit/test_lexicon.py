@@ -71,4 +71,4 @@ def test_bad_word_list_files(tmp_path):
     with pytest.raises(InputError, match="not found"):
         load_json_pairs(tmp_path / "missing.json")
     with pytest.raises(ConfigError, match="lexicon.path"):
-        load_lexicon(LexiconConfig(source="zhao2018"))
+        load_lexicon(LexiconConfig(source="lu2018"))

@@ -13,17 +13,19 @@ from context_cda.augment.postprocess import default_lexicon
 from context_cda.config import Config
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "fixtures" / "review" / "catalogue.jsonl"
+#: race, religion and neutral-rewrite cases (their ``attribute`` / ``task`` say which review they pass)
+ATTRIBUTE_CATALOGUE = CATALOGUE.with_name("catalogue_attributes.jsonl")
 
 
-def _catalogue() -> list[dict]:
-    return [json.loads(line) for line in CATALOGUE.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _catalogue(path: Path = CATALOGUE) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")
 def lexicon():
-    from context_cda.augment.stage import load_gender_lexicon
+    from context_cda.augment.stage import load_attribute_lexicon
 
-    return load_gender_lexicon(Config())
+    return load_attribute_lexicon(Config())
 
 
 def _review(case: dict, lexicon, **kw) -> Review:
@@ -36,10 +38,25 @@ def _review(case: dict, lexicon, **kw) -> Review:
 
 def test_catalogue_covers_every_reason_kind():
     cases = _catalogue()
-    assert len(cases) >= 60 and len({c["id"] for c in cases}) == len(cases)
-    bad_kinds = {c["kind"] for c in cases if c["label"] == "bad"}
+    extra = _catalogue(ATTRIBUTE_CATALOGUE)
+    assert len(cases) >= 60 and len({c["id"] for c in cases + extra}) == len(cases) + len(extra)
+    bad_kinds = {c["kind"] for c in cases + extra if c["label"] == "bad"}
     assert bad_kinds == set(REASON_KINDS)
     assert sum(c["label"] == "good" for c in cases) >= 30
+
+
+@pytest.mark.parametrize("case", _catalogue(ATTRIBUTE_CATALOGUE), ids=lambda c: c["id"])
+def test_attribute_catalogue(case):
+    """The race, religion and neutral-rewrite cases, each through the review of its attribute or task."""
+    from context_cda.config import load_config
+
+    cfg = load_config(overrides={"run": {"attribute": case.get("attribute", "gender")}}, params_file=Path("/dev/null"))
+    from context_cda.augment.stage import load_attribute_lexicon, review_settings
+
+    settings = replace(review_settings(cfg, case.get("task", "rephrase")), meaning="off")
+    v = review(case["original"], case["counterfactual"], case["output"], lexicon=load_attribute_lexicon(cfg),
+               swaps=case["swapped_terms"], settings=settings)
+    assert v.accepted == (case["label"] == "good") and (v.accepted or case["kind"] in v.kinds), (case, v.reasons)
 
 
 @pytest.mark.parametrize("case", [c for c in _catalogue() if c["label"] == "good"], ids=lambda c: c["id"])

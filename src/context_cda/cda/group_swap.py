@@ -25,7 +25,9 @@ Which occurrences count (``permutations`` only; ``cda.ambiguous`` = ``person``, 
   to people: followed by a word for people (:data:`PEOPLE`: ``women``, ``voters``, ``community``, ``Americans``
   ...), possibly through a coordination of attribute words (``black and white residents``) and at most one
   modifier of :data:`PERSON_MODIFIERS` (``black female students``), or after a copula whose subject is a pronoun
-  or a word for people (``his mother was white``), or compounded with a people suffix (``Black-owned``).
+  or a word for people (``his mother was white``), or compounded with a people suffix (``Black-owned``), or
+  capitalised inside a sentence before a lower-case word (``a Black lawyer``: the race is capitalised there, a colour
+  is not, and a name goes on with a capital: ``Black Sea``).
   ``white wine``, ``a black cat``, ``black-and-white film`` and ``White House`` stay.
 
 ``cda.ambiguous: swap`` swaps ambiguous words everywhere, ``skip`` never. Every occurrence left alone is reported
@@ -41,30 +43,49 @@ from dataclasses import dataclass
 from .groups import GroupLexicon
 from .swap import CLOSED_CLASS, Counterfactual, SwapResult, _trie_pattern
 
+#: nouns for people (singular; plurals and possessives are derived): they make an ambiguous colour word a race word
+_PEOPLE_SINGULAR = """
+person man woman boy girl child kid baby youth teen teenager adult family community population resident citizen voter
+student pupil worker employee player athlete actor actress artist writer author musician singer leader politician
+candidate officer soldier veteran neighbor neighbour couple parent mother father son daughter customer patient doctor
+nurse teacher professor farmer civilian settler immigrant refugee american briton neighborhood neighbourhood
+congregation church school college culture history identity voice owner business journalist lawyer judge juror
+suspect victim defendant applicant male female individual guy lady gentleman colleague friend grandmother grandfather
+grandparent wife husband sister brother aunt uncle cousin nephew niece engineer technician scientist manager executive
+employer staff clerk driver police policeman policewoman scholar priest clergy member delegate representative pilot
+firefighter surgeon lawmaker activist protester inmate prisoner troop novelist poet comedian volunteer violinist
+pianist captain coach photographer reporter editor mayor governor senator president minister councillor councilor
+boxer sculptor painter dancer chef cook baker tailor carpenter mechanic plumber electrician janitor cleaner guard
+sheriff detective lawman attorney banker accountant architect dentist pharmacist therapist counselor counsellor
+psychologist librarian secretary receptionist cashier salesperson supervisor analyst designer developer programmer
+entrepreneur shopkeeper merchant trader landlord tenant homeowner household crew team club union party congregant
+parishioner worshipper believer pastor preacher missionary monk nun bishop student-athlete fan audience crowd
+generation majority minority man's woman's
+"""
+
+
+def _plural(w: str) -> str:
+    if w.endswith("man") and w not in ("human",):
+        return w[:-3] + "men"
+    if w in ("child", "person", "staff", "police", "clergy", "crew", "audience", "crowd", "youth"):
+        return {"child": "children", "person": "people"}.get(w, w)
+    if w.endswith("y") and w[-2:-1] not in "aeiou":
+        return w[:-1] + "ies"
+    if w.endswith(("s", "x", "ch", "sh")):
+        return w + "es"
+    return w + "s"
+
+
+def _people(singulars: str) -> frozenset[str]:
+    out: set[str] = set()
+    for w in singulars.split():
+        for form in (w, _plural(w)):
+            out |= {form, form + "'s", form + "'", form + "’s"}
+    return frozenset(out | {"persons", "folks", "folk", "kinfolk"})
+
+
 #: words for people (and groups of people) that make an ambiguous colour word a race word
-PEOPLE: frozenset[str] = frozenset(
-    """
-    people person persons man men woman women boy boys girl girls child children kid kids baby babies youth youths
-    teen teens teenager teenagers adult adults family families community communities population populations
-    resident residents citizen citizens voter voters student students pupil pupils worker workers employee employees
-    player players athlete athletes actor actors actress actresses artist artists writer writers author authors
-    musician musicians singer singers leader leaders politician politicians candidate candidates officer officers
-    soldier soldiers veteran veterans neighbor neighbors neighbour neighbours couple couples parent parents mother
-    mothers father fathers son sons daughter daughters customer customers patient patients doctor doctors nurse
-    nurses teacher teachers professor professors farmer farmers civilian civilians settler settlers immigrant
-    immigrants refugee refugees americans american britons men's women's neighborhood neighborhoods neighbourhood
-    neighbourhoods congregation congregations church churches school schools college colleges culture history
-    identity voices owners owner businesses journalists lawyers judges jurors juror suspects suspect victims victim
-    defendants defendant applicants applicant males females individuals individual guy guys lady ladies gentleman
-    gentlemen colleagues colleague friends friend grandmother grandmothers grandfather grandfathers grandparents
-    wife wives husband husbands sister sisters brother brothers aunt aunts uncle uncles cousin cousins nephew niece
-    engineer engineers technician technicians scientist scientists manager managers executive executives employer
-    employers staff clerk clerks officer's teenager's drivers driver police policemen officers' workers' residents'
-    scholars scholar priests clergy members member delegates delegate representatives voters' students' pilots pilot
-    firefighters firefighter surgeons surgeon lawmakers lawmaker activists activist protesters protester jurors'
-    inmates inmate prisoners prisoner troops artists' authors' novelists novelist poets poet comedians comedian
-    """.split()
-)
+PEOPLE: frozenset[str] = _people(_PEOPLE_SINGULAR)
 #: modifiers that may stand between an ambiguous word and its people word (``black female students``)
 PERSON_MODIFIERS: frozenset[str] = frozenset(
     "male female young old older elderly poor wealthy rich low-income working-class middle-class local rural urban "
@@ -138,10 +159,7 @@ class GroupSwapper:
         """Every attribute word in ``text``, with its group and role and, when left alone, why."""
         if self.mapping == "bias-bench":
             return self._bb_hits(text)
-        hits = []
-        for m in self._pattern.finditer(text):
-            word = m.group(0).lower()
-            hits.append(Hit(m.start(), m.end(), m.group(0), word, self.lexicon.group[word]))
+        hits = self._matches(text)
         ctx = _Context(text, [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)],
                        {h.start: h.end for h in hits})
         for h in hits:
@@ -153,6 +171,21 @@ class GroupSwapper:
     def find_terms(self, text: str) -> list[str]:
         """The attribute words of ``text`` that a counterfactual swaps (lower-case, in order)."""
         return [h.word for h in self.scan(text) if h.skip is None]
+
+    def leftovers(self, original: str, counterfactual: str) -> int:
+        """How many of ``original``'s swappable words the counterfactual still holds in their place (the cda
+        boundary's check). The attribute words of both texts are paired in order (every occurrence, in or out of
+        its sense: a counterfactual replaces words one for one); a swappable word of the original whose partner is
+        the same word is left over, and so is every occurrence without a partner. The counterfactual's words are
+        not re-judged by the sense rules (a ``Black`` put before ``volunteers`` is a swap)."""
+        a = self.scan(original)
+        b = self.scan(counterfactual) if self.mapping == "bias-bench" else self._matches(counterfactual)
+        paired = sum(x.skip is None and x.word == y.word for x, y in zip(a, b, strict=False))
+        return paired + abs(len(a) - len(b))
+
+    def _matches(self, text: str) -> list[Hit]:
+        return [Hit(m.start(), m.end(), m.group(0), m.group(0).lower(), self.lexicon.group[m.group(0).lower()])
+                for m in self._pattern.finditer(text)]
 
     def skipped(self, text: str) -> list[tuple[str, str]]:
         """(surface, reason) of every attribute word left alone."""
@@ -259,7 +292,7 @@ class GroupSwapper:
 # ------------------------------------------------------------------------------------------------ token helpers
 
 #: capitalised nationality words that may precede or follow an attribute word without making a name
-DEMONYM = re.compile(r"(?:an|ans|ian|ians|ish|ese|i|is)$")
+DEMONYM = re.compile(r"(?:an|ans|ian|ians|ish|ese|i|is|ist|ists)$")  # American, Jewish, Israeli, Baptist ...
 #: capitalised words that qualify a group word without making a name (denominations, directions of a faith)
 QUALIFIERS: frozenset[str] = frozenset({"catholic", "catholics", "orthodox", "protestant", "protestants", "evangelical",
                                         "evangelicals", "sunni", "shia", "shiite", "reform", "conservative"})
@@ -308,13 +341,29 @@ class _Context:
 def _capitalised_other(ctx: _Context, i: int) -> bool:
     """Token ``i`` is a capitalised word that is neither an attribute word, a word for people nor a demonym."""
     w = ctx.word(i)
-    low = w.lower() if w else ""
+    low = w.lower().replace("’", "'") if w else ""
     return bool(w and w[0].isupper() and not ctx.is_term(i) and low not in PEOPLE and w != "I"
-                and low not in QUALIFIERS and not DEMONYM.search(low))
+                and low not in QUALIFIERS and not DEMONYM.search(low) and not low.endswith(("'s", "'")))
+
+
+#: words that often open a sentence before an attribute word without being a name (``Many Asian families``)
+OPENERS: frozenset[str] = frozenset(
+    "many most several few other others two three four five six seven eight nine ten first last new old former "
+    "early late more fewer unlike like although because when while after before during since within among amongst "
+    "across despite throughout toward towards upon beyond inside outside near".split())
+
+
+def _opens_sentence_as_name(ctx: _Context, i: int) -> bool:
+    """Token ``i`` opens its sentence and reads as the first part of a name (``Dana White``), not as a function
+    word, a quantifier or a modifier (``The``, ``Many``, ``Young``, ``Historically``)."""
+    w = ctx.word(i) or ""
+    low = w.lower()
+    return (ctx.sentence_initial(i) and _capitalised_other(ctx, i) and low not in CLOSED_CLASS and low not in OPENERS
+            and low not in PERSON_MODIFIERS and low not in DETERMINERS and not low.endswith("ly"))
 
 
 def _in_name(ctx: _Context, at: int, after: int, h: Hit, common: frozenset[str]) -> bool:
-    if _capitalised_other(ctx, at - 1) and not ctx.sentence_initial(at - 1):
+    if _capitalised_other(ctx, at - 1) and (not ctx.sentence_initial(at - 1) or _opens_sentence_as_name(ctx, at - 1)):
         return True
     if _capitalised_other(ctx, after):
         return True
@@ -340,7 +389,11 @@ def _about_people(ctx: _Context, at: int, after: int, h: Hit) -> bool:
         suffix = re.match(r"-([A-Za-z]+)", ctx.text[h.end:])
         return bool(suffix and suffix.group(1).lower() in PEOPLE_SUFFIXES)
     i = ctx.chain_end(after)
-    nxt = (ctx.word(i) or "").lower()
+    nxt_word = ctx.word(i) or ""
+    if h.surface[:1].isupper() and not ctx.sentence_initial(at) and nxt_word[:1].islower():
+        return True  # Black / White capitalised inside a sentence before a common noun: the race (a name's next word
+        # is capitalised: Black Sea, White House)
+    nxt = nxt_word.lower()
     if nxt in PERSON_MODIFIERS:
         nxt = (ctx.word(i + 1) or "").lower()
     if nxt in PEOPLE:

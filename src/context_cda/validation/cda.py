@@ -5,8 +5,9 @@
 * at least one swap was made, and the counterfactual differs from the original;
 * no original lexicon word is left where a swap was due: the words of the counterfactual that the run
   attribute's swapper would swap, in order, must each differ from the original's word at the same place
-  (``leftover_terms == 0``; race, religion: the group words in their sense, so ``white wine`` left alone is no
-  leftover); ``cda.mode: neutral``: no gendered word may be left at all (``gendered-word-left``);
+  (``leftover_terms == 0``; race, religion: every group word the swapper swaps in the original, in its sense, must
+  be changed in the aligned counterfactual: ``white wine`` left alone is no leftover); ``cda.mode: neutral``: no
+  gendered word may be left at all (``gendered-word-left``);
 * the counterfactual's length is within ``[1/r, r]`` of the original's (``validate.max_length_ratio``).
 """
 
@@ -27,6 +28,9 @@ def prepare(df, config):
     df["_differs"] = df[S.ORIGINAL] != df[S.COUNTERFACTUAL]
     left = []
     for o, c in zip(df[S.ORIGINAL].fillna(""), df[S.COUNTERFACTUAL].fillna(""), strict=True):
+        if hasattr(swapper, "leftovers"):  # race, religion: the original's group words still in place
+            left.append(swapper.leftovers(o, c))
+            continue
         to, tc = swapper.find_terms(o), swapper.find_terms(c)
         if config.cda.mode == "neutral":  # nothing gendered may survive the rewrite
             left.append(len(tc))
