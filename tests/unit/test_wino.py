@@ -187,3 +187,24 @@ def test_causal_choice_equals_the_sum_of_token_logprobs():
     lp = torch.log_softmax(logits, dim=-1)
     want = sum(float(lp[j - 1, w[j]]) for j in range(len(c), len(w)))
     assert ll.sum == pytest.approx(want, abs=1e-4) and ll.n_tokens == len(w) - len(c)
+
+
+def test_the_evaluate_stage_writes_predictions_and_intervals(tmp_path):
+    from context_cda.config import load_config
+    from context_cda.evaluate import run_evaluate
+
+    wg, wb = write_winogender(tmp_path / "wg"), write_winobias(tmp_path / "wb")
+    cfg = load_config(overrides={"run": {"run_dir": str(tmp_path / "run")},
+                                 "evaluate": {"benchmarks": ["winogender", "winobias"],
+                                              "winogender": {"path": str(wg)}, "winobias": {"path": str(wb)}}},
+                      params_file=ROOT / "params.yaml")
+    s = run_evaluate(cfg, {}, tmp_path / "out", model="tiny:gpt2", name="tiny")
+    m = s["metrics"]
+    assert {"winogender_acc", "winogender_gap", "winobias_gap1", "winobias_acc"} <= set(m)
+    assert "winogender_acc_ci_low" in m and "winobias_gap1_ci_high" in m
+    import pandas as pd
+
+    wg_rows = pd.read_parquet(tmp_path / "out" / "winogender" / "predictions.parquet")
+    wb_rows = pd.read_parquet(tmp_path / "out" / "winobias" / "predictions.parquet")
+    assert len(wg_rows) == 6 and len(wb_rows) == 6
+    assert m["winogender_acc"] == 100 * wg_rows["correct"].mean()

@@ -1,10 +1,11 @@
 """Multiple-choice likelihoods: log p(continuation | context) for each (context, continuation), batched.
 
-* causal LMs: as lm-evaluation-harness scores a ``multiple_choice`` request (``HFLM._encode_pair`` and
+* causal LMs: as lm-evaluation-harness (0.4.13) scores a ``multiple_choice`` request (``_encode_pair`` and
   ``_loglikelihood_tokens``): trailing spaces of the context move to the continuation; the context and the whole
-  string are encoded without special tokens, the continuation's tokens are the whole string's tokens after the
-  context's (so a merge across the boundary is scored as the whole string tokenizes); an empty context is
-  conditioned on the model's start token; the continuation's summed log-probability is the score;
+  string are encoded as the tokenizer encodes them by default (its own special tokens: a Llama-style tokenizer's
+  ``<s>``, nothing for GPT-2's), the continuation's tokens are the whole string's tokens after the context's (so a
+  merge across the boundary is scored as the whole string tokenizes); an empty context is conditioned on the
+  model's start token; the continuation's summed log-probability is the score;
 * masked LMs and seq2seq models (the harness defines no such formulation): the pseudo-log-likelihood of the
   continuation's tokens inside the whole string (each masked in turn, everything else visible; Salazar et al.
   2020), summed.
@@ -48,17 +49,19 @@ def continuation_logliks(scorer: Scorer, contexts: Sequence[str], continuations:
     return _masked(scorer, pairs)
 
 
-def _token_split(scorer: Scorer, pairs: Sequence[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]]]:
-    """(context ids, continuation ids) per pair: the whole string's tokens after the context's."""
-    ctx = scorer.encode([c for c, _ in pairs], add_special_tokens=False)
-    whole = scorer.encode([c + x for c, x in pairs], add_special_tokens=False)
+def _token_split(scorer: Scorer, pairs: Sequence[tuple[str, str]], special: bool = False
+                 ) -> tuple[list[list[int]], list[list[int]]]:
+    """(context ids, continuation ids) per pair: the whole string's tokens after the context's (``special``: both
+    encoded with the tokenizer's own special tokens, as the harness encodes a causal LM's request)."""
+    ctx = scorer.encode([c for c, _ in pairs], add_special_tokens=special)
+    whole = scorer.encode([c + x for c, x in pairs], add_special_tokens=special)
     return ctx, [w[len(c):] for c, w in zip(ctx, whole, strict=True)]
 
 
 def _causal(scorer, pairs) -> list[LogLik]:
     from ..scoring.base import LogLik
 
-    ctx, cont = _token_split(scorer, pairs)
+    ctx, cont = _token_split(scorer, pairs, special=True)
     seqs, starts = [], []
     for c, x in zip(ctx, cont, strict=True):
         c = c or [scorer.start_id]
