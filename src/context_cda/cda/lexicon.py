@@ -192,15 +192,21 @@ def default_pairs() -> list[Pair]:
     return [Pair(m, f, "default") for m, f in DEFAULT_PAIRS]
 
 
-def load_json_pairs(path: Path, key: str | None = None) -> list[Pair]:
-    """A JSON list of [male, female] pairs (Lu et al. via Hall Maudslay et al.), or ``{key: [...]}``
-    (bias-bench's ``bias_attribute_words.json``, key ``gender``)."""
+def read_json_list(path: Path):
+    """A word-list file's JSON (one error line for a missing file or bad JSON); the lexicons of every attribute
+    read their files through it."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise InputError(f"{path}: word-list file not found.") from e
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: line {e.lineno}: not valid JSON ({e.msg}).") from e
+
+
+def load_json_pairs(path: Path, key: str | None = None) -> list[Pair]:
+    """A JSON list of [male, female] pairs (Lu et al. via Hall Maudslay et al.), or ``{key: [...]}``
+    (bias-bench's ``bias_attribute_words.json``, key ``gender``)."""
+    data = read_json_list(path)
     if isinstance(data, dict):
         if key is None:
             raise InputError(f"{path}: a JSON object ({', '.join(map(str, list(data)[:5]))}, ...); expected a JSON "

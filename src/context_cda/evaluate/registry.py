@@ -133,48 +133,34 @@ def _agg_next_token(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
     return next_token.aggregate(rows, cfg.next_token.top_k)
 
 
-def _load_winogender(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
-    from ..datasets import resolve
-    from . import winogender
+def _choice(name: str) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """(load, score, aggregate) of a multiple-choice benchmark module of this package (``winogender``,
+    ``winobias``): its files through the dataset of the same name (or ``evaluate.<name>.path``), a seeded sample of
+    ``evaluate.<name>.max_items``, the scores of :mod:`.choice`, the module's aggregate with intervals."""
 
-    folder = resolve("winogender", path, cache=cache, key="evaluate.winogender.path")
-    return winogender.sample(winogender.load(folder), cfg.winogender.max_items, cfg.head.seed)
+    def module() -> Any:
+        import importlib
 
+        return importlib.import_module(f"{__package__}.{name}")
 
-def _score_winogender(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig):
-    from . import choice, winogender
+    def load(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
+        from ..datasets import resolve
 
-    rows, rejected = winogender.score(scorer, items)
-    return rows, rejected, {"method": choice.METHODS[scorer.family], "prompt": winogender.PROMPT,
-                            "reference": "lm-evaluation-harness winogender_all (0.4.x)"}
+        mod, sub = module(), getattr(cfg, name)
+        folder = resolve(name, path, cache=cache, key=f"evaluate.{name}.path")
+        return mod.sample(mod.load(folder, **mod.load_options(sub)), sub.max_items, cfg.head.seed)
 
+    def score(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig):
+        from . import choice
 
-def _agg_winogender(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
-    from . import winogender
+        mod = module()
+        rows, rejected = mod.score(scorer, items)
+        return rows, rejected, {"method": choice.METHODS[scorer.family], **mod.info(getattr(cfg, name))}
 
-    return winogender.aggregate(rows, cfg.bootstrap)
+    def aggregate(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
+        return module().aggregate(rows, cfg.bootstrap)
 
-
-def _load_winobias(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
-    from ..datasets import resolve
-    from . import winobias
-
-    folder = resolve("winobias", path, cache=cache, key="evaluate.winobias.path")
-    return winobias.sample(winobias.load(folder, cfg.winobias.split), cfg.winobias.max_items, cfg.head.seed)
-
-
-def _score_winobias(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig):
-    from . import choice, winobias
-
-    rows, rejected = winobias.score(scorer, items)
-    return rows, rejected, {"method": choice.METHODS[scorer.family], "split": cfg.winobias.split,
-                            "formulation": "Winograd substitution, partial scoring (Trinh & Le 2018)"}
-
-
-def _agg_winobias(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
-    from . import winobias
-
-    return winobias.aggregate(rows, cfg.bootstrap)
+    return load, score, aggregate
 
 
 def _extrinsic(fn: str) -> Callable[..., Any]:
@@ -264,9 +250,7 @@ REGISTRY: dict[str, Benchmark] = {
             Metric("acc_gotcha", "winogender_acc_gotcha", True, 100.0,
                    "Accuracy where the pronoun refers to an occupation whose BLS majority is the other gender (%)."),
         ),
-        load=_load_winogender,
-        score=_score_winogender,
-        aggregate=_agg_winogender,
+        **dict(zip(("load", "score", "aggregate"), _choice("winogender"), strict=True)),
         per_epoch=False,
         path_key="winogender.path",
     ),
@@ -284,9 +268,7 @@ REGISTRY: dict[str, Benchmark] = {
             Metric("acc", "winobias_acc", True, 100.0, "Mean of the pro and anti accuracies (%)."),
             Metric("gap", "winobias_gap", None, 0.0, "Pro minus anti accuracy over both types (0 ideal)."),
         ),
-        load=_load_winobias,
-        score=_score_winobias,
-        aggregate=_agg_winobias,
+        **dict(zip(("load", "score", "aggregate"), _choice("winobias"), strict=True)),
         per_epoch=False,
         path_key="winobias.path",
     ),

@@ -149,6 +149,16 @@ def _possessive(pronoun: str, rest: str) -> bool:
     return bool(nxt) and nxt.group(1).lower() not in CLOSED_CLASS
 
 
+def load_options(cfg: Any) -> dict[str, Any]:
+    """:func:`load`'s options from ``evaluate.winobias``: the split."""
+    return {"split": cfg.split}
+
+
+def info(cfg: Any) -> dict[str, Any]:
+    """What the aggregate records about the formulation."""
+    return {"split": cfg.split, "formulation": "Winograd substitution, partial scoring (Trinh & Le 2018)"}
+
+
 def sample(items: Sequence[WinoBiasItem | Rejected], n: int | None, seed: int) -> list[WinoBiasItem | Rejected]:
     """A seeded sample of ``n`` pro/anti pairs per type (both sentences of each), in file order."""
     import random

@@ -135,6 +135,16 @@ def load(folder: str | Path) -> list[WinoGenderItem]:
     return items
 
 
+def load_options(cfg: Any) -> dict[str, Any]:
+    """:func:`load`'s options from ``evaluate.winogender`` (none: every sentence is read)."""
+    return {}
+
+
+def info(cfg: Any) -> dict[str, Any]:
+    """What the aggregate records about the formulation."""
+    return {"prompt": PROMPT, "reference": "lm-evaluation-harness winogender_all (0.4.13)"}
+
+
 def sample(items: Sequence[WinoGenderItem], n: int | None, seed: int) -> list[WinoGenderItem]:
     """A seeded sample of ``n`` schemas (all three sentences of each), in file order; None: every item."""
     import random

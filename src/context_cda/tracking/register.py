@@ -62,8 +62,11 @@ __all__ = ["_fluent_uri", "register_inputs", "registered_name", "registered_vers
            "run_register_target"]
 
 
-def registered_name(target: str) -> str:
-    return f"{target}-debiased"
+def registered_name(target: str, attribute: str = "gender") -> str:
+    """``<target>-debiased`` (gender), ``<target>-debiased-race``, ``<target>-debiased-religion``: one registered
+    model, and so one champion, per attribute, since the gate compares a candidate with the champion on the same
+    benchmark items (a race candidate has no item in common with a gender champion)."""
+    return f"{target}-debiased" if attribute == "gender" else f"{target}-debiased-{attribute}"
 
 
 def register_inputs(
@@ -199,7 +202,7 @@ class _Context:
 
     @property
     def name(self) -> str:
-        return registered_name(self.target)
+        return registered_name(self.target, self.config.run.attribute)
 
 
 def _context(config: Config, inputs, out_dir, target: str, arm: str, discover: bool, seed: int | None) -> _Context:
@@ -284,6 +287,7 @@ def _register_version(ctx: _Context, client, tracker) -> tuple[str, str]:
     tags = {k: repr(float(v)) for k, v in ctx.final.items() if k in TAG_METRICS}
     tags.update({"vanilla_" + k: repr(float(v)) for k, v in ctx.vanilla.items() if k in TAG_METRICS})
     tags.update({"target": ctx.target, "arm": ctx.arm, "family": family, "flavor": flavor, "run_id": tracker.run_id,
+                 "attribute": ctx.config.run.attribute, "bias_type": ctx.config.evaluate.bias_type,
                  "run_dir": str(ctx.config.run_dir().resolve()), "registered_seed": str(ctx.seed),
                  "evidence_seeds": ",".join(map(str, ctx.candidate.seeds)) if ctx.candidate else ""})
     if ctx.candidate is not None:
