@@ -208,3 +208,35 @@ def test_the_evaluate_stage_writes_predictions_and_intervals(tmp_path):
     wb_rows = pd.read_parquet(tmp_path / "out" / "winobias" / "predictions.parquet")
     assert len(wg_rows) == 6 and len(wb_rows) == 6
     assert m["winogender_acc"] == 100 * wg_rows["correct"].mean()
+
+
+def test_the_report_section_has_intervals_and_paired_differences(tmp_path):
+    import pandas as pd
+
+    from context_cda.evaluate import winobias, winogender
+    from context_cda.report import choice
+
+    folders, final = {}, {}
+    for model, wrong in (("vanilla", {"female"}), ("cda", set())):
+        folder = tmp_path / model
+        rows = [{"schema": f"s{i}", "gender": g, "correct": int(g not in wrong or i % 2), "gotcha": False}
+                for i in range(30) for g in winogender.GENDERS]
+        wb = [{"pair": f"type{t}/test/{i}", "type": t, "kind": k, "correct": int(k == "pro" or model == "cda")}
+              for t in (1, 2) for i in range(25) for k in ("pro", "anti")]
+        for name, r in (("winogender", rows), ("winobias", wb)):
+            (folder / name).mkdir(parents=True)
+            pd.DataFrame(r).to_parquet(folder / name / "predictions.parquet")
+        agg = {**{f"winogender_{k}": v for k, v in winogender.aggregate(rows)["overall"].items() if not isinstance(v, dict)},
+               **{f"winobias_{k}": v for k, v in winobias.aggregate(wb)["overall"].items() if not isinstance(v, dict)}}
+        for bench, a in (("winogender", winogender.aggregate(rows)), ("winobias", winobias.aggregate(wb))):
+            for k, (lo, hi) in a["overall"]["ci"].items():
+                agg[f"{bench}_{k}_ci_low"], agg[f"{bench}_{k}_ci_high"] = lo, hi
+        folders[("t", model)] = folder
+        final[("t", model)] = {k: float(v) for k, v in agg.items() if isinstance(v, int | float)}
+    t = choice.collect(final, folders)
+    d = t.paired[("t", "cda")]
+    assert d["Δ|WG gap|"].point == pytest.approx(-50.0) and d["Δ|WG gap|"].significant
+    assert d["Δ|WB gap 1|"].point == pytest.approx(-100.0)
+    text = "\n".join(choice.markdown(t))
+    assert "| vanilla | " in text and "WG gap (he−she)" in text and "[" in text.split("| vanilla | ")[1]
+    assert "| cda − vanilla | -50.00 [" in text and "*" in text

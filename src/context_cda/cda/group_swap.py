@@ -160,6 +160,8 @@ class GroupSwapper:
         if self.mapping == "bias-bench":
             return self._bb_hits(text)
         hits = self._matches(text)
+        if not hits:  # most sentences: no tokenising
+            return hits
         ctx = _Context(text, [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)],
                        {h.start: h.end for h in hits})
         for h in hits:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .. import layout as L
 from ..errors import InputError
 from ..io import StageRecorder, read_json, write_json, write_text
-from . import evidence, extrinsic, generated
+from . import choice, evidence, extrinsic, generated, neutral
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -43,7 +43,8 @@ METRICS: dict[str, tuple[str, float | None]] = {
 # Table 2 (the evaluate stage's aggregates): its columns, chance baselines and deviation marks: report.extrinsic
 EXTRINSIC = extrinsic.EXTRINSIC
 ARM_LABELS = {"vanilla": "Vanilla", "cda": "CDA", "context-cda": "Context-CDA",
-              "context-cda-nofilter": "Context-CDA (no filter)"}
+              "context-cda-nofilter": "Context-CDA (no filter)", "cda-neutral": "Neutral (lexicon)",
+              "context-neutral": "Context-neutral"}
 
 
 def arm_label(arm: str) -> str:
@@ -375,12 +376,22 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
         outputs["table2"] = out / "table2.csv"
         t2.to_csv(out / "table2.csv", index=False)
     gen = generated.collect(folders.get("augment"), folders.get("entropy"), folders.get("filtered"), out)
+    wino = choice.collect(final, evaluation_dirs(folders.get("evaluations"), seeds), config.evaluate.bootstrap)
+    if wino.values:
+        outputs["winogender_winobias"] = out / "winogender_winobias.csv"
+        choice.frame(wino).to_csv(outputs["winogender_winobias"], index=False)
+    judged = _judged(config)
     if "md" in config.report.formats:
-        outputs["markdown"] = write_text(out / L.REPORT_FILE, render_markdown(t1, plots, promotions, run_dir, t2, ev)
-                                         + generated.markdown(gen))
+        text = render_markdown(t1, plots, promotions, run_dir, t2, ev)
+        head, sep, rest = text.partition("## Table 1")
+        text = head + judged + "\n\n" + sep + rest if sep else judged + "\n\n" + text
+        sections = [*choice.markdown(wino, arm_label, _model_rank), *neutral.markdown(neutral.collect(run_dir))]
+        outputs["markdown"] = write_text(out / L.REPORT_FILE, text + "\n".join(sections) + generated.markdown(gen))
     if "html" in config.report.formats:
-        outputs["html"] = write_text(out / "report.html",
-                                     generated.into_html(render_html(t1, plots, promotions, run_dir, t2, ev), gen))
+        page = render_html(t1, plots, promotions, run_dir, t2, ev).replace(
+            "<h2>Table 1", f"<p>{html.escape(judged)}</p><h2>Table 1", 1)
+        page = _before_body_end(page, choice.to_html(wino, arm_label, _model_rank))
+        outputs["html"] = write_text(out / "report.html", generated.into_html(page, gen))
     table = [{k: (None if v != v else v) for k, v in r.items()} for r in t1.to_dict("records")]
     summary = {"run_dir": str(run_dir), "rows": len(t1), "plots": [p.name for p in plots],
                "table1": table, "files": {k: str(v) for k, v in outputs.items()},
@@ -392,13 +403,31 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
     return summary
 
 
+def _judged(config: Config) -> str:
+    """The sentence that says which attribute the run debiased and which benchmark subsets judge it."""
+    from ..attributes import get
+
+    a = get(config.run.attribute)
+    bt = config.evaluate.bias_type
+    crows = a.crows if bt == a.stereoset else bt
+    return (f"Attribute debiased: **{a.name}** (run.attribute). StereoSet and CrowS-Pairs, and with them the "
+            f"promotion gate, judge the `{bt}` subset (CrowS-Pairs: `{crows}`).")
+
+
+def _before_body_end(page: str, section: str) -> str:
+    if not section:
+        return page
+    head, sep, tail = page.rpartition("</body>")
+    return f"{head}{section}\n{sep}{tail}" if sep else page + section
+
+
 def _log_report(config: Config, plots: list[Path], outputs: Mapping[str, Path]) -> str | None:
     from ..tracking import tracker_for
 
     tracker = tracker_for(config)
     for p in plots:
         tracker.log_artifact(p, "report")
-    for key in ("markdown", "html", "table1", "table2"):
+    for key in ("markdown", "html", "table1", "table2", "winogender_winobias"):
         if key in outputs:
             tracker.log_artifact(outputs[key], "report")
     return tracker.run_id
