@@ -28,13 +28,16 @@ EXTRINSIC: dict[str, str] = {
     "next_token_imbalance": "NT imbalance", "next_token_chance_imbalance": "NT imbalance (chance)",
     "next_token_male_share": "NT male share", "next_token_chance_male_share": "NT male share (chance)",
     "next_token_male_share_std": "NT share std",
+    "winogender_acc": "WG acc", "winogender_gap": "WG he−she", "winobias_gap1": "WB gap 1", "winobias_gap2": "WB gap 2",
 }
 NOTE = (
     "Accuracies (%) and STS-B r (x100): higher is better. Bios TPR-gap RMS, STS diff (STS-B 0-5 scale) and the "
     "shares of pairs above 0.1/0.3/0.5/0.7: lower is better (0 ideal). NN, FN, T:0.5 (NLI-Bias neutrality): higher "
     "is better; NN m-f is best at 0. NT (next-token): the measured imbalance and male share of the top-k gender "
     "words, each beside its chance value, what a model with no gender preference shows with the same candidate "
-    "words and k (docs/evaluation.md); compare with the chance value, not with 0 and 0.5."
+    "words and k (docs/evaluation.md); compare with the chance value, not with 0 and 0.5. WG (WinoGender) accuracy "
+    "is better higher, its he−she gap and WB's (WinoBias) pro − anti gaps are best at 0; their intervals and paired "
+    "differences are in the WinoGender and WinoBias section."
 )
 # deviation code -> (mark, legend)
 MARKS: dict[str, tuple[str, str]] = {
