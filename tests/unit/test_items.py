@@ -88,3 +88,32 @@ def test_the_outcome_splits_by_status_writes_the_tables_and_applies_the_error_po
         out.enforce(allow_errors=False)
     assert e.value.exit_code == 75 and str(paths["errors"]) in str(e.value)
     out.enforce(allow_errors=True)  # --allow-errors: a warning, the run goes on
+
+
+def _code_strings_and_calls(path):
+    """(string constants that are not docstrings, names of the methods called) in a module."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+               and id(n) not in docs]
+    calls = [n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+    return strings, calls
+
+
+def test_no_stage_module_keeps_shard_bookkeeping_of_its_own():
+    """augment, sample and entropy keep their shards through the engine: no stage module names shard files,
+    globs a folder or reads parquet files itself (the checker sees a module that does: the engine)."""
+    from pathlib import Path
+
+    src = Path(I.__file__).parent
+    for mod in ("augment/stage.py", "augment/store.py", "entropy/samples.py", "entropy/stage.py", "entropy/merge.py",
+                "augment/merge.py"):
+        strings, calls = _code_strings_and_calls(src / mod)
+        assert not [t for t in strings if "shard-" in t], mod
+        assert not {"glob", "rglob", "read_parquet"} & set(calls), mod
+    strings, calls = _code_strings_and_calls(src / "items.py")
+    assert any("shard-" in t for t in strings) and "glob" in calls
