@@ -591,6 +591,29 @@ def arm_k(arm: str, default_k: float) -> float | None:
     return float(m.group(2)) if m.group(2) else float(default_k)
 
 
+def arms_k_problem(arms: list[str], train_k: float, filter_k: list[float], threshold: float | None) -> str | None:
+    """Why the arms' k (``train.k`` for ``context-cda``, K of ``context-cda-k<K>``) and the filter's k
+    (``filter.k``) disagree, or None when every corpus an arm trains on is one the filter writes."""
+    wanted = {a: k for a in arms if (k := arm_k(a, train_k)) is not None}
+    if not wanted:
+        return None
+    if threshold is not None:
+        return (f"train.arms {', '.join(wanted)} train on a top-k filtered corpus, but filter.threshold = "
+                f"{threshold:g} writes a threshold corpus instead of the filter.k ones; unset filter.threshold or "
+                "train only arms that read no filtered corpus (cda, context-cda-nofilter)")
+    have = {float(k) for k in filter_k}
+    missing = {a: k for a, k in wanted.items() if float(k) not in have}
+    if not missing:
+        return None
+    names = ", ".join(f"{a} (k = {k:g}" + (", from train.k)" if a == "context-cda" else ")") for a, k in missing.items())
+    need = sorted(have | set(missing.values()))
+    def listed(ks: Any) -> str:
+        return "[" + ", ".join(f"{k:g}" for k in sorted(ks)) + "]"
+
+    return (f"train.arms {names} would train on a corpus that filter.k = {listed(have)} does not write; add it to "
+            f"filter.k (e.g. filter.k={listed(need)}) or change train.k / train.arms")
+
+
 class TrainConfig(Section):
     arms: list[str] = Field(
         default_factory=lambda: ["cda", "context-cda"],
@@ -827,6 +850,15 @@ class Config(Section):
         e = self.entropy
         return e.generator_backend or self.augment.backend, e.generator_model or self.augment.model
 
+    @model_validator(mode="after")
+    def _one_k(self) -> Config:
+        """Every filtered corpus an arm trains on is one the filter writes: checked when the config is loaded,
+        before any step runs (not at fine-tuning, after the generation)."""
+        problem = arms_k_problem(self.train.arms, self.train.k, self.filter.k, self.filter.threshold)
+        if problem:
+            raise ValueError(problem)
+        return self
+
 
 def defaults_dict() -> dict[str, Any]:
     """Every default, as params.yaml holds it."""
@@ -989,6 +1021,9 @@ def _explain(err: ValidationError, sources: dict[str, str]) -> str:
     lines = []
     for item in err.errors():
         loc = [str(p) for p in item["loc"]]
+        if not loc:  # a rule across sections (Config's validators): the message names its keys
+            lines.append(_across_sections(item["msg"], sources))
+            continue
         if loc and loc[0] == "validate_":
             loc[0] = "validate"
         key = ".".join(loc)
@@ -1004,6 +1039,14 @@ def _explain(err: ValidationError, sources: dict[str, str]) -> str:
     if len(lines) == 1:
         return f"Invalid configuration: {lines[0]}"
     return "Invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def _across_sections(msg: str, sources: dict[str, str]) -> str:
+    """A cross-section error with where each key it names was set (``train.k`` from configs/paper.yaml, ...)."""
+    msg = msg.removeprefix("Value error, ")
+    named = sorted({k for k in re.findall(r"\b([a-z_]+\.[a-z_]+)\b", msg) if k.split(".")[0] in STAGE_SECTIONS})
+    where = "; ".join(f"{k} from {sources.get(k, 'defaults')}" for k in named)
+    return f"{msg} ({where})" if where else msg
 
 
 def dump_yaml(data: dict[str, Any]) -> str:

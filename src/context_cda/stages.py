@@ -235,8 +235,8 @@ def sections_of(row: Stage, keys: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 #: fan-out key -> the config list (or mapping) it iterates: a step with that key reads only its own value, so
-#: adding a seed (or a target) changes nothing a finished step read: the runner's step key (:func:`key_sections`)
-#: and the config a Kubeflow task gets (:func:`step_view`)
+#: adding a seed (or a target) changes nothing a finished step read, under every door: the runner's step key
+#: (:func:`key_sections`), DVC's params (:func:`param_keys`) and the config a Kubeflow task gets (:func:`step_view`)
 FANOUT_LISTS = {"seed": "train.seeds", "target": "run.targets"}
 
 
@@ -259,6 +259,22 @@ def key_sections(config: Config, row: Stage, keys: Mapping[str, Any]) -> dict[st
             if section == parent and isinstance(value, Mapping):
                 value = {k: v for k, v in value.items() if k != leaf}
         out[section] = value
+    return out
+
+
+def param_keys(config: Config, row: Stage) -> list[str]:
+    """The config keys DVC tracks for ``row`` (its ``params``): its sections, a section that holds a list the row
+    fans out over spelled out key by key without that list (``train`` -> ``train.arms``, ``train.k``, ... but not
+    ``train.seeds`` for a per-seed step), so adding a seed reruns no finished step there either."""
+    drop = _own_lists(row)
+    out: list[str] = []
+    for section in row.sections:
+        inner = [d for d in drop if d.rpartition(".")[0] == section]
+        if inner:
+            value = config_value(config, section)
+            out += [f"{section}.{k}" for k in value if f"{section}.{k}" not in inner]
+        elif section not in drop:
+            out.append(section)
     return out
 
 

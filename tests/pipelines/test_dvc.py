@@ -71,6 +71,10 @@ def test_dvc_yaml_declares_every_stage_with_code_deps_and_params():
     # the samples: once for every target (no target in the sample steps), each target's entropy reads them
     assert "target" not in stages["sample_part"]["matrix"] and "matrix" not in stages["sample"]
     assert stages["entropy"]["deps"][0] == "${run.run_dir}/sample"
+    # a per-seed step does not track the seed list: adding a seed runs only the new seed's steps
+    for name in ("finetune", "evaluate"):
+        assert not {"train", "train.seeds"} & set(stages[name]["params"]), name
+    assert "train.epochs" in stages["finetune"]["params"] and "train.seeds" in stages["register"]["params"]
 
 
 def test_dvc_yaml_is_generated_from_the_stage_table():

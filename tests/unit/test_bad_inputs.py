@@ -776,6 +776,12 @@ def _(t):
     return run(t)
 
 
+@case("arms' k not written by the filter", r"train\.arms context-cda-k40 \(k = 40\) would train on a corpus that "
+      r"filter\.k = \[30\] does not write; add it to filter\.k")
+def _(t):
+    return run(t, "train.arms=[cda, context-cda-k40]")
+
+
 @case("layout.json unreadable", r"layout\.json: unreadable layout record")
 def _(t):
     text_file(t / "run" / "layout.json", "{oops")

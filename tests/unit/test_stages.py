@@ -103,6 +103,14 @@ def test_the_sample_and_entropy_steps_read_every_entropy_setting_between_them(cf
     assert _step(pipeline.plan(base), "entropy[a]").key(base) != _step(pipeline.plan(other), "entropy[a]").key(other)
 
 
+def test_dvc_params_of_a_per_seed_step_leave_out_the_seed_list(cfg_factory):
+    cfg = cfg_factory()
+    params = T.param_keys(cfg, T.get("finetune"))
+    assert "train.seeds" not in params and "train" not in params
+    assert {"train.arms", "train.k", "train.epochs", "train.lora"} <= set(params)
+    assert "train.seeds" in T.param_keys(cfg, T.get("register"))  # it reads every seed's evidence
+
+
 def test_a_steps_view_holds_only_its_own_seed_and_target(cfg_factory):
     """The config a Kubeflow task gets: the same for a finished seed's task whatever seeds and targets are added."""
     one = cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, train={"seeds": [13]})
