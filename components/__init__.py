@@ -16,13 +16,13 @@ import os
 if not os.environ.get("_KFP_RUNTIME"):
     from components.augment import augment
     from components.cda import cda
-    from components.control import arm_matrix, collect_arms, part_matrix, record_status
-    from components.entropy import entropy
+    from components.control import collect_arms, matrix, record_status
+    from components.entropy import entropy, sample
     from components.evaluate import evaluate, evaluate_target
     from components.filter import filter  # noqa: A004
     from components.finetune import finetune
     from components.ingest import ingest
-    from components.merge import augment_merge, entropy_merge
+    from components.merge import augment_merge, sample_merge
     from components.neutral import neutral
     from components.register import register
     from components.report import report
@@ -38,8 +38,9 @@ if not os.environ.get("_KFP_RUNTIME"):
         "validate-augment": validate,
         "neutral": neutral,
         "validate-neutral": validate,
-        "entropy-part": entropy,
-        "entropy": entropy_merge,
+        "sample-part": sample,
+        "sample": sample_merge,
+        "entropy": entropy,
         "validate-entropy": validate,
         "filter": filter,
         "finetune": finetune,
@@ -51,22 +52,22 @@ if not os.environ.get("_KFP_RUNTIME"):
 
 __all__ = [
     "STAGE_COMPONENTS",
-    "arm_matrix",
     "augment",
     "augment_merge",
     "cda",
     "collect_arms",
     "entropy",
-    "entropy_merge",
     "evaluate",
     "evaluate_target",
     "filter",
     "finetune",
     "ingest",
+    "matrix",
     "neutral",
-    "part_matrix",
     "record_status",
     "register",
     "report",
+    "sample",
+    "sample_merge",
     "validate",
 ]

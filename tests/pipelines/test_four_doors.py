@@ -119,7 +119,7 @@ def test_stage_commands_one_by_one_train_on_the_same_rows(fake_llm, excluded, ru
     monkeypatch.chdir(tmp_path)
     base = ["--params", str(params)]
     for argv in (["ingest"], ["cda"], ["validate", "--stage", "cda"], ["augment", "--no-progress"],
-                 ["validate", "--stage", "augment"], ["entropy", "--target", TARGET],
+                 ["validate", "--stage", "augment"], ["sample", "--no-progress"], ["entropy", "--target", TARGET],
                  ["validate", "--stage", "entropy", "--target", TARGET], ["filter", "--target", TARGET],
                  ["finetune", "--target", TARGET]):
         assert main([*argv, *base]) == 0, argv
