@@ -12,10 +12,10 @@ from components.artifacts import (
     RunSummary,
     ScoredCorpus,
 )
-from components.images import CPU_IMAGE
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def arm_matrix(target: str, arms: list[str], seeds: list[int]) -> list[dict]:
     """``[{"target": target, "arm": arm, "seed": seed}, ...]``: the inner ParallelFor's items (every arm of this
     target, once per training seed).
@@ -25,14 +25,14 @@ def arm_matrix(target: str, arms: list[str], seeds: list[int]) -> list[dict]:
     return [{"target": target, "arm": arm, "seed": seed} for arm in arms for seed in seeds]
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def part_matrix(target: str, parts: int) -> list[dict]:
     """``[{"target": target, "shard": 0}, ...]``: the items of a target's generation-part loop (the target travels
     in each item, as in :func:`arm_matrix`)."""
     return [{"target": target, "shard": i} for i in range(parts)]
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def collect_arms(
     target: str,
     checkpoints: Input[list[dsl.Model]],
@@ -85,7 +85,7 @@ def collect_arms(
     return json.dumps({"target": target, "steps": items})
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def record_status(config_yaml: str, status: PipelineTaskFinalStatus, record: Output[RunStatus]) -> str:
     """Exit handler: write how the run ended (and which task failed, with its error) as ``status.json``.
 

@@ -1,14 +1,13 @@
 """entropy: semantic entropy of the validated contextual counterfactuals under one target model, one generation
 part per task (joined by :func:`components.merge.entropy_merge`)."""
 
-from kfp import dsl
 from kfp.dsl import Input, Output
 
 from components.artifacts import Corpus, ScoredCorpus
-from components.images import GPU_IMAGE
+from components.images import gpu_component
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def entropy(
     config_yaml: str,
     target: str,

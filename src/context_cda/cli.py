@@ -59,6 +59,48 @@ def _setup_logging() -> None:
 _ENVIRONMENT_ERRNOS = ("EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG")
 
 
+def _owner_hint(e: OSError) -> str:
+    """``; /x belongs to uid 0, this process runs as uid 10001`` when a permission error's nearest existing folder
+    is someone else's (typically a folder mounted into a container whose user does not own it)."""
+    import errno
+    import os
+
+    if e.errno not in (errno.EACCES, errno.EPERM) or not e.filename or not hasattr(os, "getuid"):
+        return ""
+    from pathlib import Path
+
+    path = Path(os.fsdecode(e.filename))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        owner = path.stat().st_uid
+    except OSError:
+        return ""
+    me = os.getuid()
+    return "" if owner == me else f"; {path} belongs to uid {owner}, this process runs as uid {me}"
+
+
+def _tracking_refusal(e: Exception) -> str | None:
+    """One line for an MLflow server that refused a request for want of credentials (401) or permission (403),
+    naming the user it came from; None for any other error."""
+    import os
+
+    if type(e).__name__ != "MlflowException":
+        return None
+    code = str(getattr(e, "error_code", ""))
+    text = str(e)
+    if "PERMISSION_DENIED" in code or "error code 403" in text:
+        user = os.environ.get("MLFLOW_TRACKING_USERNAME") or "(no MLFLOW_TRACKING_USERNAME)"
+        return (f"the MLflow server refused this as user {user} (403 permission denied: {text.splitlines()[0]}). "
+                "Registering and moving the candidate/champion aliases needs the pipeline's MLflow user (the "
+                "owner of the registered models, or MANAGE permission on them): set MLFLOW_TRACKING_USERNAME and "
+                "MLFLOW_TRACKING_PASSWORD (Secret ccda-mlflow-auth on the cluster).")
+    if "UNAUTHENTICATED" in code or "error code 401" in text:
+        return ("the MLflow server asks for credentials (401): set MLFLOW_TRACKING_USERNAME and "
+                "MLFLOW_TRACKING_PASSWORD (Secret ccda-mlflow-auth on the cluster).")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one message and exit 2 (75: retry later; see
     :mod:`context_cda.errors`), never a traceback."""
@@ -73,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # the machine's, not the code's: a read-only or full disk, a file where a folder goes
         if errno.errorcode.get(e.errno or -1) not in _ENVIRONMENT_ERRNOS:
             raise
-        typer.echo(f"error: {e.filename or ''}: cannot write or read here ({e.strerror}). Check that the folder "
-                   "exists, is a folder and is writable (--run-dir, --out), and that the disk has space.", err=True)
+        typer.echo(f"error: {e.filename or ''}: cannot write or read here ({e.strerror}{_owner_hint(e)}). Check "
+                   "that the folder exists, is a folder and is writable (--run-dir, --out), and that the disk has "
+                   "space.", err=True)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -82,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as e:
         return e.exit_code
     except Exception as e:  # usage errors (click, or the click bundled in typer) arrive here
+        refused = _tracking_refusal(e)
+        if refused:
+            typer.echo(f"error: {refused}", err=True)
+            return 2
         show = getattr(e, "show", None)
         if callable(show) and isinstance(getattr(e, "exit_code", None), int):
             show()
