@@ -29,7 +29,8 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 say() { echo "build-images: $*" >&2; }
-die() { say "$*"; exit "${2:-2}"; }
+die() { say "$*"; exit 2; }
+fail() { local code=$1; shift; say "$*"; exit "$code"; }
 
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -n1)
 [ -n "$VERSION" ] || die "no version in pyproject.toml"
@@ -57,8 +58,8 @@ python_base() {
     PYTHON_IMAGE=$(CCDA_ENGINE="$ENGINE" scripts/make-debian-base.sh) || exit 3
     return
   fi
-  die "base image $PYTHON_IMAGE can't be pulled: set build arg PYTHON_IMAGE to a Python 3.11 image you have" \
-      "(PYTHON_IMAGE=... scripts/build-images.sh), or make one from Debian packages: scripts/make-debian-base.sh" 3
+  fail 3 "base image $PYTHON_IMAGE can't be pulled: set build arg PYTHON_IMAGE to a Python 3.11 image you have" \
+       "(PYTHON_IMAGE=... scripts/build-images.sh), or make one from Debian packages: scripts/make-debian-base.sh"
 }
 
 # ---- pip's CA bundle and the torch wheel folder ---------------------------------------------------------------
@@ -74,7 +75,7 @@ fi
 WHEEL_SERVER_PID= BUILD_PID=
 cleanup() {
   local pid
-  for pid in $BUILD_PID $WHEEL_SERVER_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $BUILD_PID $WHEEL_SERVER_PID; do kill -INT "$pid" 2>/dev/null && kill "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT

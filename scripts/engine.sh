@@ -69,13 +69,15 @@ engine_detect() {
   esac || { ENGINE_ERROR="no container engine can run here: $ENGINE_ERROR"; return 1; }
 }
 
+# engine_build ARGS: replaces the calling shell with the engine's build (run it in a subshell or in the
+# background: `engine_build ... &`, so that its pid is the build's own and a kill reaches it)
 engine_build() {
   if [ "$ENGINE" = podman ]; then
-    "${ENGINE_CMD[@]}" build --network host "$@"
+    exec "${ENGINE_CMD[@]}" build --network host "$@"
   elif [ "$DOCKER_MODE" = embedded ]; then
-    DOCKER_BUILDKIT=1 "${ENGINE_CMD[@]}" build --network host --progress plain "$@"
+    DOCKER_BUILDKIT=1 exec "${ENGINE_CMD[@]}" build --network host --progress plain "$@"
   else
-    "${ENGINE_CMD[@]}" build --network host --progress plain --load "$@"
+    exec "${ENGINE_CMD[@]}" build --network host --progress plain --load "$@"
   fi
 }
 

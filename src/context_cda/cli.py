@@ -60,24 +60,12 @@ _ENVIRONMENT_ERRNOS = ("EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "ENOTDIR"
 
 
 def _owner_hint(e: OSError) -> str:
-    """``; /x belongs to uid 0, this process runs as uid 10001`` when a permission error's nearest existing folder
-    is someone else's (typically a folder mounted into a container whose user does not own it)."""
+    """:func:`context_cda.io.owner_hint` for a permission error's path (else nothing)."""
     import errno
-    import os
 
-    if e.errno not in (errno.EACCES, errno.EPERM) or not e.filename or not hasattr(os, "getuid"):
-        return ""
-    from pathlib import Path
+    from .io import owner_hint
 
-    path = Path(os.fsdecode(e.filename))
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    try:
-        owner = path.stat().st_uid
-    except OSError:
-        return ""
-    me = os.getuid()
-    return "" if owner == me else f"; {path} belongs to uid {owner}, this process runs as uid {me}"
+    return owner_hint(e.filename) if e.errno in (errno.EACCES, errno.EPERM) and e.filename else ""
 
 
 def _tracking_refusal(e: Exception) -> str | None:

@@ -53,10 +53,13 @@ class Engine:
 
     def container(self, image: str, *command: str, user: str | None = None, env: dict[str, str] | None = None,
                   volumes: Sequence[tuple[str | Path, str, str]] = (), check: bool = True,
-                  timeout: float = 900) -> subprocess.CompletedProcess:
+                  timeout: float = 900, entrypoint: str | None = None) -> subprocess.CompletedProcess:
         """``run --rm --network host`` of ``image`` with ``command`` (host networking: the test servers listen
-        on 127.0.0.1); ``volumes``: (host path, container path, "ro"|"rw")."""
+        on 127.0.0.1); ``volumes``: (host path, container path, "ro"|"rw"); ``entrypoint=""`` sets a server
+        image's entrypoint aside."""
         args = ["run", "--rm", "--network", "host"]
+        if entrypoint is not None:
+            args += ["--entrypoint", entrypoint]
         if user:
             args += ["--user", user]
         for k, v in (env or {}).items():
