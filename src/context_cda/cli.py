@@ -73,17 +73,18 @@ def _tracking_refusal(e: Exception) -> str | None:
     naming the user it came from; None for any other error."""
     import os
 
-    if type(e).__name__ != "MlflowException":
+    text = str(e)
+    status = getattr(getattr(e, "response", None), "status_code", None)  # requests' HTTPError (artifact uploads)
+    if type(e).__name__ != "MlflowException" and not (status in (401, 403) and "/api/2.0/mlflow" in text):
         return None
     code = str(getattr(e, "error_code", ""))
-    text = str(e)
-    if "PERMISSION_DENIED" in code or "error code 403" in text:
+    if "PERMISSION_DENIED" in code or "error code 403" in text or status == 403:
         user = os.environ.get("MLFLOW_TRACKING_USERNAME") or "(no MLFLOW_TRACKING_USERNAME)"
         return (f"the MLflow server refused this as user {user} (403 permission denied: {text.splitlines()[0]}). "
                 "Registering and moving the candidate/champion aliases needs the pipeline's MLflow user (the "
                 "owner of the registered models, or MANAGE permission on them): set MLFLOW_TRACKING_USERNAME and "
                 "MLFLOW_TRACKING_PASSWORD (Secret ccda-mlflow-auth on the cluster).")
-    if "UNAUTHENTICATED" in code or "error code 401" in text:
+    if "UNAUTHENTICATED" in code or "error code 401" in text or status == 401:
         return ("the MLflow server asks for credentials (401): set MLFLOW_TRACKING_USERNAME and "
                 "MLFLOW_TRACKING_PASSWORD (Secret ccda-mlflow-auth on the cluster).")
     return None

@@ -131,8 +131,8 @@ def run_folder(tmp_path_factory) -> Path:
     cfg = _config(run_dir, "unused", TARGET)
     cfg.train.arms, cfg.train.seeds = [ARM], [SEED]
     cfg.tracking.uri = None
+    layout = L.RunLayout(run_dir).check()  # a run folder of this version (layout.json), as `ccda run` makes it
     _finetune(cfg, base, run_dir, TARGET)
-    layout = L.RunLayout(run_dir)
     write_predictions(layout.evaluation_dir(TARGET), 0.75, 0.72)
     write_predictions(layout.evaluation_dir(TARGET, ARM, SEED), 0.50, 0.50)
     (base / "params.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
