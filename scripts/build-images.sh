@@ -99,9 +99,16 @@ say "engine: $ENGINE_DESC"
 torch_find_links() {
   LINKS=
   [ -n "$WHEEL_DIR" ] && compgen -G "$WHEEL_DIR/torch-${TORCH_VERSION}+$1-*.whl" >/dev/null || return 0
+  local wheel
+  wheel=$(basename "$(compgen -G "$WHEEL_DIR/torch-${TORCH_VERSION}+$1-*.whl" | head -n1)")
   if [ -z "$WHEEL_SERVER_PID" ]; then
     # a fixed port by default: the URL is a build arg, and a new one would invalidate the build cache
     WHEEL_PORT="${TORCH_WHEEL_PORT:-39917}"
+    if python3 -c "import urllib.request as u; assert '$wheel' in u.urlopen('http://127.0.0.1:$WHEEL_PORT/', timeout=2).read().decode()" 2>/dev/null; then
+      LINKS="http://127.0.0.1:$WHEEL_PORT/"  # another build serves the same wheel there (its build cache applies)
+      say "torch $TORCH_VERSION+$1: $wheel is served on 127.0.0.1:$WHEEL_PORT already (another build's server)"
+      return 0
+    fi
     if python3 -c "import socket; socket.create_connection(('127.0.0.1', $WHEEL_PORT), 1)" 2>/dev/null; then
       WHEEL_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
       say "port ${TORCH_WHEEL_PORT:-39917} is taken: serving the wheels on $WHEEL_PORT (the build cache misses)"
