@@ -102,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(f"error: {e}", err=True)
         return e.exit_code
     except OSError as e:  # the machine's, not the code's: a read-only or full disk, a file where a folder goes
+        refused = _tracking_refusal(e)  # requests' HTTPError is an OSError too (MLflow's artifact uploads)
+        if refused:
+            typer.echo(f"error: {refused}", err=True)
+            return 2
         if errno.errorcode.get(e.errno or -1) not in _ENVIRONMENT_ERRNOS:
             raise
         typer.echo(f"error: {e.filename or ''}: cannot write or read here ({e.strerror}{_owner_hint(e)}). Check "

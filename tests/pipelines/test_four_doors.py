@@ -219,6 +219,11 @@ def test_kfp_local_in_the_images_trains_on_the_same_rows(fake_llm, excluded, run
     assert set(images.values()) == {project_images["cpu"], project_images["train"]}, images
     assert images["exec-finetune"] == project_images["train"] and images["exec-ingest"] == project_images["cpu"]
 
+    # the store's tables exist before the parallel finetune tasks open it (as a tracking server's would): two
+    # first-time openers of one SQLite file would both run MLflow's schema migrations
+    container_engine.container(project_images["cpu"], "python3", "-c",
+                               f"from mlflow import MlflowClient; MlflowClient('sqlite:///{tracking}/mlflow.db')"
+                               ".search_experiments()", volumes=[(tracking, tracking, "rw")])
     mounts = [docker.types.Mount(str(p), str(p), type="bind", read_only=ro)
               for p, ro in ((tp.FIXTURES, True), (tracking, False))]
     mounts.append(docker.types.Mount("/models/cache", str(cache), type="bind"))

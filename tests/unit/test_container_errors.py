@@ -42,3 +42,23 @@ def test_mlflow_refusals_are_one_line_naming_the_user(monkeypatch):
     response.status_code = 500
     assert _tracking_refusal(requests.exceptions.HTTPError("500 for url /api/2.0/mlflow/x", response=response)) is None
     assert _tracking_refusal(ValueError("403")) is None
+
+
+def test_main_prints_the_refusal_of_an_artifact_upload_as_one_line(monkeypatch, capsys):
+    """requests' HTTPError is an OSError: main() must not take it for a disk error and re-raise it."""
+    requests = pytest.importorskip("requests")
+    from context_cda import cli
+
+    response = requests.models.Response()
+    response.status_code = 403
+
+    def refuse(**_):
+        raise requests.exceptions.HTTPError(
+            "403 Client Error: Forbidden for url: http://127.0.0.1:5000/api/2.0/mlflow-artifacts/artifacts/1/x",
+            response=response)
+
+    monkeypatch.setattr(cli, "app", refuse)
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "someone-else")
+    assert cli.main(["register"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: the MLflow server refused this as user someone-else (403")
