@@ -152,15 +152,21 @@ def _register_in_container(engine, image: str, url: str, work: Path, user: tuple
                             check=False, timeout=900)
 
 
-def test_register_in_a_container_sets_the_aliases_as_the_pipeline_user(container_engine, project_images,
-                                                                         mlflow_in_image, users, run_folder,
-                                                                         monkeypatch):
+@pytest.fixture(scope="module")
+def registered(container_engine, project_images, mlflow_in_image, users, run_folder):
+    """The register step, in a CPU-image container, as the pipeline's user (once per module: the later tests
+    need the model it registered, and another user's attempt must meet a model that user does not own)."""
+    url, _ = mlflow_in_image
+    proc = _register_in_container(container_engine, project_images["cpu"], url, run_folder, PIPELINE)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_register_in_a_container_sets_the_aliases_as_the_pipeline_user(mlflow_in_image, registered, monkeypatch):
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     url, s3 = mlflow_in_image
-    proc = _register_in_container(container_engine, project_images["cpu"], url, run_folder, PIPELINE)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     _as(PIPELINE, monkeypatch)
     client = MlflowClient(tracking_uri=url, registry_uri=url)
@@ -183,7 +189,7 @@ def test_register_in_a_container_sets_the_aliases_as_the_pipeline_user(container
 
 
 def test_the_register_step_as_another_user_ends_with_one_clear_line(container_engine, project_images,
-                                                                    mlflow_in_image, users, run_folder):
+                                                                    mlflow_in_image, registered, run_folder):
     url, _ = mlflow_in_image
     proc = _register_in_container(container_engine, project_images["cpu"], url, run_folder, READER)
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -192,7 +198,7 @@ def test_the_register_step_as_another_user_ends_with_one_clear_line(container_en
     assert "Traceback" not in proc.stderr and "ccda-mlflow-auth" in lines[-1]
 
 
-def test_the_champion_loads_back_with_transformers(mlflow_in_image, users, run_folder, monkeypatch):
+def test_the_champion_loads_back_with_transformers(mlflow_in_image, registered, monkeypatch):
     import mlflow
     from test_mlflow_registry import _score
 
