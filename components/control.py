@@ -12,10 +12,10 @@ from components.artifacts import (
     RunSummary,
     ScoredCorpus,
 )
-from components.images import CPU_IMAGE
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def matrix(config_yaml: str, step: str, target: str = "") -> list[dict]:
     """The items of ``step``'s ParallelFor, from the config (the run's one source): one per value of each fan-out
     key of the stage table's row (``target`` fixed when given), each with the step's own ``config``, the view of
@@ -30,7 +30,7 @@ def matrix(config_yaml: str, step: str, target: str = "") -> list[dict]:
     return step_matrix(load_config(config_yaml), step, {"target": target} if target else {})
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def collect_arms(
     target: str,
     checkpoints: Input[list[dsl.Model]],
@@ -83,7 +83,7 @@ def collect_arms(
     return json.dumps({"target": target, "steps": items})
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def record_status(config_yaml: str, status: PipelineTaskFinalStatus, record: Output[RunStatus]) -> str:
     """Exit handler: write how the run ended (and which task failed, with its error) as ``status.json``.
 

@@ -2,14 +2,13 @@
 per task, joined by :func:`components.merge.sample_merge`), then each target's semantic entropy (one task per
 target)."""
 
-from kfp import dsl
 from kfp.dsl import Input, Output
 
 from components.artifacts import Corpus, Samples, ScoredCorpus
-from components.images import GPU_IMAGE
+from components.images import gpu_component
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def sample(
     config_yaml: str,
     shard: int,
@@ -24,7 +23,7 @@ def sample(
                           shard=shard)
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def entropy(
     config_yaml: str,
     target: str,

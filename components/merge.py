@@ -5,10 +5,10 @@ from kfp import dsl
 from kfp.dsl import Input, Output
 
 from components.artifacts import Corpus, Samples
-from components.images import CPU_IMAGE
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def augment_merge(
     config_yaml: str,
     parts: Input[list[dsl.Dataset]],
@@ -23,7 +23,7 @@ def augment_merge(
                           {"parts": list(parts), "counterfactuals": counterfactuals}, augmented)
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def sample_merge(
     config_yaml: str,
     parts: Input[list[dsl.Dataset]],

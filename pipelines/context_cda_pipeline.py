@@ -6,7 +6,8 @@ mount the model-cache PVC; every step gets its secrets as environment variables 
 MLflow for tracking, the hub token for gated models); augment talks to the cluster's vLLM service through the
 ``openai`` backend (``augment_mode: service``) or runs vLLM in-process on its GPU node (``augment_mode:
 in-process``). ``cpu``: the same DAG with no Kubernetes settings, for ``kfp.local`` (a cluster without GPUs
-runs ``gpu`` with ``accelerator_count: 0``).
+runs ``gpu`` with ``accelerator_count: 0``). Both name the images of ``config.pipeline``: the train image
+(``image``) for the GPU steps, the CPU image (``cpu_image``) for the others.
 
 What every ``gpu``-variant task gets besides (settings in the config's ``pipeline`` section):
 
@@ -363,7 +364,8 @@ def _task_settings(variant: str, s: ClusterSettings, judged: set[str] = frozense
     def step(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
         generates = name in T.STAGES and T.get(name).generates
         task.set_caching_options(enable_caching=s.enable_caching and name not in UNCACHED)
-        if variant != "gpu":
+        if variant != "gpu":  # kfp.local's DockerRunner runs each task in this image (SubprocessRunner: ignored)
+            task.set_container_image(s.gpu_image if GPU_STEPS.get(name) == "yes" else s.cpu_image)
             return task
         kind = GPU_STEPS.get(name, "no")
         if kind == "generator":
