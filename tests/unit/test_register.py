@@ -142,3 +142,46 @@ def test_finetune_saves_epoch_0_and_the_last_epochs_predictions(tmp_path):
     assert set(items) == {"stereoset", "crows"} and len(items["crows"]) == 4
     metrics = pd.read_csv(out / "metrics.csv")
     assert {"stereoset_ss_ci_low", "crows_cs_ci_high"} <= set(metrics.columns)
+
+
+def _relabel(folder: Path, stereoset: str, crows: str) -> Path:
+    for name, bt in (("stereoset", stereoset), ("crows", crows)):
+        p = folder / name / "predictions.parquet"
+        pd.read_parquet(p).assign(bias_type=bt).to_parquet(p)
+    return folder
+
+
+def test_the_gate_judges_the_run_attribute_and_refuses_evidence_of_another_bias_type(tmp_path):
+    """A race run's gate decides on race items (CrowS: race-color) and registers <target>-debiased-race; gender
+    predictions given to it are one clear error naming the file, and nothing is written."""
+    from context_cda.errors import InputError
+    from context_cda.tracking import run_register
+
+    cfg = Config.model_validate({"run": {"run_dir": str(tmp_path / "run"), "targets": {"tg": "tiny:gpt2"},
+                                         "attribute": "race"}, "train": {"arms": ["cda"], "seeds": [13]},
+                                 "tracking": {"enabled": False}})
+    assert cfg.evaluate.bias_type == "race"
+    model = _model(tmp_path / "final")
+    van = write_predictions(tmp_path / "van", 0.75, 0.74)
+    cand = write_predictions(tmp_path / "s13", 0.50, 0.50)
+    out = tmp_path / "out"
+    with pytest.raises(InputError) as e:
+        run_register(cfg, {"model": model, "items_seed-13": cand, "items_vanilla": van}, out, "tg", "cda",
+                     discover=False, seed=13)
+    msg = str(e.value)
+    assert "bias type gender" in msg and "judged on race" in msg and "predictions.parquet" in msg
+    assert not out.exists()
+    _relabel(van, "race", "race")  # StereoSet right, CrowS spelled as StereoSet: still the wrong subset
+    _relabel(cand, "race", "race-color")
+    with pytest.raises(InputError, match="items_vanilla.*judged on race-color"):
+        run_register(cfg, {"model": model, "items_seed-13": cand, "items_vanilla": van}, out, "tg", "cda",
+                     discover=False, seed=13)
+    _relabel(van, "race", "race-color")
+    s = run_register(cfg, {"model": model, "items_seed-13": cand, "items_vanilla": van}, out, "tg", "cda",
+                     discover=False, seed=13)
+    assert s["promote"] and s["model_name"] == "tg-debiased-race"
+    # evaluate.bias_type all: any subset may judge
+    cfg.evaluate.bias_type = "all"
+    _relabel(van, "gender", "gender")
+    assert run_register(cfg, {"model": model, "items_seed-13": cand, "items_vanilla": van}, tmp_path / "o2", "tg",
+                        "cda", discover=False, seed=13)["model_name"] == "tg-debiased-race"

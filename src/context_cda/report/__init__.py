@@ -406,10 +406,11 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
 def _judged(config: Config) -> str:
     """The sentence that says which attribute the run debiased and which benchmark subsets judge it."""
     from ..attributes import get
+    from ..evaluate.data import CROWS_ALIASES
 
     a = get(config.run.attribute)
     bt = config.evaluate.bias_type
-    crows = a.crows if bt == a.stereoset else bt
+    crows = CROWS_ALIASES.get(bt, bt)  # the subset the evaluation read
     return (f"Attribute debiased: **{a.name}** (run.attribute). StereoSet and CrowS-Pairs, and with them the "
             f"promotion gate, judge the `{bt}` subset (CrowS-Pairs: `{crows}`).")
 

@@ -79,6 +79,39 @@ def read_predictions(folder: Path | str) -> dict[str, Items]:
     return out
 
 
+def bias_types(folder: Path | str) -> dict[str, set[str]]:
+    """The bias types each gate benchmark's predictions in ``folder`` were scored on (their ``bias_type``
+    column; a benchmark without one is left out)."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for b in BENCHMARKS:
+        p = Path(folder) / b / L.PREDICTIONS_FILE
+        if p.is_file() and "bias_type" in pq.ParquetFile(p).schema_arrow.names:
+            out[b] = {str(t) for t in pq.read_table(p, columns=["bias_type"]).column("bias_type").to_pylist()}
+    return out
+
+
+def check_bias_types(folders: Mapping[str, Path | str], bias_type: str, where: str) -> None:
+    """Refuse evidence scored on another bias type than the one the run is judged on (``evaluate.bias_type``,
+    from ``run.attribute``; ``all``: any): a race run's gate must not decide on gender items. ``folders``: input
+    name -> predictions folder."""
+    from ..errors import InputError
+    from ..evaluate.data import CROWS_ALIASES
+
+    if bias_type == "all":
+        return
+    want = {"stereoset": bias_type, "crows": CROWS_ALIASES.get(bias_type, bias_type)}
+    for key, folder in folders.items():
+        for b, types in bias_types(folder).items():
+            if other := sorted(types - {want[b]}):
+                raise InputError(
+                    f"{where}: {Path(folder) / b / L.PREDICTIONS_FILE} (input {key}) was scored on bias type "
+                    f"{', '.join(other)}, but this run is judged on {want[b]} (evaluate.bias_type {bias_type}, "
+                    "which follows run.attribute). Re-run that evaluation (ccda run --only evaluate --force), "
+                    "or set evaluate.bias_type to what it was scored on.")
+
+
 def has_predictions(folder: Path | str) -> bool:
     return any((Path(folder) / b / L.PREDICTIONS_FILE).is_file() for b in BENCHMARKS)
 

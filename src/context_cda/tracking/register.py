@@ -212,6 +212,8 @@ def _context(config: Config, inputs, out_dir, target: str, arm: str, discover: b
     model_dir = Path(given.get("model", ""))
     if not (model_dir / "config.json").is_file():
         raise InputError(f"register {target}/{arm}: {model_dir} is not a save_pretrained folder; run finetune.")
+    E.check_bias_types({k: v for k, v in given.items() if k.startswith("items_")}, config.evaluate.bias_type,
+                       f"register {target}/{arm}")
     final, vanilla = flat_metrics(given)
     cand, van = gate_evidence(given)
     policy = PromotionPolicy.from_config(config.tracking.promotion, config.evaluate.bootstrap)
