@@ -211,7 +211,8 @@ def _context(config: Config, inputs, out_dir, target: str, arm: str, discover: b
         raise InputError(f"register {target}/{arm}: {model_dir} is not a save_pretrained folder; run finetune.")
     final, vanilla = flat_metrics(given)
     cand, van = gate_evidence(given)
-    policy = PromotionPolicy.from_config(config.tracking.promotion, config.evaluate.bootstrap)
+    policy = PromotionPolicy.from_config(config.tracking.promotion, config.evaluate.bootstrap,
+                                         config.evaluate.bias_type)
     return _Context(config, target, arm, seed, Path(out_dir), given, model_dir, final, vanilla, cand, van, policy)
 
 
