@@ -9,9 +9,8 @@ exact sign-flip test) and the candidate is, with confidence, not as far past 50 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
