@@ -847,11 +847,53 @@ def find_params_file(start: Path | None = None) -> Path | None:
     return None
 
 
+class _DuplicateKey(ValueError):
+    """A mapping that names one key twice (YAML would silently keep the last one)."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key repeated in one mapping, naming both lines (a profile with a
+    duplicated section or key would otherwise drop the first silently). Merge keys (``<<``) may still be
+    overridden."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise _DuplicateKey(f"line {line}: key {key!r} is repeated (first at line {seen[key]}); YAML keeps "
+                                    "only the last one. Keep one of the two (merge their values).")
+            if isinstance(key, str | int | float | bool):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def yaml_value(text: str) -> Any:
+    """Parse YAML text (a flag's value) refusing repeated keys (:class:`UniqueKeyLoader`)."""
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as e:
+        raise yaml.YAMLError(str(e)) from None
+
+
+def _yaml_text(path: Path) -> str:
+    from .errors import InputError
+    from .io import read_text
+
+    try:
+        return read_text(path)
+    except InputError as e:
+        raise ConfigError(str(e)) from None
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise ConfigError(f"{path}: file not found.") from e
+        data = yaml.load(_yaml_text(path), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as e:
+        raise ConfigError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -912,7 +954,7 @@ def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
         if len(parts) < 2:
             raise ConfigError(f"--set {item!r}: the key must name a section and a field, e.g. cda.mode.")
         try:
-            value = yaml.safe_load(raw) if raw != "" else None
+            value = yaml_value(raw) if raw != "" else None
         except yaml.YAMLError as e:
             raise ConfigError(f"--set {item!r}: value is not valid YAML: {e}") from e
         sec = out.setdefault(parts[0], {})

@@ -9,6 +9,7 @@ datasets the configured benchmarks read (``ccda data list --profile ...``).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import string
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..datasets import resolve
 from ..errors import InputError
-from ..io import stable_id
+from ..io import read_text, stable_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import EvaluateConfig
@@ -114,7 +115,7 @@ def load_stereoset(
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: StereoSet file not found.")
-    text = p.read_text(encoding="utf-8")
+    text = read_text(p)
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{p}: empty StereoSet file.")
@@ -128,6 +129,7 @@ def load_stereoset(
             else:
                 raise InputError(f"{p}: line {e.lineno}: not valid JSON ({e.msg}).") from e
     examples = _stereoset_flat(p, text, split) if flat else _stereoset_original(p, doc, split)
+    unique_ids(examples, "cluster")
     want = _bias_filter(bias_type)
     if want is not None:
         kept = [e for e in examples if e.bias_type == want]
@@ -157,8 +159,22 @@ def json_objects(
         yield lineno, row
 
 
+def _flat_id(row: dict, taken: dict[str, tuple]) -> str:
+    """A flattened cluster's id: a hash of its target, context and stereotype sentence (stable across versions of
+    the file); two different clusters that share those three (StereoSet dev has such pairs, differing in the
+    anti-stereotype) get the id of all five sentences for the later one. An exact copy keeps its id (and is
+    refused as a duplicate)."""
+    content = tuple(row[k] for k in ("target", "context", *GOLD_LABELS))
+    cid = stable_id("stereoset", row["target"], row["context"], row["stereotype"])
+    if cid in taken and taken[cid] != content:
+        cid = stable_id("stereoset", *content)
+    taken.setdefault(cid, content)
+    return cid
+
+
 def _stereoset_flat(p: Path, text: str, split: str) -> list[StereoSetExample]:
-    out = []
+    out: list[StereoSetExample] = []
+    taken: dict[str, tuple] = {}
     keys = ("type", "target", "bias_type", "context", *GOLD_LABELS)
     for lineno, row in json_objects(p, enumerate(text.splitlines(), 1), keys):
         bad = [k for k in keys if not isinstance(row[k], str)]
@@ -168,7 +184,7 @@ def _stereoset_flat(p: Path, text: str, split: str) -> list[StereoSetExample]:
             continue
         if split == "intrasentence" and "BLANK" not in row["context"]:
             raise InputError(f"{p}: line {lineno}: intrasentence context has no BLANK: {row['context']!r}")
-        cid = stable_id("stereoset", row["target"], row["context"], row["stereotype"])
+        cid = _flat_id(row, taken)
         out.append(
             StereoSetExample(
                 id=cid,
@@ -253,7 +269,7 @@ def load_crows(path: str | os.PathLike[str], bias_type: str | None = "gender") -
     want = _bias_filter(bias_type)
     want = CROWS_ALIASES.get(want, want) if want else None
     out, seen_types = [], set()
-    with open(p, encoding="utf-8", newline="") as f:
+    with io.StringIO(read_text(p), newline="") as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
         missing = [c for c in CROWS_COLUMNS if c not in header]
@@ -294,4 +310,16 @@ def load_crows(path: str | os.PathLike[str], bias_type: str | None = "gender") -
             raise InputError(f"{p}: line {reader.line_num}: malformed CSV ({e}).") from e
     if want is not None and not out and seen_types:
         raise InputError(f"{p}: no pairs with bias_type {want!r}; found: {', '.join(sorted(seen_types))}.")
+    unique_ids(out, "pair")
     return out
+
+
+def unique_ids(items: Sequence[StereoSetExample] | Sequence[CrowsPair], what: str) -> None:
+    """Every benchmark item once: an id seen twice (a copied cluster or pair) would be scored twice and count
+    double in SS / CS, so it is an :class:`InputError` naming both places."""
+    first: dict[str, str] = {}
+    for it in items:
+        if it.id in first:
+            raise InputError(f"{it.source}: duplicate {what} id {it.id!r} (first at {first[it.id]}); each item must "
+                             f"appear once, or it is scored twice. Remove one of the two.")
+        first[it.id] = it.source
