@@ -56,7 +56,8 @@ def _setup_logging() -> None:
     log.propagate = False
 
 
-_ENVIRONMENT_ERRNOS = ("EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG")
+_ENVIRONMENT_ERRNOS = ("EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG",
+                       "ELOOP")
 
 
 def main(argv: list[str] | None = None) -> int:

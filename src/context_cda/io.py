@@ -231,14 +231,15 @@ def read_text(path: Path | str, encoding: str = "utf-8", errors: str = "strict",
 
 
 _UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENOSPC,
-               errno.EDQUOT, errno.ENAMETOOLONG}
+               errno.EDQUOT, errno.ENAMETOOLONG, errno.ELOOP}
 
 
 def unwritable(path: Path | str, err: OSError) -> InputError:
     """The one-line error for a folder or file that cannot be written (read-only file system, a file where a
     folder should be, no permission, disk full)."""
     why = {errno.ENOTDIR: "a part of this path is a file, not a folder",
-           errno.EEXIST: "a file of that name is in the way"}.get(err.errno or 0, err.strerror or str(err))
+           errno.EEXIST: "a file of that name is in the way",
+           errno.ELOOP: "a symbolic link loop"}.get(err.errno or 0, err.strerror or str(err))
     return InputError(f"{path}: cannot write here ({why}). Choose a writable folder (--run-dir, --out or "
                       "run.run_dir), or free the space.")
 

@@ -7,8 +7,9 @@ file or the URL, and the fix.
   (:func:`context_cda.models.parse_ref`: GGUF and safetensors headers against their sizes, tokenizer files;
   :mod:`context_cda.model_files`);
 * :func:`check_services` - the MLflow tracking server (an ``http(s)://`` tracking URI, when a step logs to it)
-  and the S3 endpoint (when a location the steps read is ``s3://``) answer within :data:`PROBE_TIMEOUT_S`
-  seconds (MLflow's own client retries an unreachable server for minutes before it says anything);
+  and the S3 endpoint (when a location the steps read is ``s3://``) answer within seconds
+  (:func:`context_cda.services.probe`; MLflow's own client retries an unreachable server for minutes before it
+  says anything);
 * :func:`check_benchmark_files` - the intrinsic benchmarks the steps evaluate on are parsed and checked
   (a malformed or duplicated item stops the run before any model loads).
 """
@@ -19,13 +20,11 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .errors import CCDAError, ServiceError
+from .errors import CCDAError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
 
-#: seconds a service has to answer the pre-flight probe
-PROBE_TIMEOUT_S = 5.0
 #: steps that load their target model, the generator, or the entailment judge
 TARGET_STEPS = ("entropy-part", "finetune", "evaluate-vanilla")
 #: steps that score the intrinsic benchmarks (finetune: every epoch)
@@ -67,44 +66,6 @@ def check_model_files(config: Config, steps: Iterable[Any]) -> None:
 # ------------------------------------------------------------------------------------------------ services
 
 
-def probe(url: str, what: str, fix: str, timeout: float = PROBE_TIMEOUT_S) -> None:
-    """One HTTP GET of ``url``: any HTTP answer (even 401/403/404) means something listens; no answer within
-    ``timeout`` seconds, a refused connection, an unknown host or a gateway error is a :class:`ServiceError`."""
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout):  # noqa: S310
-            return
-    except urllib.error.HTTPError as e:
-        if e.code not in (502, 503, 504):
-            return
-        why = f"HTTP {e.code} from a gateway"
-    except OSError as e:  # URLError, a refused connection, a timeout
-        reason = getattr(e, "reason", e)
-        why = (f"no answer within {timeout:g} s" if isinstance(reason, TimeoutError)
-               else str(getattr(reason, "strerror", None) or reason))
-    raise ServiceError(f"{what} at {url} does not answer ({why}). {fix}")
-
-
-def tracking_server(config: Config) -> str | None:
-    """The tracking server's URL when tracking goes to one over HTTP (None: a local store or tracking off)."""
-    if not config.tracking.enabled:
-        return None
-    from .tracking.runs import tracking_uri
-
-    uri = tracking_uri(config)
-    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else None
-
-
-def check_tracking_server(config: Config) -> None:
-    url = tracking_server(config)
-    if url:
-        key = "tracking.uri" if config.tracking.uri else "MLFLOW_TRACKING_URI"
-        probe(f"{url}/health", f"{key}: the MLflow tracking server",
-              "Start it (mlflow server), fix the URI, or run without tracking (--set tracking.enabled=false).")
-
-
 def s3_locations(config: Config, steps: Iterable[Any]) -> list[str]:
     """The ``s3://`` locations the steps read: model references, the corpus, benchmark files, the data mirror."""
     from .s3 import is_s3
@@ -114,22 +75,19 @@ def s3_locations(config: Config, steps: Iterable[Any]) -> list[str]:
     return [str(v) for v in values if v and is_s3(v)]
 
 
-def check_s3_endpoint(config: Config, steps: Iterable[Any]) -> None:
-    from .s3 import endpoint
-
-    found = s3_locations(config, steps)
-    if found:
-        url = endpoint() or "https://s3.amazonaws.com"
-        probe(url, f"the S3 endpoint for {found[0]} (AWS_ENDPOINT_URL)",
-              "Start the object store, set AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) to its URL, or use local paths.")
-
-
 def check_services(config: Config, steps: Iterable[Any], tracked: Iterable[str]) -> None:
-    """The tracking server when a step of ``tracked`` runs, and the S3 endpoint when an input is on S3."""
+    """The tracking server when a step of ``tracked`` runs (:func:`context_cda.tracking.runs.check_server`), and
+    the S3 endpoint when an input is on S3 (:func:`context_cda.s3.check_endpoint`)."""
     steps = list(steps)
     if any(_step(s) in set(tracked) for s in steps):
-        check_tracking_server(config)
-    check_s3_endpoint(config, steps)
+        from .tracking.runs import check_server
+
+        check_server(config)
+    found = s3_locations(config, steps)
+    if found:
+        from .s3 import check_endpoint
+
+        check_endpoint(found[0])
 
 
 # ------------------------------------------------------------------------------------------------ benchmarks

@@ -37,6 +37,11 @@ from ..optim import epoch_batches, linear_schedule, param_groups
 from .objectives import Objective
 
 CHECKPOINTS = "checkpoints"
+
+
+class TrainingDiverged(ConfigError):
+    """The training loss stopped being a finite number (a learning rate too high, fp16 overflow)."""
+
 STATE_FILE = "state.json"
 
 # evaluate(model, tokenizer, epoch) -> metrics; called on the main process with the model in eval mode
@@ -300,6 +305,7 @@ def _train_epoch(run: _Session, examples, tcfg, seed: int, epoch: int, max_grad_
                 loss = model(**batch).loss / len(group)
                 acc.backward(loss)
             step_loss += float(loss.detach())
+        check_finite(step_loss, epoch, run.global_step + 1, tcfg)
         if max_grad_norm and max_grad_norm > 0:
             acc.clip_grad_norm_(model.parameters(), max_grad_norm)
         run.optimizer.step()
@@ -313,6 +319,18 @@ def _train_epoch(run: _Session, examples, tcfg, seed: int, epoch: int, max_grad_
         if tcfg.max_steps is not None and run.global_step >= tcfg.max_steps:
             break
     run.epoch_losses[epoch] = ep_loss / max(ep_n, 1)
+
+
+def check_finite(loss: float, epoch: int, step: int, tcfg) -> None:
+    """A training loss that is NaN or infinite stops the step before the optimizer writes NaN into the weights;
+    the finished epochs' checkpoints stay, the error names the keys to change."""
+    if math.isfinite(loss):
+        return
+    hint = (f"lower train.learning_rate (now {tcfg.learning_rate:g}; fine-tuning uses ~1e-5 to 1e-4)"
+            + (f" or train.precision={tcfg.precision} -> fp32" if tcfg.precision in ("fp16", "bf16") else "")
+            + ", or check the corpus and the target model's weights")
+    raise TrainingDiverged(f"finetune: the training loss is {loss} at epoch {epoch}, optimizer step {step}: the "
+                           f"run diverged. {hint[0].upper() + hint[1:]}; the finished epochs' checkpoints are kept.")
 
 
 def _run_eval(acc, model, tokenizer, evaluate: EpochEval, epoch: int) -> None:
