@@ -32,6 +32,7 @@ from .config import Config
 from .errors import ConfigError, ItemErrors
 from .io import file_lock, json_hash, path_hash, write_json
 from .layout import LOCK_FILE, RunLayout
+from .signals import Terminated
 from .stages import get_stage
 
 MARKER = ".ccda-step.json"
@@ -252,11 +253,11 @@ def _run_one(step: Step, config: Config, vanilla: dict[str, dict[str, float]], n
     extra = {"vanilla_metrics": vanilla[target]} if step.row.step == "finetune" and target in vanilla else {}
     try:
         summary = run_step(step, config, **extra)
-    except BaseException:
+    except BaseException as exc:
         res = StepResult(step, "failed", time.perf_counter() - t0, {})
         notify("failed", step, res)
         if tracked:
-            _finish_tracking(config, "FAILED")
+            _finish_tracking(config, "KILLED" if isinstance(exc, Terminated | KeyboardInterrupt) else "FAILED")
         raise
     if step.row.step == "finetune":
         v = _epoch0_metrics(step.out_dir)
