@@ -232,6 +232,10 @@ def run_register(
     With ``discover`` (default), inputs not named in ``inputs`` are filled in from the run directory when they
     exist *now* (see :func:`register_inputs`): the evaluate stage's aggregates and predictions, summaries.
     """
+    if config.tracking.enabled and config.tracking.register_model:
+        from .runs import check_server
+
+        check_server(config)  # an unreachable server: one line now, not minutes of the client's retries
     ctx = _context(config, inputs, out_dir, target, arm, discover, seed)
     rec = StageRecorder("register", ctx.out, {"tracking": config.tracking.model_dump(mode="json"),
                                               "bootstrap": config.evaluate.bootstrap.model_dump(mode="json"),

@@ -237,6 +237,10 @@ def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, 
     parse_ref(model_ref(config, target))
     if config.run.device not in ("auto", "cpu"):
         check_device(config.run.device)
+    if config.tracking.enabled:  # an unreachable tracking server: now, not after loading and minutes of retries
+        from ..tracking.runs import check_server
+
+        check_server(config)
     kind, path = arm_corpus(inputs, arm, config.train.k)
     if not path.exists():
         raise InputError(f"finetune {arm}: its corpus {path} does not exist; run the earlier stages first.")
