@@ -84,7 +84,7 @@ CASES = [
     Case("within noise: 12 flips each way (net 0)", V60, flipped(V60, 12, 12), False, r"not shown less biased"),
     Case("past 50 as far as vanilla was (40 vs 60)", V60, flipped(V60, 48), False, r"may lie as far past 50"),
     Case("past 50 farther than vanilla was (30 vs 60)", V60, flipped(V60, 72), False, r"candidate overshoots 50.*more biased"),
-    Case("a small overshoot well inside (48 vs 70)", ones(168), ones(115), True, r"less biased"),
+    Case("a small overshoot well inside (47.9 vs 70)", ones(168), ones(115), True, r"less biased"),
     Case("more biased on vanilla's side (65 vs 60)", V60, flipped(V60, 0, 12), False, r"shifted away from 50"),
     Case("vanilla on the anti-stereotype side (40 -> 50)", ones(96), ones(120), True, r"anti-stereotype side"),
     Case("vanilla exactly at 50: nothing to reduce", ones(120), ones(120, last=True), False, r"no bias to reduce"),
@@ -174,9 +174,19 @@ def test_against_the_champion_at_the_ideal(bench):
 
 
 def test_the_issue_example_is_promoted_with_the_sign_test_quoted():
-    """240 CrowS pairs, vanilla CS 60.0, candidate 50.0, 24 pairs flipped stereotype -> anti and none back."""
-    van, cand = model("crows", V60, vanilla=True), model("crows", flipped(V60, 24))
+    """240 CrowS pairs, vanilla CS 60.0, candidate 50.0, 24 pairs flipped stereotype -> anti and none back: the
+    distance rule refused it (its interval -10.00 [-12.92, +2.50], p=0.112); the smooth statistics promote it.
+    The numbers are docs/evaluation.md's worked example."""
+    from context_cda.evaluate import crows
+    from context_cda.stats import paired
+
+    van, cand = model("crows", ones(144), vanilla=True), model("crows", ones(120))
+    old = paired(cand.items["crows"], van.items["crows"], crows.metrics, ideals=crows.IDEALS)["cs_dist"]
+    assert old.text() == "-10.00 [-12.92, +2.50], p=0.112"
     d = decide(cand, None, van, POLICY)
     assert d.promote, d.reasons
     cs = next(r for r in d.reasons if r.startswith("CS ("))
-    assert "shift toward 50 +10.00 [" in cs and "sign-flip test on 24 of 240 pairs that differ: p<0.001" in cs
+    assert cs == ("CS (gender) vs vanilla: CS 50.00 [43.75, 56.25] vs 60.00 [53.33, 65.83]; vanilla leans to the "
+                  "stereotype side by 10.00; shift toward 50 +10.00 [+6.67, +13.75], p=0.002 (95%; sign-flip test on "
+                  "24 of 240 pairs that differ: p<0.001); the 95% interval of the candidate reaches 43.75, not past "
+                  "40.00 (vanilla's distance mirrored across 50): less biased")

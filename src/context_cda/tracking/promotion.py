@@ -253,14 +253,14 @@ def _bias_reason(c: BiasCheck, who: str, pol: PromotionPolicy, effect: float, ca
     where = f"{who} leans to {_side_word(c.side)} by {c.distance:.2f}"
     moved = f"shift toward 50 {c.shift.text()} ({lvl}; {c.sign.text(unit)})"
     whose = f"the candidate's seed farthest past 50 (of {c.runs})" if c.runs > 1 else "the candidate"
-    extent = f"{whose}: its {lvl} interval reaches {IDEAL + c.side * c.position.low:.2f}"
+    extent = f"the {lvl} interval of {whose} reaches {IDEAL + c.side * c.position.low:.2f}"
     mirror = f"{c.limit(effect):.2f} ({who}'s distance mirrored across 50" + (
         f", less min_effect {effect:g})" if effect else ")")
     if c.less_biased(effect, pol.alpha):
         return "better", f"{head}; {where}; {moved}; {extent}, not past {mirror}: less biased"
     if c.more_biased(pol.alpha):
         why = (f"{moved}: shifted away from 50" if c.shift.high < -TOLERANCE and c.sign.p < pol.alpha else
-               f"{whose} overshoots 50: its {lvl} interval ends at {IDEAL + c.side * c.position.high:.2f}, beyond "
+               f"{whose} overshoots 50: the {lvl} interval ends at {IDEAL + c.side * c.position.high:.2f}, beyond "
                f"{c.limit():.2f} (as far past 50 as {who} was on its side)")
         return "worse", f"{head}; {where}; {why}: significantly more biased"
     return "same", f"{head}; {where}; {_not_shown(c, effect, pol, moved, extent, mirror)}"
