@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import os
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,7 +25,7 @@ from typing import TypeVar
 
 from ...datasets import local_path, resolve
 from ...errors import InputError
-from ...io import stable_id, text_lines
+from ...io import read_text, stable_id, text_lines
 from ..data import json_objects
 
 PathArg = str | os.PathLike[str]
@@ -553,7 +554,7 @@ def _norm_gender(raw: object, where: str) -> str:
 def _read_bios_csv(p: Path) -> list[_Bio]:
     out: list[_Bio] = []
     want = ("hard_text", "profession", "gender")
-    with open(p, encoding="utf-8-sig", newline="") as f:
+    with io.StringIO(read_text(p), newline="") as f:  # a byte-order mark removed, line ends normalised
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
         missing = [c for c in want if c not in header]
