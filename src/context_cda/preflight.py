@@ -17,7 +17,7 @@ file or the URL, and the fix.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .errors import CCDAError
@@ -93,11 +93,18 @@ def check_services(config: Config, steps: Iterable[Any], tracked: Iterable[str])
 # ------------------------------------------------------------------------------------------------ benchmarks
 
 
-def check_benchmark_files(config: Config, steps: Iterable[Any], paths: Mapping[str, Any] | None = None) -> None:
-    """Parse the intrinsic benchmarks (StereoSet, CrowS-Pairs, next-token words) when a step evaluates on them;
-    the parsed items are memoised, so the first evaluation reuses them."""
+def check_benchmark_files(config: Config, steps: Iterable[Any]) -> None:
+    """Parse the intrinsic benchmarks (StereoSet, CrowS-Pairs) when a step evaluates on them and their files are
+    here (an explicit path, the mirror or the data cache; a dataset still to download is the data check's, and
+    the evaluating step's, to find). The parsed items are memoised, so the first evaluation reuses them."""
     if not any(_step(s) in EVALUATING_STEPS for s in steps):
         return
-    from .evaluate import load_benchmarks
+    from .evaluate import load_items
+    from .evaluate.data import local_benchmark_file
 
-    load_benchmarks(config.evaluate, paths, config.run.data_cache, per_epoch_only=True)
+    cfg = config.evaluate
+    for name in ("stereoset", "crows"):
+        wanted = name in cfg.benchmarks or (name == "stereoset" and "next-token" in cfg.benchmarks)
+        path = local_benchmark_file(name, getattr(cfg, f"{name}_path"), config.run.data_cache) if wanted else None
+        if path is not None:
+            load_items(name, cfg, path, config.run.data_cache)

@@ -43,6 +43,18 @@ def benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache:
     return p
 
 
+def local_benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache: str | None = None) -> Path | None:
+    """The local file of benchmark ``name`` when it is here without a download: ``path`` (a local file), else its
+    dataset in the mirror or the data cache; None otherwise (an ``s3://`` path, a dataset not fetched yet)."""
+    from .. import datasets, s3
+
+    if path:
+        return None if s3.is_s3(path) else Path(path).expanduser()
+    ds = datasets.get(DATASETS[name])
+    root = datasets.find(ds, cache)
+    return ds.location(root) if root is not None else None
+
+
 def benchmark_datasets(cfg: EvaluateConfig) -> list[tuple[str, str, str, str | None]]:
     """(dataset, benchmark, config key of the explicit path, its value) for every dataset the configured
     benchmarks read, in benchmark order; an explicit path replaces the dataset."""
