@@ -16,7 +16,7 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -406,11 +406,11 @@ def _read_parquet(p: Path, columns: list[str] | None) -> pd.DataFrame:
         raise InputError(f"{p}: unreadable Parquet file ({_first_line(e)}); write it again.") from None
 
 
-def _read_jsonl(p: Path) -> pd.DataFrame:
-    import pandas as pd
-
-    rows = []
-    for n, line, _, _ in text_lines(p):
+def json_objects(p: Path | str, lines: Iterable[tuple[int, str]] | None = None,
+                 keys: Sequence[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSON-lines file (``lines``: its numbered lines, default
+    :func:`text_lines` of ``p``), each an object holding ``keys``; an error names the file and line."""
+    for n, line in ((ln.number, ln.text) for ln in text_lines(p)) if lines is None else lines:
         if not line.strip():
             continue
         try:
@@ -420,8 +420,16 @@ def _read_jsonl(p: Path) -> pd.DataFrame:
         if not isinstance(row, dict):
             raise InputError(f"{p}: line {n}: a JSON {type(row).__name__}, expected an object "
                              "{\"column\": value, ...} per line.")
-        rows.append(row)
-    return pd.DataFrame(rows)
+        missing = [k for k in keys if k not in row]
+        if missing:
+            raise InputError(f"{p}: line {n}: missing key(s) {', '.join(missing)}; expected {', '.join(keys)}.")
+        yield n, row
+
+
+def _read_jsonl(p: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame([row for _, row in json_objects(p)])
 
 
 #: column kinds :func:`require_columns` checks: what the non-null values must be, and how to fix a column

@@ -13,14 +13,14 @@ import io
 import json
 import os
 import string
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..datasets import resolve
 from ..errors import InputError
-from ..io import read_text, stable_id
+from ..io import json_objects, read_text, stable_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import EvaluateConfig
@@ -150,25 +150,6 @@ def load_stereoset(
             raise InputError(f"{p}: no {split} examples with bias_type {want!r}; found: {', '.join(known)}.")
         examples = kept
     return examples
-
-
-def json_objects(
-    p: Path, lines: Iterable[tuple[int, str]], keys: Sequence[str]
-) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each non-blank JSON line, each an object holding ``keys``; errors name the line."""
-    for lineno, line in lines:
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{p}: line {lineno}: not valid JSON ({e.msg}).") from e
-        if not isinstance(row, dict):
-            raise InputError(f"{p}: line {lineno}: expected a JSON object, got {type(row).__name__}.")
-        missing = [k for k in keys if k not in row]
-        if missing:
-            raise InputError(f"{p}: line {lineno}: missing key(s) {', '.join(missing)}; expected {', '.join(keys)}.")
-        yield lineno, row
 
 
 def _flat_id(row: dict, taken: dict[str, tuple]) -> str:

@@ -25,8 +25,7 @@ from typing import TypeVar
 
 from ...datasets import local_path, resolve
 from ...errors import InputError
-from ...io import read_text, stable_id, text_lines
-from ..data import json_objects
+from ...io import json_objects, read_text, stable_id, text_lines
 
 PathArg = str | os.PathLike[str]
 T = TypeVar("T")
