@@ -240,7 +240,7 @@ def _side_word(side: int) -> str:
 def _bias_reason(c: BiasCheck, who: str, pol: PromotionPolicy, effect: float, cand: dict[str, Interval],
                  ref: dict[str, Interval]) -> tuple[str, str]:
     """(outcome: better | worse | same, the reason quoting the statistic that decided)."""
-    bench, _, _, label, unit = BIAS[c.metric]
+    label, unit = BIAS[c.metric][3:]
     lvl = f"{pol.level:.0%}"
     head = (f"{label} ({pol.bias_type}) vs {who}: {label} {_val(cand, c.metric, c.candidate)} vs "
             f"{_val(ref, c.metric, c.reference)}")
@@ -263,18 +263,19 @@ def _bias_reason(c: BiasCheck, who: str, pol: PromotionPolicy, effect: float, ca
                f"{whose} overshoots 50: the {lvl} interval ends at {IDEAL + c.side * c.position.high:.2f}, beyond "
                f"{c.limit():.2f} (as far past 50 as {who} was on its side)")
         return "worse", f"{head}; {where}; {why}: significantly more biased"
-    return "same", f"{head}; {where}; {_not_shown(c, effect, pol, moved, extent, mirror)}"
+    return "same", f"{head}; {where}; {_not_shown(c, effect, pol, (moved, extent, mirror, who))}"
 
 
-def _not_shown(c: BiasCheck, effect: float, pol: PromotionPolicy, moved: str, extent: str, mirror: str) -> str:
+def _not_shown(c: BiasCheck, effect: float, pol: PromotionPolicy, words: tuple[str, str, str, str]) -> str:
+    moved, extent, mirror, who = words
     bound = f"above {effect:g}" if effect else "above 0"
     if c.shift.low <= effect + TOLERANCE:
         return f"{moved}: not shown less biased (the interval of the shift is not {bound})"
     if c.sign.p >= pol.alpha:
         return (f"{moved}: not shown less biased (the interval is {bound}, but the exact test finds too few "
                 f"changed items: p={c.sign.p:.3g} >= {pol.alpha:.3g})")
-    return (f"{moved}, but {extent}, past {mirror}: not shown less biased (it may lie as far past 50 as the "
-            "reference was biased)")
+    return (f"{moved}, but {extent}, past {mirror}: not shown less biased (it may lie as far past 50 as {who} "
+            "was biased)")
 
 
 def _val(intervals: dict[str, Interval], metric: str, point: float | None = None) -> str:
