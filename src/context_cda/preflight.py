@@ -25,8 +25,8 @@ from .errors import CCDAError
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
 
-#: steps that load their target model, the generator, or the entailment judge
-TARGET_STEPS = ("entropy-part", "finetune", "evaluate-vanilla")
+#: steps that load their target model (the generator and the entailment judge: ``sample-part``)
+TARGET_STEPS = ("entropy", "finetune", "evaluate-vanilla")
 #: steps that score the intrinsic benchmarks (finetune: every epoch)
 EVALUATING_STEPS = ("finetune", "evaluate-vanilla", "evaluate")
 
@@ -43,12 +43,11 @@ def model_refs(config: Config, steps: Iterable[Any]) -> dict[str, str]:
             refs[f"run.targets.{s.keys['target']}"] = config.run.targets[s.keys["target"]]
         if _step(s) == "augment-part" and config.augment.backend != "openai":
             refs["augment.model"] = config.augment.model
-        if _step(s) == "entropy-part":
-            e = config.entropy
-            if (e.generator_backend or config.augment.backend) != "openai":
-                refs["entropy.generator_model" if e.generator_model else "augment.model"] = (
-                    e.generator_model or config.augment.model)
-            refs["entropy.judge_model"] = e.judge_model
+        if _step(s) == "sample-part":
+            backend, model = config.sample_generator()
+            if backend != "openai":
+                refs["entropy.generator_model" if config.entropy.generator_model else "augment.model"] = model
+            refs["entropy.judge_model"] = config.entropy.judge_model
     return refs
 
 

@@ -95,15 +95,15 @@ def test_sigterm_stops_augment_and_the_rerun_finishes_exactly_once(tmp_path):
     src = write_cda_table(tmp_path / "cda.parquet", n)
     with FakeOpenAIServer(delay_s=0.15) as srv:
         run_dir = tmp_path / "run"
-        shards = run_dir / "augment-parts" / "part-0" / "shards"
+        shards = run_dir / "augment-parts" / "part-0" / "shards"  # shards/<fingerprint>/
         proc = subprocess.Popen(_augment(run_dir, src, srv.base_url), cwd=tmp_path, env=_env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        _wait_for(lambda: len(list(shards.glob("shard-*.parquet"))) >= 2, proc)
+        _wait_for(lambda: len(list(shards.glob("*/shard-*.parquet"))) >= 2, proc)
         seconds, err = _terminate(proc)
         _assert_clean_stop(proc, seconds, err, run_dir)
-        kept = pd.concat([pd.read_parquet(f) for f in shards.glob("shard-*.parquet")])
+        kept = pd.concat([pd.read_parquet(f) for f in shards.glob("*/shard-*.parquet")])
         assert 4 <= len(kept) < n and kept["item_key"].is_unique  # finished shards kept, nothing half-written
-        assert not list(shards.glob(".*.tmp")) and not (run_dir / "augment" / L.AUGMENTED_FILE).exists()
+        assert not list(shards.rglob(".*.tmp")) and not (run_dir / "augment" / L.AUGMENTED_FILE).exists()
         sent = len(srv.log)
         again = subprocess.run(_augment(run_dir, src, srv.base_url), cwd=tmp_path, env=_env(), capture_output=True,
                                text=True, timeout=300)
@@ -123,53 +123,76 @@ def test_sigterm_stops_augment_and_the_rerun_finishes_exactly_once(tmp_path):
 
 ENTROPY_SCRIPT = textwrap.dedent(
     """
-    import sys
+    import sys, time
     from pathlib import Path
     sys.path.insert(0, {unit!r})
     from test_entropy_stage import FakeGenerator, FakeJudge, FakeScorer, config
-    from context_cda.entropy import run_entropy
+    from context_cda.entropy import run_entropy, run_sample
     from context_cda.signals import Terminated, resume_hint, sigterm_raises
 
+    class SlowGenerator(FakeGenerator):
+        def generate(self, prompts, params):
+            time.sleep(0.4)
+            return super().generate(prompts, params)
+
     tmp = Path({tmp!r})
+    cfg = config(tmp, shard_size=2)
     try:
         with sigterm_raises():  # what context_cda.cli.main holds around every command
-            run_entropy(config(tmp, shard_size=2), {{"augmented": tmp / "augmented.parquet"}}, tmp / "e", "fake",
-                        generator=FakeGenerator(), scorer=FakeScorer(delay=0.4), judge=FakeJudge())
+            if {step!r} == "sample":
+                run_sample(cfg, {{"augmented": tmp / "augmented.parquet"}}, tmp / "s", generator=SlowGenerator(),
+                           judge=FakeJudge())
+            else:
+                run_entropy(cfg, {{"samples": tmp / "s"}}, tmp / "e", "fake", scorer=FakeScorer(delay=0.4))
     except Terminated as e:
-        print("error: " + resume_hint(["entropy"]), file=sys.stderr)
+        print("error: " + resume_hint([{step!r}]), file=sys.stderr)
         sys.exit(e.exit_code)
     """
 )
 
 
-def test_sigterm_stops_entropy_and_the_rerun_finishes_exactly_once(tmp_path):
+@pytest.mark.parametrize("step", ["sample", "entropy"])
+def test_sigterm_stops_entropy_and_the_rerun_finishes_exactly_once(tmp_path, step):
+    """The entropy stage's two steps: the shared sample step (generator + judge) and a target's entropy step
+    (scoring), both on the item engine (:mod:`context_cda.items`)."""
     sys.path.insert(0, str(HERE.parents[1] / "unit"))
     from test_entropy_stage import FakeGenerator, FakeJudge, FakeScorer, config
     from test_entropy_tiny import write_augmented
 
-    from context_cda.entropy import run_entropy
-    from context_cda.entropy.stage import read_shards
+    from context_cda.entropy import run_entropy, run_sample
+    from context_cda.items import Checkpoints
 
     n = 16
-    write_augmented(tmp_path / "augmented.parquet", n)
-    script = ENTROPY_SCRIPT.format(unit=str(HERE.parents[1] / "unit"), tmp=str(tmp_path))
+    src = write_augmented(tmp_path / "augmented.parquet", n)
+    if step == "entropy":
+        run_sample(config(tmp_path, shard_size=2), {"augmented": src}, tmp_path / "s", generator=FakeGenerator(),
+                   judge=FakeJudge())
+    out = tmp_path / ("s" if step == "sample" else "e")
+    shard_root = out / "shards"
+    before = len(list(shard_root.glob("*/shard-*.parquet")))
+    script = ENTROPY_SCRIPT.format(unit=str(HERE.parents[1] / "unit"), tmp=str(tmp_path), step=step)
     proc = subprocess.Popen([sys.executable, "-c", script], env=_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    shard_root = tmp_path / "e" / "shards"
-    _wait_for(lambda: len(list(shard_root.glob("*/shard-*.parquet"))) >= 2, proc)
+    _wait_for(lambda: len(list(shard_root.glob("*/shard-*.parquet"))) >= before + 2, proc)
     seconds, err = _terminate(proc)
-    _assert_clean_stop(proc, seconds, err, tmp_path / "e")
-    (shard_dir,) = list(shard_root.iterdir())
-    done = set(read_shards(shard_dir)[S.ID])
-    assert 4 <= len(done) < n and not list(tmp_path.glob("e/*.parquet"))
-    s = run_entropy(config(tmp_path, shard_size=2), {"augmented": tmp_path / "augmented.parquet"}, tmp_path / "e",
-                    "fake", generator=FakeGenerator(), scorer=FakeScorer(), judge=FakeJudge())
+    _assert_clean_stop(proc, seconds, err, out)
+    shard_dirs = [d for d in shard_root.iterdir() if d.is_dir()]
+    done = set(pd.concat([Checkpoints(d).read() for d in shard_dirs])[S.ID])
+    final = L.SAMPLES_FILE if step == "sample" else L.SCORES_FILE
+    assert 4 <= len(done) < n and not (out / final).exists()
+    assert not list(shard_root.rglob(".*.tmp"))
+    if step == "sample":
+        s = run_sample(config(tmp_path, shard_size=2), {"augmented": src}, out, generator=FakeGenerator(),
+                       judge=FakeJudge())
+    else:
+        s = run_entropy(config(tmp_path, shard_size=2), {"samples": tmp_path / "s"}, out, "fake",
+                        scorer=FakeScorer())
     assert s["resumed_items"] == len(done) and s["processed_items"] == n - len(done)
-    scores = pd.read_parquet(tmp_path / "e" / L.SCORES_FILE)
-    assert len(scores) == n and scores[S.ID].is_unique  # 0 lost, 0 duplicated
-    assert not pd.read_parquet(tmp_path / "e" / L.AUDIT_FILE).duplicated([S.ID, "sample_idx"]).any()
-    print(f"entropy: stopped {seconds:.2f} s after SIGTERM, {len(done)} of {n} items kept, "
-          f"{s['processed_items']} scored by the rerun, {len(scores)} final rows, 0 duplicated")
+    table = pd.read_parquet(out / final)
+    assert table[S.ID].nunique() == n  # 0 lost
+    assert not table.duplicated([S.ID, "sample_idx"] if step == "sample" else [S.ID]).any()  # 0 duplicated
+    print(f"{step}: stopped {seconds:.2f} s after SIGTERM, {len(done)} of {n} items kept, "
+          f"{s['processed_items']} done by the rerun, {table[S.ID].nunique()} items in the output, 0 duplicated")
 
 
 # ------------------------------------------------------------------------------------------------ finetune
