@@ -1023,8 +1023,7 @@ def _(t):
 
 @case("entropy target GGUF cut inside its header", r"h\.gguf: truncated GGUF file: its header runs past the end")
 def _(t):
-    return entropy(t, table(t / "a.parquet", {"id": ["a"], "augmented": ["She went home."]}),
-                   f"run.targets={{'t': '{cut(small_gguf(t / 'h.gguf'), 30)}'}}")
+    return entropy(t, f"run.targets={{'t': '{cut(small_gguf(t / 'h.gguf'), 30)}'}}")
 
 
 @case("finetune target GGUF of version 1", r"v1\.gguf: damaged GGUF header \(GGUF version 1; only versions 2 and 3")
@@ -1106,10 +1105,9 @@ def _(t):
     return augment(t, table(t / "c.parquet", cda_rows(2)), "augment.sampling.temperature=.inf")
 
 
-@case("entropy.temperature=100 (entropy)", r"entropy\.temperature: Input should be less than or equal to 10")
+@case("entropy.temperature=100 (sample)", r"entropy\.temperature: Input should be less than or equal to 10")
 def _(t):
-    return entropy(t, table(t / "a.parquet", {"id": ["a"], "augmented": ["She went home."]}),
-                   "entropy.temperature=100")
+    return sample(t, table(t / "a.parquet", {"id": ["a"], "augmented": ["She went home."]}), "entropy.temperature=100")
 
 
 @case("evaluate.bootstrap.seed=-1 (evaluate)", r"evaluate\.bootstrap\.seed: Input should be greater than or equal to 0")
@@ -1363,7 +1361,7 @@ def test_read_only_run_folder_is_one_clear_line(tmp_path, capsys, monkeypatch):
 
 
 def test_the_catalogue_is_large_and_covers_both_doors(tmp_path):
-    assert len(CASES) >= 60 and len({c.id for c in CASES}) == len(CASES)
+    assert len(CASES) >= 180 and len({c.id for c in CASES}) == len(CASES)
     doors = []
     for i, c in enumerate(CASES):
         (tmp_path / str(i)).mkdir()
