@@ -31,6 +31,7 @@ __all__ = [
     "evaluate_model",
     "evaluate_scorer",
     "get_benchmark",
+    "load_benchmarks",
     "load_items",
     "metric_specs",
     "run_evaluate",
@@ -69,33 +70,37 @@ def load_items(
     return items[: cfg.max_items] if cfg.max_items else items
 
 
+def load_benchmarks(
+    cfg: EvaluateConfig,
+    paths: Mapping[str, str | Path] | None = None,
+    data_cache: str | None = None,
+    per_epoch_only: bool = False,
+) -> dict[str, list[Any]]:
+    """Every configured benchmark's items (``per_epoch_only``: the cheap ones), parsed and checked: a malformed
+    or duplicated item stops here, before a model is loaded (the evaluate and finetune doors and ``ccda run``'s
+    pre-flight call this first)."""
+    return {name: load_items(name, cfg, (paths or {}).get(name), data_cache) for name in cfg.benchmarks
+            if not per_epoch_only or get_benchmark(name).per_epoch}
+
+
 def evaluate_scorer(
     scorer: Scorer,
     cfg: EvaluateConfig,
     paths: Mapping[str, str | Path] | None = None,
     data_cache: str | None = None,
     per_epoch_only: bool = False,
-    items: Mapping[str, list[Any]] | None = None,
+    loaded: Mapping[str, list[Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Run every configured benchmark (``per_epoch_only``: the cheap ones):
-    ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``. ``items``: benchmarks whose items
-    were loaded already (:data:`PRELOADED`)."""
+    """Run every configured benchmark (``per_epoch_only``: the cheap ones; ``loaded``: items already parsed by
+    :func:`load_benchmarks`): ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``."""
     results: dict[str, dict[str, Any]] = {}
+    loaded = loaded if loaded is not None else load_benchmarks(cfg, paths, data_cache, per_epoch_only)
     for name in cfg.benchmarks:
         bench = get_benchmark(name)
-        if per_epoch_only and not bench.per_epoch:
+        if name not in loaded:
             continue
-        if items and name in items:
-            items_now = items[name]
-        else:
-            items_now = load_items(name, cfg, (paths or {}).get(name), data_cache)
-        results[name] = _run_one(bench, scorer, items_now, cfg)
+        results[name] = _run_one(bench, scorer, loaded[name], cfg)
     return results
-
-
-#: benchmarks whose files the evaluate stage reads before it loads the model (small; a file of the wrong shape
-#: stops the step before any model is loaded)
-PRELOADED = ("winogender", "winobias")
 
 
 def _run_one(bench: Benchmark, scorer: Scorer, items: list[Any], cfg: EvaluateConfig) -> dict[str, Any]:
@@ -173,7 +178,6 @@ def run_evaluate(
         if b in cfg.benchmarks or (b == "stereoset" and "next-token" in cfg.benchmarks)
     }
     paths = {b: files["stereoset"] if b == "next-token" else files.get(b) or inputs.get(b) for b in cfg.benchmarks}
-    preloaded = {b: load_items(b, cfg, None, config.run.data_cache) for b in PRELOADED if b in cfg.benchmarks}
     rec = StageRecorder(
         "evaluate",
         out,
@@ -181,14 +185,15 @@ def run_evaluate(
         inputs=files,
         versions=("torch", "transformers"),
     )
+    with rec.timed("load_benchmarks"):  # a bad benchmark file fails before the model is loaded
+        loaded = load_benchmarks(cfg, {b: p for b, p in paths.items() if p}, config.run.data_cache)
     with rec.timed("load_model"):
         scorer = load_scorer(
             model, device=config.run.device, batch_size=cfg.batch_size, cache=config.run.model_cache,
             progress=progress,
         )
     with rec.timed("score"):
-        results = evaluate_scorer(scorer, cfg, paths={b: p for b, p in paths.items() if p},
-                                  data_cache=config.run.data_cache, items=preloaded)
+        results = evaluate_scorer(scorer, cfg, data_cache=config.run.data_cache, loaded=loaded)
     summary = {"model": model, "name": name, "family": scorer.family, "bias_type": cfg.bias_type}
     return _write_results(results, summary, out, rec)
 
