@@ -462,7 +462,9 @@ def _(t):
 @case("attribute without a lexicon (runner)", r"words\.json: no 'religion' word lists")
 def _(t):
     words = text_file(t / "words.json", json.dumps({"race": [["black", "white"]]}))
-    return run(t, "run.attribute=religion", f"lexicon.source={words}")
+    # the runner cases judge bias type all: the tiny fixtures hold no race or religion items, which the
+    # pre-flight would report first
+    return run(t, "run.attribute=religion", f"lexicon.source={words}", "evaluate.bias_type=all")
 
 
 @case("lexicon groups overlap (cda)", r"'church' is listed for group 'christian' .* and for group 'muslim' "
@@ -476,13 +478,14 @@ def _(t):
 
 @case("lexicon groups overlap (runner)", r"'white' is listed for group 'white' .* and for group 'asian'")
 def _(t):
-    return run(t, "run.attribute=race", "lexicon.extra_groups=[[mixed, biracial, white, latino]]")
+    return run(t, "run.attribute=race", "lexicon.extra_groups=[[mixed, biracial, white, latino]]",
+               "evaluate.bias_type=all")
 
 
 @case("lexicon.extra_groups row of the wrong length", r"lexicon\.extra_groups\[0\]: a race row needs one word per "
       r"group \(4")
 def _(t):
-    return run(t, "run.attribute=race", "lexicon.extra_groups=[[a, b]]")
+    return run(t, "run.attribute=race", "lexicon.extra_groups=[[a, b]]", "evaluate.bias_type=all")
 
 
 @case("gender list for race", r"lexicon\.source='zhao2018' is a gender list; run\.attribute=race reads default")
@@ -493,7 +496,7 @@ def _(t):
 @case("neutral arm for religion", r"context-neutral: a neutral rewrite replaces gendered words, so it needs "
       r"run\.attribute=gender")
 def _(t):
-    return run(t, "run.attribute=religion", "train.arms=[cda, context-neutral]")
+    return run(t, "run.attribute=religion", "train.arms=[cda, context-neutral]", "evaluate.bias_type=all")
 
 
 @case("cda --mode neutral for race", r"cda\.mode=neutral: a neutral rewrite replaces gendered words")
