@@ -100,12 +100,16 @@ _PER_BENCHMARK = {"outs": ("{benchmark}",), "metrics": (L.AGGREGATE_FILE,)}
 _GEN = ("generation", "models.py", "tiny.py")
 _VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_FILE,)}
 _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
+#: what decontamination reads (context_cda.decontam): its settings, and the benchmark files it compares with
+_DECONTAM = ("decontaminate", "evaluate.stereoset_path", "evaluate.crows_path")
+_EVAL_FILES = ("evaluate.stereoset_path", "evaluate.crows_path")
 
 TABLE: tuple[Stage, ...] = (
-    Stage("ingest", "ingest", "context_cda.corpus:run_ingest", ("run.seed", "lexicon", "ingest"),
-          code=("corpus.py", "cda"), artifact="sentences", config_files=("ingest.path",)),
-    Stage("cda", "cda", "context_cda.cda:run_cda", ("run.seed", "lexicon", "cda"),
-          (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda",), artifact="counterfactuals"),
+    Stage("ingest", "ingest", "context_cda.corpus:run_ingest", ("run.seed", "lexicon", "ingest", *_DECONTAM),
+          code=("corpus.py", "cda", "decontam.py"), artifact="sentences", config_files=("ingest.path", *_EVAL_FILES)),
+    Stage("cda", "cda", "context_cda.cda:run_cda", ("run.seed", "lexicon", "cda", *_DECONTAM),
+          (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda", "decontam.py"), artifact="counterfactuals",
+          config_files=_EVAL_FILES),
     Stage("validate-cda", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "cda"),
           (Input("cda", "cda", L.COUNTERFACTUALS_FILE),), options={"boundary": "cda"}, code=("validation",),
           artifact="validated", cli_args=("--stage", "cda"), **_VALIDATED),
@@ -116,9 +120,10 @@ TABLE: tuple[Stage, ...] = (
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), fanout=("shard",), gpu="generator",
           code=("augment", *_GEN, "shards.py", "judges.py"), artifact="part", cli_args=("--no-progress",), generates=True),
     Stage("augment", "augment", "context_cda.augment:run_augment_merge",
-          ("lexicon", "augment", "pipeline.generation_shards"),
+          ("lexicon", "augment", "pipeline.generation_shards", *_DECONTAM),
           (Input("parts", "augment-part"), Input("counterfactuals", "validate-cda", L.VALID_FILE)),
-          code=("augment", "shards.py"), artifact="augmented", cli_args=("--merge",)),
+          code=("augment", "shards.py", "decontam.py"), artifact="augmented", cli_args=("--merge",),
+          config_files=_EVAL_FILES),
     Stage("validate-augment", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "augment"),
           (Input("augment", "augment", L.AUGMENTED_FILE),), options={"boundary": "augment"},
           code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_VALIDATED),
