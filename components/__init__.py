@@ -16,9 +16,17 @@ import os
 if not os.environ.get("_KFP_RUNTIME"):
     from components.augment import augment
     from components.cda import cda
-    from components.control import arm_matrix, collect_arms, part_matrix, record_status
+    from components.control import (
+        arm_matrix,
+        collect_arms,
+        collect_debias,
+        part_matrix,
+        posthoc_matrix,
+        record_status,
+    )
+    from components.debias import debias
     from components.entropy import entropy
-    from components.evaluate import evaluate, evaluate_target
+    from components.evaluate import evaluate, evaluate_posthoc, evaluate_target
     from components.filter import filter  # noqa: A004
     from components.finetune import finetune
     from components.ingest import ingest
@@ -39,9 +47,11 @@ if not os.environ.get("_KFP_RUNTIME"):
         "entropy": entropy_merge,
         "validate-entropy": validate,
         "filter": filter,
+        "debias": debias,
         "finetune": finetune,
         "evaluate-vanilla": evaluate_target,
         "evaluate": evaluate,
+        "evaluate-posthoc": evaluate_posthoc,
         "register": register,
         "report": report,
     }
@@ -53,14 +63,18 @@ __all__ = [
     "augment_merge",
     "cda",
     "collect_arms",
+    "collect_debias",
+    "debias",
     "entropy",
     "entropy_merge",
     "evaluate",
+    "evaluate_posthoc",
     "evaluate_target",
     "filter",
     "finetune",
     "ingest",
     "part_matrix",
+    "posthoc_matrix",
     "record_status",
     "register",
     "report",

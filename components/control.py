@@ -7,6 +7,7 @@ from kfp.dsl import Input, Output, PipelineTaskFinalStatus
 from components.artifacts import (
     Evaluation,
     FilteredCorpora,
+    Projection,
     Registration,
     RunStatus,
     RunSummary,
@@ -16,13 +17,52 @@ from components.images import CPU_IMAGE
 
 
 @dsl.component(base_image=CPU_IMAGE)
-def arm_matrix(target: str, arms: list[str], seeds: list[int]) -> list[dict]:
-    """``[{"target": target, "arm": arm, "seed": seed}, ...]``: the inner ParallelFor's items (every arm of this
-    target, once per training seed).
+def arm_matrix(target: str, arms: list[str], seeds: list[int], config_yaml: str = "") -> list[dict]:
+    """``[{"target": target, "arm": arm, "seed": seed}, ...]``: the inner ParallelFor's items (every fine-tuned arm
+    of this target, once per training seed; with ``config_yaml`` the arms the stage table's finetune step runs for
+    the target, so the post-hoc arms of ``arms`` are left to their own loop).
 
     Carrying the target inside each item keeps it exact in nested loops (kfp.local substitutes outer loop items).
     """
+    if config_yaml:
+        from components._runtime import load_config
+        from context_cda.stages import arm_values
+
+        allowed = set(arm_values(load_config(config_yaml), "finetune", target))
+        arms = [a for a in arms if a in allowed]
     return [{"target": target, "arm": arm, "seed": seed} for arm in arms for seed in seeds]
+
+
+@dsl.component(base_image=CPU_IMAGE)
+def posthoc_matrix(config_yaml: str, target: str, step_name: str) -> list[dict]:
+    """``[{"target": target, "arm": arm}, ...]``: the arms the stage table's ``step_name`` (debias,
+    evaluate-posthoc) runs for ``target`` (context_cda.stages.arm_values: the kinds of arm the step takes,
+    ``baselines.targets``, the target's published checkpoints)."""
+    from components._runtime import load_config
+    from context_cda.stages import arm_values
+
+    return [{"target": target, "arm": a} for a in arm_values(load_config(config_yaml), step_name, target)]
+
+
+@dsl.component(base_image=CPU_IMAGE)
+def collect_debias(target: str, projections: Input[list[dsl.Model]], debias: Output[Projection]) -> str:
+    """Fan-in over a target's projection arms: their debias folders side by side, laid out as the run folder's
+    ``debias/<target>`` (one artifact, so that every post-hoc evaluation inside the next loop can read it)."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from components._runtime import artifact_keys
+    from context_cda import layout as L
+
+    root = Path(debias.path)
+    for art in projections:
+        keys = {k: str(v) for k, v in artifact_keys(art).items()}
+        rel = Path(L.folder("debias", keys)).relative_to(L.folder("debias", {"target": keys["target"]}, fanin=True))
+        shutil.copytree(art.path, root / rel, dirs_exist_ok=True)
+    arms = sorted(artifact_keys(a)["arm"] for a in projections)
+    debias.metadata.update({"target": target, "arms": arms})
+    return json.dumps({"target": target, "arms": arms})
 
 
 @dsl.component(base_image=CPU_IMAGE)
@@ -42,6 +82,7 @@ def collect_arms(
     evaluations: Input[list[dsl.Dataset]] = None,
     vanilla_evaluation: Input[Evaluation] = None,
     registration: Input[Registration] = None,
+    posthoc_evaluations: Input[list[dsl.Dataset]] = None,
 ) -> str:
     """Fan-in over the arms and seeds of one target: a small slice of the run folder for the report (no model
     weights, no checkpoints; of the per-item predictions only the StereoSet and CrowS ones), laid out by
@@ -74,7 +115,8 @@ def collect_arms(
     small = ("*.json", "*.csv", "*.png", L.TRAIN_ROWS_FILE, *(f"{L.EPOCH_PREDICTIONS_DIR}/*/{p}" for p in paired))
     for art in checkpoints:
         copy(art, small)
-    for art in [*(evaluations or []), *([vanilla_evaluation] if vanilla_evaluation is not None else [])]:
+    for art in [*(evaluations or []), *(posthoc_evaluations or []),
+                *([vanilla_evaluation] if vanilla_evaluation is not None else [])]:
         copy(art, (L.AGGREGATE_FILE, f"*/{L.AGGREGATE_FILE}", *paired))
     if registration is not None:
         copy(registration, ("*.json", "*/*.json"))

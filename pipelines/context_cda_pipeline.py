@@ -32,6 +32,9 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
         ParallelFor (target, part) in part_matrix(target, parts):  entropy(target, part)
         entropy_merge(target) -> validate(entropy) (gate) -> filter(target)
         filter(target) -> evaluate_target(target)      (the vanilla target, beside the arms' fine-tuning)
+        ParallelFor (target, arm) in posthoc_matrix(target, debias):  debias(target, arm)   (INLP, SentenceDebias)
+        ParallelFor (target, arm) in posthoc_matrix(target, evaluate-posthoc):
+          evaluate_posthoc(target, arm)            (every projection matrix of the target; self-debias; published)
         ParallelFor (target, arm, seed) in arm_matrix(target, arms, seeds):
           finetune(target, arm, seed) -> evaluate(target, arm, seed)
         register(target)          (every arm in order, after the loop: its finetune steps, evaluations and the
@@ -430,7 +433,8 @@ def _target_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, targets,
         if wanted("evaluate-vanilla"):  # the vanilla target, the baseline of every arm (beside their fine-tuning)
             w.add("evaluate-vanilla", step(C.evaluate_target(config_yaml=config_yaml, target=target),
                                            "evaluate-vanilla").after(w.tasks["filter"]))
-        pairs = step(C.arm_matrix(target=target, arms=arms, seeds=seeds), "arm_matrix")
+        _posthoc_steps(w, step, wanted, config_yaml, target)
+        pairs = step(C.arm_matrix(target=target, arms=arms, seeds=seeds, config_yaml=config_yaml), "arm_matrix")
         with dsl.ParallelFor(pairs.output, name="arms") as item:
             keys = {"target": item.target, "arm": item.arm, "seed": item.seed}
             w.add("finetune", step(C.finetune(config_yaml=config_yaml, **keys, cda=w.feed("finetune", "cda"),
@@ -442,13 +446,41 @@ def _target_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, targets,
         _register_and_collect(w, step, wanted, config_yaml, target)
     if wanted("report"):
         step(C.report(config_yaml=config_yaml, summaries=dsl.Collected(w.tasks["collect_arms"].outputs["summary"]),
-                      augmented=w.tasks["augment"].outputs["augmented"]), "report")
+                      augmented=w.tasks["augment"].outputs["augmented"],
+                      sentences=w.tasks["ingest"].outputs["sentences"],
+                      counterfactuals=w.tasks["cda"].outputs["counterfactuals"]), "report")
+
+
+def _posthoc_steps(w: _Wiring, step, wanted, config_yaml, target) -> None:
+    """The target's post-hoc arms: one loop learns the projection arms' matrices (debias), one scores every
+    post-hoc arm (evaluate-posthoc), each reading the matrices of all the target's projection arms (a fan-in)."""
+    if wanted("debias"):
+        items = step(C.posthoc_matrix(config_yaml=config_yaml, target=target, step_name="debias"), "posthoc_matrix")
+        with dsl.ParallelFor(items.output, name="debias-arms") as it:
+            w.add("debias", step(C.debias(config_yaml=config_yaml, target=it.target, arm=it.arm,
+                                          sentences=w.feed("debias", "sentences"), cda=w.feed("debias", "cda")),
+                                 "debias"))
+    if wanted("evaluate-posthoc"):
+        items = step(C.posthoc_matrix(config_yaml=config_yaml, target=target, step_name="evaluate-posthoc"),
+                     "posthoc_matrix")
+        extra = {}
+        if "debias" in w.tasks:  # the loop's tasks read one artifact: every matrix of the target, side by side
+            joined = step(C.collect_debias(target=target, projections=w.feed("evaluate-posthoc", "debias")),
+                          "collect_debias")
+            extra = {"debias": joined.outputs["debias"]}
+        with dsl.ParallelFor(items.output, name="posthoc-arms") as it:
+            w.add("evaluate-posthoc", step(C.evaluate_posthoc(config_yaml=config_yaml, target=it.target, arm=it.arm,
+                                                              **extra), "evaluate-posthoc"))
 
 
 def _register_and_collect(w: _Wiring, step, wanted, config_yaml, target) -> None:
     evaluated = "evaluate" in w.tasks
     vanilla = w.tasks["evaluate-vanilla"].outputs["evaluation"] if "evaluate-vanilla" in w.tasks else None
     extra = {"evaluations": w.feed("register", "evaluations"), "vanilla_evaluation": vanilla} if evaluated else {}
+    if "evaluate-posthoc" in w.tasks:
+        extra["posthoc_evaluations"] = w.feed("register", "posthoc")
+    if "debias" in w.tasks:
+        extra["debias"] = w.feed("register", "debias")
     if wanted("register"):
         w.add("register", step(C.register(config_yaml=config_yaml, target=target,
                                           checkpoints=w.feed("register", "finetune"),
@@ -456,6 +488,8 @@ def _register_and_collect(w: _Wiring, step, wanted, config_yaml, target) -> None
     if wanted("report"):
         evals = {"evaluations": dsl.Collected(w.tasks["evaluate"].outputs["evaluation"]),
                  "vanilla_evaluation": vanilla} if evaluated else {}
+        if "evaluate-posthoc" in w.tasks:
+            evals["posthoc_evaluations"] = dsl.Collected(w.tasks["evaluate-posthoc"].outputs["evaluation"])
         reg = {"registration": w.tasks["register"].outputs["registration"]} if "register" in w.tasks else {}
         w.add("collect_arms", step(C.collect_arms(
             target=target, checkpoints=dsl.Collected(w.tasks["finetune"].outputs["checkpoint"]),

@@ -794,7 +794,7 @@ class ReportConfig(Section):
 #: default timeouts (seconds) of the long stage-table steps on the cluster; the others get default_timeout_s
 STEP_TIMEOUTS: dict[str, int] = {
     "ingest": 2 * 3600, "augment-part": 24 * 3600, "entropy-part": 24 * 3600, "finetune": 48 * 3600,
-    "evaluate-vanilla": 12 * 3600, "evaluate": 12 * 3600,
+    "evaluate-vanilla": 12 * 3600, "evaluate": 12 * 3600, "debias": 12 * 3600, "evaluate-posthoc": 12 * 3600,
 }
 
 

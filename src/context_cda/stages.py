@@ -164,7 +164,7 @@ TABLE: tuple[Stage, ...] = (
           artifact="evaluation", when="evaluate.after_training", cli_args=("--no-progress",), **_PER_BENCHMARK),
     Stage("evaluate-posthoc", "evaluate", "context_cda.evaluate:run_evaluate",
           ("run.seed", "run.device", "run.targets.{target}", "evaluate", "baselines"),
-          (Input("debias", "debias", None, ("target", "arm"), optional=True),),
+          (Input("debias", "debias", None, ("target",), optional=True),),
           fanout=("target", "arm"), gpu="yes", code=("evaluate", "optim.py", "arms.py", *_MODEL),
           artifact="evaluation", cli_args=("--no-progress",), fresh="context_cda.evaluate.posthoc:available",
           **_PER_BENCHMARK),
@@ -301,9 +301,12 @@ def produced(config: Config, inp: Input, keys: Mapping[str, Any]) -> bool:
     """Whether the producer of ``inp`` has a step for these keys (a step fanned out over arms runs for the arms of
     its kinds only: the ``debias`` step exists for inlp, not for self-debias)."""
     producer = get(inp.step)
-    if "arm" not in inp.keys or "arm" not in producer.fanout or "arm" not in keys:
+    if "arm" not in producer.fanout:
         return True
-    return str(keys["arm"]) in arm_values(config, producer.step, keys.get("target"))
+    if "arm" in inp.keys and "arm" in keys:
+        return str(keys["arm"]) in arm_values(config, producer.step, keys.get("target"))
+    target = keys.get("target")
+    return bool(arm_values(config, producer.step, target)) if "target" in inp.keys and target else True
 
 
 def step_dir(config: Config, step: str, layout: L.RunLayout | None = None, **keys: Any) -> Path:

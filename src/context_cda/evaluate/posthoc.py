@@ -74,7 +74,7 @@ def apply(scorer: Any, config: Config, spec: A.Arm | None, inputs: Mapping[str, 
     if spec.kind == "projection":
         from ..scoring.interventions import Projection
 
-        proj = Projection.load(_artifact(inputs, spec))
+        proj = Projection.load(_artifact(inputs, spec, who))
         proj.check(scorer.model, f"evaluate {spec.name} on {who}")
         proj.attach(scorer.model)
         scorer.intervention = proj
@@ -86,18 +86,27 @@ def apply(scorer: Any, config: Config, spec: A.Arm | None, inputs: Mapping[str, 
     if bias not in sd.prefixes:
         raise ConfigError(f"self-debias: no debiasing prefix for evaluate.bias_type={bias!r} in "
                           f"baselines.self_debias.prefixes ({', '.join(sd.prefixes)}); add one.")
-    settings = SelfDebiasSettings((sd.prefixes[bias],), sd.decay_constant, sd.epsilon, config.baselines.mode)
+    from ..scoring.self_debias import BIAS_BENCH_POSITIONS
+
+    settings = SelfDebiasSettings((sd.prefixes[bias],), sd.decay_constant, sd.epsilon, config.baselines.mode,
+                                  BIAS_BENCH_POSITIONS.get(bias))
     out = self_debias_scorer(scorer, settings, scorer.progress)
     return out, {"intervention": spec.name, "prefix": sd.prefixes[bias], "decay_constant": sd.decay_constant,
                  "epsilon": sd.epsilon, "mode": config.baselines.mode,
                  **({"prefix_tokens": out.prefix_length} if scorer.family == "causal" else {})}
 
 
-def _artifact(inputs: Mapping[str, Path | str], spec: A.Arm) -> Path:
+def _artifact(inputs: Mapping[str, Path | str], spec: A.Arm, target: str) -> Path:
+    """The arm's matrix: ``inputs["artifact"]`` (a file), else in ``inputs["debias"]`` (the target's debias
+    folders, or the arm's own folder)."""
+    from .. import layout as L
+
     if inputs.get("artifact"):
         return Path(inputs["artifact"])
     if inputs.get("debias"):
-        return Path(inputs["debias"]) / str(spec.artifact)
+        own = Path(inputs["debias"]) / str(spec.artifact)
+        return own if own.is_file() else L.within(inputs["debias"], "debias", {"target": target}, arm=spec.name) / str(
+            spec.artifact)
     raise InputError(f"evaluate --arm {spec.name}: no projection given; run `ccda debias --arm {spec.name}` for the "
                      "target first, or pass --artifact FILE.")
 

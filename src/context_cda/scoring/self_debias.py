@@ -16,9 +16,10 @@ One difference has a mode. bias-bench's causal runner reads the *first* token of
 position, where the regular row holds padding only: the model attends there to nothing, so the value depends on
 the attention implementation (this module uses the model's own, transformers' ``sdpa`` by default). With
 ``mode="bias-bench"`` that is what is computed; by default the regular distribution of the first token is the one
-the plain scorer uses (after the start token), so self-debias changes only what the prefix changes. bias-bench
-hard-codes the prefix's position as 13 (its GPT-2 token count); here it is the prefix's token count for the
-model's tokenizer (13 for GPT-2's).
+the plain scorer uses (after the start token), so self-debias changes only what the prefix changes. bias-bench also
+hard-codes where the sentence starts in the prefixed row (13 for gender: GPT-2's token count of the prefix); the
+default mode reads at the prefix's token count for the model's tokenizer (13 for GPT-2's), bias-bench mode at
+bias-bench's number, whatever the tokenizer.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from .base import _accepts
 from .causal import CausalScorer
 from .masked import MaskedScorer
 
+#: where bias-bench's causal runners read the sentence in the prefixed row, by bias type (its hard-coded "lengths
+#: of prompts": GPT-2's token counts of the prefixes); bias-bench mode reads there whatever the tokenizer
+BIAS_BENCH_POSITIONS = {"gender": 13, "race": 15, "race-color": 15, "religion": 13}
+
 
 @dataclass(frozen=True)
 class SelfDebiasSettings:
@@ -39,6 +44,7 @@ class SelfDebiasSettings:
     decay_constant: float = 50.0
     epsilon: float = 0.01
     mode: str = "default"  # default | bias-bench
+    position: int | None = None  # bias-bench mode: its fixed sentence position (None: the prefix's token count)
 
 
 def debiased_logprobs(logits: Any, n_prefixes: int, decay: float, epsilon: float) -> Any:
@@ -133,8 +139,10 @@ class SelfDebiasCausalScorer(_SelfDebiasMixin, CausalScorer):
 
     @property
     def prefix_length(self) -> int:
-        """Where the sentence starts in the prefixed rows (bias-bench hard-codes 13, GPT-2's count for gender)."""
-        return len(self._prefix_ids[0])
+        """Where the sentence is read in the prefixed rows: the prefix's token count (bias-bench mode: its fixed
+        position, 13 for gender, GPT-2's count)."""
+        fixed = self.settings.position if self.settings.mode == "bias-bench" else None
+        return int(fixed) if fixed is not None else len(self._prefix_ids[0])
 
     def _positions(self, att: Any) -> Any:
         return (att.cumsum(-1) - 1).masked_fill(att == 0, 1)
@@ -145,6 +153,10 @@ class SelfDebiasCausalScorer(_SelfDebiasMixin, CausalScorer):
         import torch
 
         width = self.prefix_length
+        if width > len(self._prefix_ids[0]) + 1:
+            raise ModelError(f"self-debias (bias-bench mode) reads the sentence at position {width} (bias-bench's fixed "
+                             f"number, GPT-2's prefix length), but this tokenizer's prefix has only "
+                             f"{len(self._prefix_ids[0])} tokens; use baselines.mode=default.")
         with torch.inference_mode():
             logits = self.model(**self._rows(self._prefix_ids, self._prefix_att, seq)).logits
             read = logits[:, width - 1 : width - 1 + len(seq)].clone()

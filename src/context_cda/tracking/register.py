@@ -118,7 +118,9 @@ def _posthoc_inputs(config: Config, target: str, spec, folders: Mapping[str, Pat
     if ev:
         post = L.within(ev, "evaluate", fixed, "evaluate-posthoc", arm=spec.name)
         out.update({"evaluation": post / L.AGGREGATE_FILE, ITEMS_MODEL: post})
-        out["vanilla"] = L.within(ev, "evaluate", fixed, "evaluate-vanilla") / L.AGGREGATE_FILE
+    van = folders.get("evaluations") or ev
+    if van:
+        out["vanilla"] = L.within(van, "evaluate", fixed, "evaluate-vanilla") / L.AGGREGATE_FILE
     found = E.vanilla_items_dir(folders.get("evaluations"), folders.get("finetune"), target)
     if found is not None:
         out[VANILLA_ITEMS] = found
