@@ -33,8 +33,9 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
         entropy_merge(target) -> validate(entropy) (gate) -> filter(target)
         filter(target) -> evaluate_target(target)      (the vanilla target, beside the arms' fine-tuning)
         ParallelFor (target, arm) in posthoc_matrix(target, debias):  debias(target, arm)   (INLP, SentenceDebias)
+        collect_debias(target)                   (the target's matrices side by side, one artifact)
         ParallelFor (target, arm) in posthoc_matrix(target, evaluate-posthoc):
-          evaluate_posthoc(target, arm)            (every projection matrix of the target; self-debias; published)
+          evaluate_posthoc(target, arm)            (the matrices of collect_debias; self-debias; published)
         ParallelFor (target, arm, seed) in arm_matrix(target, arms, seeds):
           finetune(target, arm, seed) -> evaluate(target, arm, seed)
         register(target)          (every arm in order, after the loop: its finetune steps, evaluations and the

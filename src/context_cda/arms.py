@@ -58,9 +58,9 @@ class Arm:
 
     @property
     def baseline(self) -> bool:
-        """A comparison row of the paper's Table 1 (not the method or its ablations): ``baselines.targets``
-        limits these to some targets."""
-        return self.kind != "trained" or self.corpus == "original"
+        """A comparison arm of train.arms (not the method or its ablations): ``baselines.targets`` limits these to
+        some targets (a published checkpoint belongs to its own target already)."""
+        return self.kind in ("projection", "scoring") or self.corpus == "original"
 
     @property
     def trained(self) -> bool:

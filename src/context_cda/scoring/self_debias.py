@@ -135,7 +135,14 @@ class SelfDebiasCausalScorer(_SelfDebiasMixin, CausalScorer):
                              "need.")
         self.settings = settings
         pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else self.pad_id  # bias-bench: pad = EOS
-        self._prefix_ids, self._prefix_att = _left_padded(tokenizer, ["", *settings.prefixes], int(pad), True)
+        # the regular row's "prefix" is "" - bias-bench encodes it with the special tokens, so a tokenizer that adds
+        # BOS puts one before the sentence there; the default mode keeps the sentence alone, as the plain scorer
+        regular = _left_padded(tokenizer, [""], int(pad), settings.mode == "bias-bench")
+        prefixed = _left_padded(tokenizer, list(settings.prefixes), int(pad), True)
+        width = max(len(regular[0][0]), len(prefixed[0][0]))
+        rows = [(ids, att) for part in (regular, prefixed) for ids, att in zip(*part, strict=True)]
+        self._prefix_ids = [[int(pad)] * (width - len(i)) + i for i, _ in rows]
+        self._prefix_att = [[0] * (width - len(a)) + a for _, a in rows]
 
     @property
     def prefix_length(self) -> int:
