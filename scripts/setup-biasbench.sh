@@ -75,7 +75,7 @@ import importlib.util, pathlib, transformers, sklearn
 import bias_bench
 spec = importlib.util.find_spec("llama_index.core")
 punkt = [p for p in pathlib.Path(next(iter(spec.submodule_search_locations))).rglob("punkt_tab")] if spec else []
-print("bias-bench from", pathlib.Path(bias_bench.__file__).parent.parent, "| transformers", transformers.__version__,
+print("bias-bench from", pathlib.Path(next(iter(bias_bench.__path__))).parent, "| transformers", transformers.__version__,
       "| scikit-learn", sklearn.__version__, "| punkt tables:", punkt[0] if punkt else "NOT FOUND")
 EOF
 echo "ready in $VENV"

@@ -674,6 +674,8 @@ class InlpConfig(Section):
                       "the attribute word; bias-bench: 0). The classifiers and splits use bias-bench's fixed 0.")
     max_per_class: int = Field(10000, ge=1, description="Most sentences per class (male, female, neutral; "
                                "bias-bench: 10000).")
+    neutral_lines: int | None = Field(None, ge=1, description="Most sentences without a gender term (a seeded "
+                                      "sample of the corpus's) among the lines INLP selects from (null: max_per_class).")
     min_per_class: int = Field(10, ge=2, description="Fewest sentences per class INLP's classifier is trained on; a "
                                "corpus with fewer stops before any model is loaded.")
     batch_size: int = Field(32, ge=1, description="Sentences per forward pass when encoding (bias-bench mode: 1, as "

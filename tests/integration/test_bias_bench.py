@@ -94,7 +94,7 @@ def run(tmp_path_factory, data_mirror_module):
     root = tmp_path_factory.mktemp("bb")
     cfg = load_config("demo", {"run": {"run_dir": str(root / "run"), "targets": {"t": "tiny:bert"}},
                                "ingest": {"sample_n": 150}, "lexicon": {"source": "bias-bench", "path": str(WORDS)},
-                               "baselines": {"mode": "bias-bench", "inlp": {"max_per_class": 200}},
+                               "baselines": {"mode": "bias-bench", "inlp": {"neutral_lines": 200}},
                                "tracking": {"enabled": False}}, params_file=ROOT / "params.yaml")
     run_pipeline(cfg, only=["ingest", "cda", "validate-cda"])
     examples = load_stereoset(benchmark_file("stereoset", None, None), bias_type="gender")
@@ -107,8 +107,20 @@ def run(tmp_path_factory, data_mirror_module):
             "crows": benchmark_file("crows", None, None)}
 
 
+def _punkt_tables() -> None:
+    """Our bias-bench mode splits with nltk's punkt too: its tables from the bias-bench venv (llama-index-core's)."""
+    found = sorted(BB_PY.parent.parent.glob("lib/python*/site-packages/llama_index/core/_static/nltk_cache"))
+    if not found:
+        pytest.skip("no punkt tables in the bias-bench venv (rerun scripts/setup-biasbench.sh)")
+    os.environ["NLTK_DATA"] = str(found[0])
+    nltk = pytest.importorskip("nltk", reason="the bias-bench mode needs nltk in the project venv (make install)")
+    if str(found[0]) not in nltk.data.path:
+        nltk.data.path.insert(0, str(found[0]))
+
+
 @pytest.fixture(scope="module")
 def data_mirror_module(shared_data):
+    _punkt_tables()
     old = os.environ.get("CCDA_DATA_DIR")
     os.environ["CCDA_DATA_DIR"] = str(shared_data)
     yield shared_data

@@ -17,6 +17,10 @@ from context_cda.errors import ConfigError, InputError, ModelError
 PAIRS = [("he", "she"), ("his", "her"), ("man", "woman"), ("father", "mother")]
 
 
+def ONE(line: str) -> list[str]:  # noqa: N802 - a line is one sentence (bias-bench's punkt is tested with -m biasbench)
+    return [line.rstrip("\n")]
+
+
 # ------------------------------------------------------------------------------------------------ arms
 
 
@@ -68,7 +72,7 @@ def test_inlp_selection_is_bias_benchs_algorithm():
     """A hand-run of bias-bench's _load_gender_data on four lines with seed 0 (same shuffle, same random cuts)."""
     lines = ["He said that he was tired today", "She said that her mother was tired", "The cat sat on the mat",
              "He and she went home together now", "the dog ran far away from here"]
-    got = inlp_sentences(lines, PAIRS, 10, seed=0, mode="bias-bench")
+    got = inlp_sentences(lines, PAIRS, 10, seed=0, mode="bias-bench", split=ONE)
     rng = random.Random(0)
     order = list(range(len(lines)))
     rng.shuffle(order)
@@ -87,11 +91,27 @@ def test_inlp_selection_is_bias_benchs_algorithm():
 
 def test_inlp_selection_default_mode_keeps_case_and_reads_punctuated_words():
     lines = ["Yesterday he, the old friend, left home", "Yesterday She left her home early"]
-    bb = inlp_sentences(lines, PAIRS, 10, 0, "bias-bench")
+    bb = inlp_sentences(lines, PAIRS, 10, 0, "bias-bench", split=ONE)
     ours = inlp_sentences(lines, PAIRS, 10, 0, "default")
     assert bb.counts() == {"male": 0, "female": 1, "neutral": 1}  # bias-bench: "he," is not "he"
     assert ours.counts() == {"male": 1, "female": 1, "neutral": 0}
     assert any(s.startswith("Yesterday She") for s in ours.classes["female"])
+
+
+def test_bias_bench_mode_without_punkt_tables_says_how_to_get_them(monkeypatch, tmp_path):
+    pytest.importorskip("nltk")
+    import nltk
+
+    from context_cda.baselines.selection import split_sentences
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    try:
+        nltk.data.find("tokenizers/punkt_tab/english/")
+        pytest.skip("punkt tables installed here")
+    except LookupError:
+        pass
+    with pytest.raises(InputError, match="punkt tables.*NLTK_DATA"):
+        split_sentences("One. Two.", "bias-bench")
 
 
 def test_gender_of_returns_the_index_of_the_last_word_found_as_bias_bench():
@@ -101,7 +121,7 @@ def test_gender_of_returns_the_index_of_the_last_word_found_as_bias_bench():
 
 
 def test_bias_bench_pairs_one_per_word_pair_in_its_order():
-    pairs = bias_bench_pairs(["He saw her father", "no gender here"], PAIRS)
+    pairs = bias_bench_pairs(["He saw her father", "no gender here"], PAIRS, split=ONE)
     # bias-bench's (male_example, female_example), its names for a list it reads as [female, male]: for a pair
     # [w0, w1], a text holding w0 is the "female" side and its w0->w1 swap the "male" one, and the other way round
     assert pairs == [("she saw her father", "he saw her father"), ("he saw her father", "he saw his father"),

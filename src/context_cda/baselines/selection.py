@@ -12,8 +12,9 @@ attribute word, a neutral one after a random 4th..last word; at most ``max_per_c
 gendered sentence skipped. SentenceDebias (bias-bench ``_gender_augment_func``): one (male, female) pair per
 attribute word pair a sentence holds, the other word swapped in for it.
 
-``mode="bias-bench"`` does exactly what that code does: the lines lower-cased, words split on single spaces and
-matched as they are (``he,`` is not ``he``), pairs made by plain word replacement. The default mode keeps case
+``mode="bias-bench"`` does exactly what that code does: each line split into sentences by nltk's punkt (it splits
+"No. 20" after "No."; the punkt tables come from NLTK_DATA), lower-cased, words split on single spaces and matched
+as they are (``he,`` is not ``he``), pairs made by plain word replacement. The default mode keeps case
 (cased tokenizers see the text as written), matches a word with its punctuation and possessive stripped, and takes
 SentenceDebias's pairs from the run's CDA stage (its token-aware swaps, validated), not from word replacement.
 The attribute words are the lexicon's pairs as listed (:func:`context_cda.cda.lexicon.attribute_pairs`).
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,38 +85,64 @@ def _word_key(token: str, mode: str) -> str:
     return token if mode == "bias-bench" else re.sub(r"'s?$", "", _EDGE.sub("", token.lower()))
 
 
+def split_sentences(line: str, mode: str) -> list[str]:
+    """The sentences of one line: the line itself (default: ingest split the corpus already), or what nltk's
+    punkt makes of it (bias-bench mode, as its loaders call ``nltk.sent_tokenize``)."""
+    if mode != "bias-bench":
+        return [line.rstrip("\n")]
+    try:
+        import nltk
+
+        return nltk.sent_tokenize(line)
+    except ImportError:
+        raise InputError("baselines.mode=bias-bench splits lines into sentences with nltk, as bias-bench does: "
+                         "pip install nltk.") from None
+    except LookupError:
+        raise InputError("baselines.mode=bias-bench needs nltk's punkt tables (tokenizers/punkt_tab), which nltk "
+                         "cannot download offline: point NLTK_DATA at a folder holding them (scripts/"
+                         "setup-biasbench.sh installs one, see docs/baselines.md).") from None
+
+
 def inlp_sentences(lines: Sequence[str], pairs: Sequence[tuple[str, str]], max_per_class: int, seed: int,
-                   mode: str = "default") -> InlpSentences:
-    """bias-bench's INLP sentence selection over ``lines`` (see the module docstring)."""
+                   mode: str = "default", split: Callable[[str], list[str]] | None = None) -> InlpSentences:
+    """bias-bench's INLP sentence selection over ``lines`` (see the module docstring); ``split`` replaces the
+    mode's sentence splitter."""
+    split = split or (lambda line: split_sentences(line, mode))
     rng = random.Random(seed)
     order = list(range(len(lines)))
     rng.shuffle(order)  # random.seed(seed); random.shuffle(lines) - the same permutation
     male, female = {m for m, _ in pairs}, {f for _, f in pairs}
     out, seen = InlpSentences(), {"male": set(), "female": set()}
     for i in order:
-        sentence = lines[i].rstrip("\n")
-        tokens = sentence.split(" ")
-        if mode == "bias-bench":
-            tokens = [t.lower() for t in tokens]
-        if len(tokens) < 5:
-            continue
-        kind, idx = _gender_of(tokens, male, female, mode)
-        if kind is None:
-            continue
-        if kind == "neutral":
-            if len(out.classes["neutral"]) < max_per_class:
-                cut = rng.randint(4, len(tokens))
-                out.classes["neutral"].append(" ".join(tokens[:cut]))
-                out.sources["neutral"].append(i)
-            continue
-        if len(out.classes[kind]) < max_per_class and sentence not in seen[kind]:
-            seen[kind].add(sentence)
-            cut = rng.randint(idx, len(tokens))
-            out.classes[kind].append(" ".join(tokens[: cut + 1]))
-            out.sources[kind].append(i)
+        for sentence in split(lines[i]):
+            _consider(out, seen, sentence, i, rng, male, female, max_per_class, mode)
         if all(len(v) == max_per_class for v in out.classes.values()):
             break
     return out
+
+
+def _consider(out: InlpSentences, seen: dict[str, set[str]], sentence: str, line: int, rng: random.Random,
+              male: set[str], female: set[str], max_per_class: int, mode: str) -> None:
+    """One sentence of bias-bench's loop: classified, cut at a random word, kept when its class has room."""
+    tokens = sentence.split(" ")
+    if mode == "bias-bench":
+        tokens = [t.lower() for t in tokens]
+    if len(tokens) < 5:
+        return
+    kind, idx = _gender_of(tokens, male, female, mode)
+    if kind is None:
+        return
+    if kind == "neutral":
+        if len(out.classes["neutral"]) < max_per_class:
+            cut = rng.randint(4, len(tokens))
+            out.classes["neutral"].append(" ".join(tokens[:cut]))
+            out.sources["neutral"].append(line)
+        return
+    if len(out.classes[kind]) < max_per_class and sentence not in seen[kind]:
+        seen[kind].add(sentence)
+        cut = rng.randint(idx, len(tokens))
+        out.classes[kind].append(" ".join(tokens[: cut + 1]))
+        out.sources[kind].append(line)
 
 
 def _gender_of(tokens: list[str], male: set[str], female: set[str], mode: str) -> tuple[str | None, int]:
@@ -134,12 +161,15 @@ def _gender_of(tokens: list[str], male: set[str], female: set[str], mode: str) -
     return ("male" if m else "female" if f else "neutral"), idx
 
 
-def bias_bench_pairs(lines: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+def bias_bench_pairs(lines: Sequence[str], pairs: Sequence[tuple[str, str]],
+                     split: Callable[[str], list[str]] | None = None) -> list[tuple[str, str]]:
     """bias-bench's SentenceDebias examples (``_GenericDataset`` + ``_gender_augment_func``) from ``lines``:
     (male, female) sentence pairs, lower-cased, one per word pair a sentence holds."""
     out: list[tuple[str, str]] = []
-    for line in lines:
-        text = line.lower().strip()
+    split = split or (lambda line: split_sentences(line, "bias-bench"))
+    sentences = [s for line in lines for s in split(line.lower())]
+    for sentence in sentences:
+        text = sentence.lower().strip()
         words = text.split(" ")
         for w0, w1 in pairs:  # bias-bench names them (female_word, male_word) although the list is [male, female]
             if w0 in words:

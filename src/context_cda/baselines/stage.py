@@ -83,7 +83,8 @@ def _select(config: Config, inputs: Mapping[str, Path], arm: str, who: str) -> d
     b, mode = config.baselines, config.baselines.mode
     pairs = attribute_pairs(config.lexicon)
     if arm == "inlp":
-        lines = corpus_lines(inputs["sentences"], b.inlp.max_per_class, b.inlp.seed, neutral=True)
+        lines = corpus_lines(inputs["sentences"], b.inlp.neutral_lines or b.inlp.max_per_class, b.inlp.seed,
+                             neutral=True)
         chosen = inlp_sentences(lines.texts, pairs, b.inlp.max_per_class, b.inlp.seed, mode)
         counts = chosen.counts()
         short = {k: n for k, n in counts.items() if n < b.inlp.min_per_class}
