@@ -32,8 +32,10 @@ _NON_WORD = re.compile(r"[^\w']+|(?<!\w)'|'(?!\w)")
 
 
 def words(text: str) -> list[str]:
-    """The normalised words of ``text``: NFKC, lower case, punctuation dropped (apostrophes inside words kept)."""
-    return [w for w in _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).lower()).split() if w]
+    """The normalised words of ``text``: NFKC, lower case, curly apostrophes straightened, punctuation dropped
+    (apostrophes inside words kept)."""
+    text = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'").replace("\u2018", "'")
+    return [w for w in _NON_WORD.sub(" ", text).split() if w]
 
 
 def ngrams(seq: Sequence[str], n: int) -> set[tuple[str, ...]]:

@@ -101,7 +101,8 @@ def run(tmp_path_factory, data_mirror_module):
     ss = root / "stereoset.json"
     ss.write_text(json.dumps({"version": "1.0", "data": {"intersentence": [], "intrasentence": [
         {"id": ex.id, "target": ex.target, "bias_type": ex.bias_type, "context": ex.context,
-         "sentences": [{"id": ex.sentence_ids[lab], "sentence": s, "gold_label": lab, "labels": []}
+         "sentences": [{"id": ex.sentence_ids[lab], "sentence": s, "gold_label": lab,
+                        "labels": [{"human_id": "gold", "label": lab}]}
                        for lab, s in ex.sentences.items()]} for ex in examples]}}))
     return {"root": root, "config": cfg, "stereoset": ss, "examples": examples,
             "crows": benchmark_file("crows", None, None)}

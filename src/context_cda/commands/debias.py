@@ -31,6 +31,10 @@ def debias(
     target: TargetsOpt = None,
     arm: ArmsOpt = None,
     mode: Annotated[str | None, typer.Option("--mode", help="default | bias-bench (baselines.mode).")] = None,
+    sentences: Annotated[Path | None, typer.Option("--sentences", help="An ingest step's folder (sentences.parquet, "
+                                                   "rejected.parquet) instead of the run's.")] = None,
+    cda_table: Annotated[Path | None, typer.Option("--cda", help="A validated counterfactual table instead of the "
+                                                   "run's (sentence-debias in the default mode).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output folder (one target and arm only; default: "
                                              "<run_dir>/debias/<target>/<arm>).")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
@@ -48,7 +52,7 @@ def debias(
     if out is not None and len(jobs) != 1:
         raise ConfigError(f"--out needs exactly one --target and --arm (of {len(jobs)}).")
     for t, a in jobs:
-        inputs, folder = step_io(cfg, "debias", None, out, target=t, arm=a)
+        inputs, folder = step_io(cfg, "debias", {"sentences": sentences, "cda": cda_table}, out, target=t, arm=a)
         summary = run_debias(cfg, inputs, folder, t, a, progress=progress)
         print_summary(f"debias {t}/{a}", summary)
         console().print(f"wrote {folder}", highlight=False)

@@ -167,6 +167,7 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
     from . import posthoc
     from .data import benchmark_file
 
+    posthoc.precheck(config, spec, model, target or name or model)
     benchmarks, skipped = posthoc.benchmarks_for(config.evaluate, spec, config.evaluate.after_training)
     cfg = config.evaluate.model_copy(update={"benchmarks": benchmarks})
     name = name or parse_ref(model).name

@@ -65,6 +65,18 @@ def benchmarks_for(cfg: EvaluateConfig, spec: A.Arm | None, after_training: bool
     return [b for b in names if b not in skipped], skipped
 
 
+def precheck(config: Config, spec: A.Arm | None, model: str, who: str) -> None:
+    """An arm the model's family cannot take (e.g. self-debias on a seq2seq model) is one line before anything
+    is loaded, when the model's config can be read without a download."""
+    from ..models import peek_family
+
+    if spec is None or spec.kind == "published":
+        return
+    family = peek_family(model, config.run.model_cache)
+    if family is not None:
+        A.check_family(spec.name, family, who)
+
+
 def apply(scorer: Any, config: Config, spec: A.Arm | None, inputs: Mapping[str, Path | str], who: str
           ) -> tuple[Any, dict[str, Any]]:
     """(the scorer with the arm applied, what was applied) - a projection hooked, or a self-debias scorer."""
