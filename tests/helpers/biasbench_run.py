@@ -125,8 +125,10 @@ def _hooked(job: dict):
     import transformers
     from bias_bench.model import models
 
-    mat = torch.tensor(np.load(job["artifact"]), dtype=torch.float32)
     inlp = job["arm"] == "inlp"
+    mat = torch.tensor(np.load(job["artifact"]), dtype=torch.float32)
+    if not inlp:
+        mat = mat.reshape(-1)  # bias-bench keeps SentenceDebias's direction as a vector (pca.components_[0])
     cls = {("masked", True): "INLPBertForMaskedLM", ("masked", False): "SentenceDebiasBertForMaskedLM",
            ("causal", True): "INLPGPT2LMHeadModel", ("causal", False): "SentenceDebiasGPT2LMHeadModel"}
     auto = transformers.AutoConfig.from_pretrained(job["model_dir"])

@@ -21,6 +21,7 @@ figures (the README quotes them).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -98,12 +99,21 @@ def run(tmp_path_factory, data_mirror_module):
                                "tracking": {"enabled": False}}, params_file=ROOT / "params.yaml")
     run_pipeline(cfg, only=["ingest", "cda", "validate-cda"])
     examples = load_stereoset(benchmark_file("stereoset", None, None), bias_type="gender")
+    seen: dict[str, int] = {}
+    unique = []
+    for ex in examples:  # the flattened dev set repeats (target, context) pairs: both sides get unique ids
+        seen[ex.id] = seen.get(ex.id, 0) + 1
+        new = ex.id if seen[ex.id] == 1 else f"{ex.id}-{seen[ex.id]}"
+        unique.append(dataclasses.replace(ex, id=new, sentence_ids={lab: f"{new}-{lab}" for lab in ex.sentences}))
+    examples = unique
     ss = root / "stereoset.json"
     ss.write_text(json.dumps({"version": "1.0", "data": {"intersentence": [], "intrasentence": [
         {"id": ex.id, "target": ex.target, "bias_type": ex.bias_type, "context": ex.context,
          "sentences": [{"id": ex.sentence_ids[lab], "sentence": s, "gold_label": lab,
                         "labels": [{"human_id": "gold", "label": lab}]}
                        for lab, s in ex.sentences.items()]} for ex in examples]}}))
+    examples = load_stereoset(ss, bias_type="gender")
+    assert len({ex.id for ex in examples}) == len(examples)
     return {"root": root, "config": cfg, "stereoset": ss, "examples": examples,
             "crows": benchmark_file("crows", None, None)}
 
@@ -255,7 +265,8 @@ def test_item_scores_equal_bias_bench(name, arm, run, tmp_path):
     for bench in ("stereoset", "crows"):
         f = fig[bench]
         assert f["items"] > 0 and f["flips_outside_knife_edge"] == 0, (bench, f)
-        assert f["max_rel_diff"] < 1e-3, (bench, f)
+    assert fig["stereoset"]["max_rel_diff"] < 1e-3, fig["stereoset"]
+    assert fig["crows"]["beyond_float_noise"] == 0 and fig["crows"]["items"] == fig["crows"]["of"], fig["crows"]
 
 
 def _decisions(a: float, b: float) -> bool:
@@ -287,7 +298,7 @@ def _compare_crows(rows: pd.DataFrame, bb: list[dict], family: str) -> dict:
         more, less = (p["score1"], p["score2"]) if p["direction"] == "stereo" else (p["score2"], p["score1"])
         key = (p["sent1"], p["sent2"]) if p["direction"] == "stereo" else (p["sent2"], p["sent1"])
         theirs[key] = (more, less)
-    rel, flips, edge, n, equal = 0.0, 0, 0, 0, 0
+    rel, flips, edge, n, equal, noisy = 0.0, 0, 0, 0, 0, 0
     for r in rows.to_dict("records"):
         t = theirs.get((r["sent_more"], r["sent_less"]))
         if t is None:
@@ -296,6 +307,9 @@ def _compare_crows(rows: pd.DataFrame, bb: list[dict], family: str) -> dict:
         n += 1
         equal += o == t
         rel = max(rel, *(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(o, t, strict=True)))
+        # float noise: masked scores are rounded to 3 decimals (noise can move one across a rounding boundary)
+        bound = [1.001e-3 if family == "masked" else 1e-4 * max(abs(b), 1e-30) for b in t]
+        noisy += any(abs(a - b) > e for a, b, e in zip(o, t, bound, strict=True))
         if (o[0] > o[1], o[0] == o[1]) != (t[0] > t[1], t[0] == t[1]):
             raw = (float(r["raw_more"]), float(r["raw_less"]))
             # knife-edge: a raw score within float noise of a 3-decimal rounding boundary (masked), or two scores
@@ -304,8 +318,8 @@ def _compare_crows(rows: pd.DataFrame, bb: list[dict], family: str) -> dict:
                 abs(t[0] - t[1]) <= 1e-4 * max(abs(t[0]), abs(t[1]), 1e-30)
             edge += knife
             flips += not knife
-    return {"items": n, "of": len(rows), "identical": equal, "max_rel_diff": rel, "flips_outside_knife_edge": flips,
-            "knife_edge_flips": edge}
+    return {"items": n, "of": len(rows), "identical": equal, "max_rel_diff": rel, "beyond_float_noise": noisy,
+            "flips_outside_knife_edge": flips, "knife_edge_flips": edge}
 
 
 def teardown_module(module) -> None:
