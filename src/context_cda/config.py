@@ -791,6 +791,10 @@ class TrackingConfig(Section):
 
 class ReportConfig(Section):
     formats: list[Literal["md", "html"]] = Field(default_factory=lambda: ["md", "html"], description="Outputs.")
+    published: str | None = Field(
+        None, description="YAML of values published in the paper's Table 1, shown beside the measured ones and "
+        "labelled as published (null: the package's context_cda/resources/published_table1.yaml).",
+    )
 
 
 #: default timeouts (seconds) of the long stage-table steps on the cluster; the others get default_timeout_s
