@@ -1,5 +1,5 @@
-"""Control-flow helpers of the pipeline (no stage behind them): the (arm, seed) matrix, a per-target fan-in and the
-exit handler's status record."""
+"""Control-flow helpers of the pipeline (no stage behind them): the loops' items from the config, a per-target fan-in
+and the exit handler's status record."""
 
 from kfp import dsl
 from kfp.dsl import Input, Output, PipelineTaskFinalStatus
@@ -13,38 +13,25 @@ from components.artifacts import (
     RunSummary,
     ScoredCorpus,
 )
-from components.images import CPU_IMAGE
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
-def arm_matrix(target: str, arms: list[str], seeds: list[int], config_yaml: str = "") -> list[dict]:
-    """``[{"target": target, "arm": arm, "seed": seed}, ...]``: the inner ParallelFor's items (every fine-tuned arm
-    of this target, once per training seed; with ``config_yaml`` the arms the stage table's finetune step runs for
-    the target, so the post-hoc arms of ``arms`` are left to their own loop).
+@cpu_component
+def matrix(config_yaml: str, step: str, target: str = "") -> list[dict]:
+    """The items of ``step``'s ParallelFor, from the config (the run's one source): one per value of each fan-out
+    key of the stage table's row (``target`` fixed when given), each with the step's own ``config``, the view of
+    the config that step reads (context_cda.stages.step_view: its seed and target only), so adding a seed or a
+    target leaves the finished tasks' cache keys as they were.
 
-    Carrying the target inside each item keeps it exact in nested loops (kfp.local substitutes outer loop items).
+    e.g. ``finetune`` for target t -> ``[{"target": t, "arm": "cda", "seed": 13, "config": "..."}, ...]``. Carrying
+    the outer keys inside each item keeps them exact in nested loops (kfp.local substitutes outer loop items).
     """
-    if config_yaml:
-        from components._runtime import load_config
-        from context_cda.stages import arm_values
+    from components._runtime import load_config, step_matrix
 
-        allowed = set(arm_values(load_config(config_yaml), "finetune", target))
-        arms = [a for a in arms if a in allowed]
-    return [{"target": target, "arm": arm, "seed": seed} for arm in arms for seed in seeds]
+    return step_matrix(load_config(config_yaml), step, {"target": target} if target else {})
 
 
-@dsl.component(base_image=CPU_IMAGE)
-def posthoc_matrix(config_yaml: str, target: str, step_name: str) -> list[dict]:
-    """``[{"target": target, "arm": arm}, ...]``: the arms the stage table's ``step_name`` (debias,
-    evaluate-posthoc) runs for ``target`` (context_cda.stages.arm_values: the kinds of arm the step takes,
-    ``baselines.targets``, the target's published checkpoints)."""
-    from components._runtime import load_config
-    from context_cda.stages import arm_values
-
-    return [{"target": target, "arm": a} for a in arm_values(load_config(config_yaml), step_name, target)]
-
-
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def collect_debias(target: str, projections: Input[list[dsl.Model]], debias: Output[Projection]) -> str:
     """Fan-in over a target's projection arms: their debias folders side by side, laid out as the run folder's
     ``debias/<target>`` (one artifact, so that every post-hoc evaluation inside the next loop can read it)."""
@@ -65,14 +52,7 @@ def collect_debias(target: str, projections: Input[list[dsl.Model]], debias: Out
     return json.dumps({"target": target, "arms": arms})
 
 
-@dsl.component(base_image=CPU_IMAGE)
-def part_matrix(target: str, parts: int) -> list[dict]:
-    """``[{"target": target, "shard": 0}, ...]``: the items of a target's generation-part loop (the target travels
-    in each item, as in :func:`arm_matrix`)."""
-    return [{"target": target, "shard": i} for i in range(parts)]
-
-
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def collect_arms(
     target: str,
     checkpoints: Input[list[dsl.Model]],
@@ -127,7 +107,7 @@ def collect_arms(
     return json.dumps({"target": target, "steps": items})
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def record_status(config_yaml: str, status: PipelineTaskFinalStatus, record: Output[RunStatus]) -> str:
     """Exit handler: write how the run ended (and which task failed, with its error) as ``status.json``.
 

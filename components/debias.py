@@ -1,13 +1,12 @@
 """debias: learn one projection arm's matrix (INLP, SentenceDebias) for one target from the run's corpus."""
 
-from kfp import dsl
 from kfp.dsl import Input, Output
 
 from components.artifacts import Corpus, Projection
-from components.images import GPU_IMAGE
+from components.images import gpu_component
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def debias(
     config_yaml: str,
     target: str,

@@ -5,14 +5,13 @@ the baseline every arm is compared against; :func:`evaluate_posthoc` scores an a
 SentenceDebias, Self-Debias) or a published checkpoint.
 """
 
-from kfp import dsl
 from kfp.dsl import Input, Metrics, Output
 
 from components.artifacts import Checkpoint, Evaluation, Projection
-from components.images import GPU_IMAGE
+from components.images import gpu_component
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def evaluate(
     config_yaml: str,
     target: str,
@@ -32,7 +31,7 @@ def evaluate(
     return summary
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def evaluate_target(
     config_yaml: str,
     target: str,
@@ -49,7 +48,7 @@ def evaluate_target(
     return summary
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def evaluate_posthoc(
     config_yaml: str,
     target: str,

@@ -118,6 +118,32 @@ def arm_k(arm: str, default_k: float) -> float | None:
     return parse(arm, default_k).k
 
 
+def arms_k_problem(arms: list[str], train_k: float, filter_k: list[float], threshold: float | None) -> str | None:
+    """Why the arms' k (``train.k`` for ``context-cda``, K of ``context-cda-k<K>``) and the filter's k
+    (``filter.k``) disagree, or None when every corpus an arm trains on is one the filter writes (checked when the
+    config loads, before any step)."""
+    wanted = {a: k for a in arms if (k := arm_k(a, train_k)) is not None}
+    if not wanted:
+        return None
+    if threshold is not None:
+        others = ", ".join(name for name, spec in _FIXED.items() if spec.k is None)
+        return (f"train.arms {', '.join(wanted)} train on a top-k filtered corpus, but filter.threshold = "
+                f"{threshold:g} writes a threshold corpus instead of the filter.k ones; unset filter.threshold or "
+                f"train only arms that read no filtered corpus ({others})")
+    have = {float(k) for k in filter_k}
+    missing = {a: k for a, k in wanted.items() if float(k) not in have}
+    if not missing:
+        return None
+    names = ", ".join(f"{a} (k = {k:g}" + (", from train.k)" if a == "context-cda" else ")") for a, k in missing.items())
+    need = sorted(have | set(missing.values()))
+
+    def listed(ks: Any) -> str:
+        return "[" + ", ".join(f"{k:g}" for k in sorted(ks)) + "]"
+
+    return (f"train.arms {names} would train on a corpus that filter.k = {listed(have)} does not write; add it to "
+            f"filter.k (e.g. filter.k={listed(need)}) or change train.k / train.arms")
+
+
 def check_names(arms: Iterable[str]) -> list[str]:
     """``train.arms`` checked: known names, each once, k in (0, 100); returns the list (a ValueError names the
     problem, for the config validator)."""

@@ -36,7 +36,7 @@ def cfg(tmp_path, **over):
         "augment": {"model": "gen", "max_retries": 1, "backend": "vllm"},
         "entropy": {"n_samples": 4, "judge_model": "judge", "generator_model": None},
         "filter": {"k": [25.0]},
-        "train": {"arms": ["cda", "context-cda"], "seeds": [1, 2], "epochs": 3, "token_budget": 1000},
+        "train": {"arms": ["cda", "context-cda"], "k": 25.0, "seeds": [1, 2], "epochs": 3, "token_budget": 1000},
         "evaluate": {"after_training": False},
     }
     for k, v in over.items():
@@ -58,22 +58,34 @@ def test_expected_attempts_follow_the_acceptance_rate():
 
 def test_augment_entropy_and_finetune_by_hand(tmp_path):
     a = Assumptions(gendered_share=1.0, acceptance=0.5, prompt_tokens=40, completion_tokens=10, sentence_tokens=5,
-                    judge_share=0.5)
+                    judge_share=0.5, rephrase_prompt_tokens=110, rephrase_shared_tokens=70)
     costs = {c.step: c for c in plan_costs(cfg(tmp_path), TABLE, a)}
     # 100 items x 1.5 attempts = 150 generations of 10 tokens at 100 tok/s, prompts 40 tokens at 400 tok/s
     assert costs["augment"].gpu_hours == pytest.approx((150 * 10 / 100 + 150 * 40 / 400) / 3600)
-    # accepted after one retry: 75 items; 4 samples each at 100 tok/s; 75*16*0.5 judge calls of 2*5 tokens;
-    # the target scores 75*4 samples of 2*5 tokens
+    # accepted after one retry: 75 items; once for every target, one request of 4 samples each at 100 tok/s (the
+    # prompt's 40 item-own tokens per item, its 70 shared ones once, at 400 tok/s), 75*16*0.5 judge calls of 2*5
+    # tokens; the target scores 75*4 samples of 2*5 tokens
     judge = 1e12 * 0.5 / 2e8
-    expect = (75 * 4 * 10 / 100 + 75 * 16 * 0.5 * 10 / judge + 75 * 4 * 10 / judge) / 3600
-    assert costs["entropy"].gpu_hours == pytest.approx(expect)
+    prompt = (75 * 40 + 70) / 400
+    assert costs["sample"].gpu_hours == pytest.approx((prompt + 75 * 4 * 10 / 100 + 75 * 16 * 0.5 * 10 / judge) / 3600)
+    assert costs["sample"].detail["samples"] == 300 and costs["sample"].detail["judge_calls"] == 600
+    assert costs["entropy"].gpu_hours == pytest.approx(75 * 4 * 10 / judge / 3600)
     # 2 arms x 2 seeds, 1000 tokens x 3 epochs each; epochs 1, 2, 3 evaluated by each run, epoch 0 once
     train = 1e12 * 0.5 / 6e8
     assert costs["finetune"].detail["train_hours"] == pytest.approx(4 * 3000 / train / 3600)
-    assert costs["finetune"].detail["evaluations_per_target"] == 4 * 3 + 1
+    assert costs["finetune"].detail["evaluations_per_target"] == {"t": 4 * 3 + 1}
     per_eval = benchmark_tokens(a, "causal") / judge / 3600  # score rate = judge rate here (same size, same MFU)
     assert costs["finetune"].detail["per_epoch_eval_hours"] == pytest.approx(13 * per_eval)
     assert costs["finetune"].tasks == 4 and "evaluate" not in costs  # evaluate.after_training is off
+
+
+def test_a_second_target_adds_only_its_scoring(tmp_path):
+    """The samples and their clusters are drawn once for every target: a second target adds only the scoring."""
+    one = {c.step: c for c in plan_costs(cfg(tmp_path), TABLE, Assumptions(gendered_share=1.0))}
+    two = {c.step: c for c in plan_costs(cfg(tmp_path, run={"targets": {"t": "tgt", "u": "tgt"}}), TABLE,
+                                         Assumptions(gendered_share=1.0))}
+    assert two["sample"].gpu_hours == pytest.approx(one["sample"].gpu_hours) and two["sample"].tasks == 1
+    assert two["entropy"].gpu_hours == pytest.approx(2 * one["entropy"].gpu_hours) and two["entropy"].tasks == 2
 
 
 def test_wall_time_spreads_each_step_over_its_parallel_tasks(tmp_path):
@@ -94,13 +106,46 @@ def test_counts_come_from_the_run_folder_when_the_steps_ran(tmp_path):
     assert costs["augment"].work.endswith("(10 items)")
 
 
+def test_post_hoc_arms_are_priced_as_a_fit_or_scoring_and_dropout_as_training(tmp_path):
+    """inlp / sentence-debias: a projection fit (forward passes) and one evaluation each; self-debias: scoring only
+    (two passes per position, StereoSet and CrowS); dropout: one more trained arm; none of them a fine-tuning run
+    beyond dropout. baselines.targets limits them to some targets."""
+    a = Assumptions(gendered_share=1.0, sentence_tokens=5)
+    arms = ["cda", "context-cda", "dropout", "inlp", "sentence-debias", "self-debias"]
+    over = {"train": {"arms": arms}, "evaluate": {"after_training": True, "benchmarks": ["stereoset", "crows"]},
+            "baselines": {"inlp": {"max_per_class": 30, "neutral_lines": 20}}}
+    base = {c.step: c for c in plan_costs(cfg(tmp_path, evaluate={"after_training": True,
+                                                                  "benchmarks": ["stereoset", "crows"]}), TABLE, a)}
+    full = {c.step: c for c in plan_costs(cfg(tmp_path, **over), TABLE, a)}
+    train = 1e12 * 0.5 / 6e8
+    score = 1e12 * 0.5 / 2e8
+    # 3 trained arms x 2 seeds: dropout trains like the CDA arms, the others add no finetune run
+    assert full["finetune"].tasks == 6 and base["finetune"].tasks == 4
+    assert full["finetune"].detail["train_hours"] == pytest.approx(6 * 3000 / train / 3600)
+    assert full["evaluate"].tasks == 1 + 6
+    # the fit: INLP 2 x 30 gendered (100 cda rows: capped) + 20 neutral sentences, SentenceDebias 2 x 100 sentences
+    assert full["debias"].tasks == 2 and full["debias"].detail["sentences"] == (60 + 20) + 200
+    assert full["debias"].gpu_hours == pytest.approx(280 * 5 / score / 3600)
+    one = benchmark_tokens(a, "causal") / score / 3600
+    assert full["evaluate-posthoc"].tasks == 3
+    assert full["evaluate-posthoc"].gpu_hours == pytest.approx(one + one + 2 * one)
+    two = {**over, "run": {"targets": {"t": "tgt", "u": "tgt"}},
+           "baselines": {**over["baselines"], "targets": ["t"]}}
+    only = {c.step: c for c in plan_costs(cfg(tmp_path, **two), TABLE, a)}
+    assert only["finetune"].tasks == 6 + 4 and only["debias"].tasks == 2 and only["evaluate-posthoc"].tasks == 3
+    assert "debias" not in base and "evaluate-posthoc" not in base
+
+
 def test_the_packaged_table_prices_the_paper_profile():
     table = load_throughput()
     assert table["gpu"]["peak_flops"] == 9.89e14
     paper = load_config("paper")
     costs = plan_costs(paper, table)
-    assert {c.step for c in costs} >= {"augment", "entropy", "finetune"}
+    assert {c.step for c in costs} >= {"augment", "sample", "entropy", "finetune"}
     assert all(c.gpu_hours > 0 for c in costs)
+    by = {c.step: c.gpu_hours for c in costs}
+    # generate once, score per target: the paper profile is well under half of the per-target figure (17.1)
+    assert sum(by.values()) < 17.1 / 2 and max(by, key=by.get) != "entropy"
 
 
 def test_bad_throughput_file(tmp_path):
@@ -118,7 +163,7 @@ def test_plan_command_prints_the_steps_and_the_total(capsys):
 
     assert main(["plan", "--profile", "paper", "--gpus", "2"]) == 0
     out = capsys.readouterr().out
-    assert "entropy" in out and "total" in out and "dominant step" in out
+    assert "sample" in out and "entropy" in out and "total" in out and "dominant step" in out
 
 
 def test_the_evaluated_epochs_are_the_loops():
@@ -134,10 +179,10 @@ def test_the_evaluated_epochs_are_the_loops():
 def test_finetune_counts_the_last_epoch_when_eval_every_skips_it(tmp_path):
     c = cfg(tmp_path, train={"epochs": 3, "eval_every": 2})  # epochs 2 and 3 per run, epoch 0 once: 4 x 2 + 1
     ft = next(k for k in plan_costs(c, TABLE, Assumptions(gendered_share=1.0)) if k.step == "finetune")
-    assert ft.detail["evaluations_per_target"] == 9
+    assert ft.detail["evaluations_per_target"] == {"t": 9}
     c = cfg(tmp_path, train={"epochs": 100, "eval_every": 1})
     ft = next(k for k in plan_costs(c, TABLE, Assumptions(gendered_share=1.0)) if k.step == "finetune")
-    assert ft.detail["evaluations_per_target"] == 4 * 100 + 1
+    assert ft.detail["evaluations_per_target"] == {"t": 4 * 100 + 1}
 
 
 def test_benchmark_tokens_follow_the_scorers_by_hand():
