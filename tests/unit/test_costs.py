@@ -207,3 +207,13 @@ def test_a_models_family_comes_from_the_table_else_the_packaged_one():
     assert model_family(TABLE, "bert-base-uncased") == "masked"  # the packaged table's models
     assert model_family(TABLE, "t5-base") == "seq2seq"
     assert model_family(TABLE, "unknown/model") == "masked"  # the dearest to evaluate
+
+
+def test_plan_prints_hours_and_seconds_under_36():
+    """A step under a minute shows its seconds (a post-hoc arm's 0.2 s is not rounded to "0.0 min")."""
+    from context_cda.commands.plan import _hours
+
+    assert _hours(0.2 / 3600) == "0.2 s"
+    assert _hours(16.5 / 3600) == "16.5 s"
+    assert _hours(35.9 / 3600) == "35.9 s" and _hours(36 / 3600) == "0.01"
+    assert _hours(0.31) == "0.31" and _hours(1234.5) == "1,234.50"
