@@ -255,8 +255,8 @@ def _rows(t1: pd.DataFrame, ev: Evidence | None, target: str, metrics: list[str]
         for name, cells in seed_rows(ev, target, model, metrics, marks) if ev else []:
             yield f"{label(model)}, {name}", "", cells
         quoted = published_row(published[0], published[1], target, model) if published else None
-        if quoted:
-            yield f"{label(model)}, published (paper)", "", [cell(quoted, m) for m in metrics]
+        if quoted:  # a cell the paper's table does not give here (or that is not sourced) says so: n/a
+            yield f"{label(model)}, published (paper)", "", [cell(quoted, m) if m in quoted else "n/a" for m in metrics]
 
 
 def table1_markdown(t1: pd.DataFrame, ev: Evidence | None, metrics: list[str], label, published=None) -> list[str]:
@@ -267,8 +267,8 @@ def table1_markdown(t1: pd.DataFrame, ev: Evidence | None, metrics: list[str], l
                   for name, epoch, cells in _rows(t1, ev, str(target), metrics, label, published)]
         lines.append("")
     if published and published[1].get("source"):
-        lines += [f"Published values: {published[1]['source']}; only the cells the paper reports for this target's "
-                  "model appear.", ""]
+        lines += [f"Published values: {published[1]['source']}; a row appears where the paper reports this target's "
+                  "model, n/a where it gives no sourced value for the cell.", ""]
     return lines
 
 
