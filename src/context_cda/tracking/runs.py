@@ -54,8 +54,37 @@ def get_client(config: Config):
 
     uri = tracking_uri(config)
     if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        _create_sqlite_store(uri, Path(uri[len("sqlite:///") :]))
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+_SQLITE_READY: set[str] = set()
+
+
+def _create_sqlite_store(uri: str, db: Path) -> None:
+    """Open a local SQLite store once per process, one process at a time.
+
+    The first opener of a new ``mlflow.db`` creates its tables and runs MLflow's schema migrations; two stages
+    doing that at once (parallel finetune tasks under kfp.local, two seeds on one node) both migrate and one fails
+    ("duplicate column name"). An exclusive ``flock`` on ``mlflow.db.lock`` orders the first opens; later ones
+    find the schema current and do no work.
+    """
+    import fcntl
+
+    key = str(db.resolve())
+    if key in _SQLITE_READY:
+        return
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            from mlflow.tracking import MlflowClient
+
+            client = MlflowClient(tracking_uri=uri, registry_uri=uri)  # creates or migrates the schema
+            client.search_experiments(max_results=1)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _SQLITE_READY.add(key)
 
 
 def experiment_id(client, config: Config) -> str:
