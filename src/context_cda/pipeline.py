@@ -29,9 +29,10 @@ from typing import Any
 
 from . import stages as T
 from .config import Config
-from .errors import CCDAError, ConfigError, ItemErrors
+from .errors import ConfigError, ItemErrors
 from .io import file_lock, json_hash, path_hash, write_json
 from .layout import LOCK_FILE, RunLayout
+from .signals import Terminated
 from .stages import get_stage
 
 MARKER = ".ccda-step.json"
@@ -250,11 +251,11 @@ def _run_one(step: Step, config: Config, vanilla: dict[str, dict[str, float]], n
     extra = {"vanilla_metrics": vanilla[target]} if step.row.step == "finetune" and target in vanilla else {}
     try:
         summary = run_step(step, config, **extra)
-    except BaseException:
+    except BaseException as exc:
         res = StepResult(step, "failed", time.perf_counter() - t0, {})
         notify("failed", step, res)
         if tracked:
-            _finish_tracking(config, "FAILED")
+            _finish_tracking(config, "KILLED" if isinstance(exc, Terminated | KeyboardInterrupt) else "FAILED")
         raise
     if step.row.step == "finetune":
         v = _epoch0_metrics(step.out_dir)
@@ -284,30 +285,19 @@ def _check_error_share(config: Config, results: list[StepResult], step: Step) ->
 
 
 def check_requirements(config: Config, steps: list[Step]) -> None:
-    """Before any step runs: the model references the steps load resolve (a missing folder, a file that is not
-    GGUF, an uninstalled package fail here, not after an hour of earlier steps) and ``run.device`` exists when
-    a step uses it. Nothing is loaded or downloaded."""
-    from .models import check_device, parse_ref
+    """Before any step runs (:mod:`context_cda.preflight`): the model references the steps load resolve and their
+    files are whole (a missing folder, a truncated GGUF or safetensors file, a folder without its tokenizer fail
+    here, not after an hour of earlier steps), the tracking server and S3 endpoint the steps talk to answer, the
+    benchmark files they evaluate on parse, and ``run.device`` exists when a step uses it. Nothing is loaded."""
+    from .models import check_device
+    from .preflight import check_benchmark_files, check_model_files, check_services
 
-    refs: dict[str, str] = {}
-    for s in steps:
-        if "target" in s.keys and s.row.step in ("entropy", "finetune", "evaluate-vanilla"):
-            refs[f"run.targets.{s.keys['target']}"] = config.run.targets[s.keys["target"]]
-        if s.row.step == "augment-part" and config.augment.backend != "openai":
-            refs["augment.model"] = config.augment.model
-        if s.row.step == "sample-part":
-            backend, model = config.sample_generator()
-            if backend != "openai":
-                refs["entropy.generator_model" if config.entropy.generator_model else "augment.model"] = model
-            refs["entropy.judge_model"] = config.entropy.judge_model
-    for key, ref in refs.items():
-        try:
-            parse_ref(ref)
-        except CCDAError as e:
-            raise type(e)(f"{key}: {e}") from None
+    check_model_files(config, steps)
     check_arm_families(config, steps)
     if config.run.device not in ("auto", "cpu") and any(s.row.gpu != "no" for s in steps):
         check_device(config.run.device)
+    check_services(config, steps, TRACKED)
+    check_benchmark_files(config, steps)
 
 
 def check_arm_families(config: Config, steps: list[Step]) -> None:

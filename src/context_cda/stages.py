@@ -181,7 +181,7 @@ TABLE: tuple[Stage, ...] = (
           **_PER_BENCHMARK),
     Stage("register", "register", "context_cda.tracking:run_register_target",
           ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
-           "evaluate.bootstrap"),
+           "evaluate.bootstrap", "evaluate.bias_type"),
           (Input("finetune", "finetune", None, ("target",), optional=True),
            Input("evaluations", "evaluate", None, ("target",), optional=True),
            Input("filtered", "filter", None, ("target",)),

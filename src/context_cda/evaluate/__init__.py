@@ -30,6 +30,7 @@ __all__ = [
     "evaluate_model",
     "evaluate_scorer",
     "get_benchmark",
+    "load_benchmarks",
     "load_items",
     "metric_specs",
     "run_evaluate",
@@ -68,21 +69,36 @@ def load_items(
     return items[: cfg.max_items] if cfg.max_items else items
 
 
+def load_benchmarks(
+    cfg: EvaluateConfig,
+    paths: Mapping[str, str | Path] | None = None,
+    data_cache: str | None = None,
+    per_epoch_only: bool = False,
+) -> dict[str, list[Any]]:
+    """Every configured benchmark's items (``per_epoch_only``: the cheap ones), parsed and checked: a malformed
+    or duplicated item stops here, before a model is loaded (the evaluate and finetune doors and ``ccda run``'s
+    pre-flight call this first)."""
+    return {name: load_items(name, cfg, (paths or {}).get(name), data_cache) for name in cfg.benchmarks
+            if not per_epoch_only or get_benchmark(name).per_epoch}
+
+
 def evaluate_scorer(
     scorer: Scorer,
     cfg: EvaluateConfig,
     paths: Mapping[str, str | Path] | None = None,
     data_cache: str | None = None,
     per_epoch_only: bool = False,
+    loaded: Mapping[str, list[Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Run every configured benchmark (``per_epoch_only``: the cheap ones):
-    ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``."""
+    """Run every configured benchmark (``per_epoch_only``: the cheap ones; ``loaded``: items already parsed by
+    :func:`load_benchmarks`): ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``."""
     results: dict[str, dict[str, Any]] = {}
+    loaded = loaded if loaded is not None else load_benchmarks(cfg, paths, data_cache, per_epoch_only)
     for name in cfg.benchmarks:
         bench = get_benchmark(name)
-        if per_epoch_only and not bench.per_epoch:
+        if name not in loaded:
             continue
-        items = load_items(name, cfg, (paths or {}).get(name), data_cache)
+        items = loaded[name]
         t0 = time.perf_counter()
         rows, rejected, info = bench.score(scorer, items, cfg)
         secs = time.perf_counter() - t0
@@ -186,6 +202,8 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
     )
     summary: dict[str, Any] = {"model": model, "name": name, "bias_type": cfg.bias_type,
                                **({"arm": spec.name, "not_applicable": skipped} if spec else {})}
+    with rec.timed("load_benchmarks"):  # a bad benchmark file fails before the model is loaded
+        loaded = load_benchmarks(cfg, {b: p for b, p in paths.items() if p}, config.run.data_cache)
     with rec.timed("load_model"):
         try:
             scorer = load_scorer(model, device=config.run.device, batch_size=cfg.batch_size,
@@ -196,8 +214,7 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
             return _write_unavailable(summary, str(e), out, rec)
         scorer, applied = posthoc.apply(scorer, config, spec, inputs, target or name)
     with rec.timed("score"):
-        results = evaluate_scorer(scorer, cfg, paths={b: p for b, p in paths.items() if p},
-                                  data_cache=config.run.data_cache)
+        results = evaluate_scorer(scorer, cfg, data_cache=config.run.data_cache, loaded=loaded)
     summary.update({"family": scorer.family, **({"applied": applied} if applied else {})})
     return _write_results(results, summary, out, rec)
 

@@ -49,9 +49,33 @@ def _is_local(uri: str) -> bool:
     return uri.startswith(("sqlite:", "file:")) or "://" not in uri
 
 
+_ANSWERED: set[str] = set()  # tracking servers that answered a probe in this process
+
+
+def server_url(config: Config) -> str | None:
+    """The tracking server's URL when tracking goes to one over HTTP (None: a local store or tracking off)."""
+    uri = tracking_uri(config)
+    return uri.rstrip("/") if config.tracking.enabled and uri.startswith(("http://", "https://")) else None
+
+
+def check_server(config: Config) -> None:
+    """An HTTP tracking server must answer its ``/health`` within seconds (:func:`context_cda.services.probe`),
+    checked once per process: otherwise MLflow's client retries for minutes in silence."""
+    from ..services import probe
+
+    url = server_url(config)
+    if url and url not in _ANSWERED:
+        key = "tracking.uri" if config.tracking.uri else "MLFLOW_TRACKING_URI"
+        probe(f"{url}/health", f"{key}: the MLflow tracking server",
+              "Start it (mlflow server), fix the URI, or run without tracking (--set tracking.enabled=false).",
+              refuse=(404,))
+        _ANSWERED.add(url)
+
+
 def get_client(config: Config):
     from mlflow.tracking import MlflowClient
 
+    check_server(config)
     uri = tracking_uri(config)
     if uri.startswith("sqlite:///"):
         _create_sqlite_store(uri, Path(uri[len("sqlite:///") :]))
