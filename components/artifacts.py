@@ -34,6 +34,10 @@ class Checkpoint(dsl.Model):
     """``finetune/<target>/<arm>/``: ``checkpoints/epoch-N``, ``final/`` (save_pretrained) and ``metrics.csv``."""
 
 
+class Projection(dsl.Model):
+    """``debias/<target>/<arm>/``: a projection arm's matrix (safetensors), the sentences it was learnt from."""
+
+
 class Evaluation(dsl.Dataset):
     """``evaluate/<target>/<arm|vanilla>/``: per-item predictions and the aggregate JSON of every benchmark."""
 

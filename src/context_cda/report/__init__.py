@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .. import layout as L
 from ..errors import InputError
 from ..io import StageRecorder, read_json, write_json, write_text
-from . import choice, evidence, extrinsic, generated, neutral
+from . import baselines, choice, evidence, extrinsic, generated, neutral
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -43,16 +43,15 @@ METRICS: dict[str, tuple[str, float | None]] = {
 # Table 2 (the evaluate stage's aggregates): its columns, chance baselines and deviation marks: report.extrinsic
 EXTRINSIC = extrinsic.EXTRINSIC
 ARM_LABELS = {"vanilla": "Vanilla", "cda": "CDA", "context-cda": "Context-CDA",
-              "context-cda-nofilter": "Context-CDA (no filter)", "cda-neutral": "Neutral (lexicon)",
+              "context-cda-nofilter": "Context-CDA (no filter)", "dropout": "Dropout", "inlp": "INLP",
+              "sentence-debias": "SentenceDebias", "self-debias": "Self-Debias", "cda-neutral": "Neutral (lexicon)",
               "context-neutral": "Context-neutral"}
 
 
 def arm_label(arm: str) -> str:
-    if arm in ARM_LABELS:
-        return ARM_LABELS[arm]
-    if arm.startswith("context-cda-k"):
-        return f"Context-CDA (k={arm.removeprefix('context-cda-k')}%)"
-    return arm
+    from ..arms import label
+
+    return ARM_LABELS.get(arm) or label(arm)
 
 
 def collect_metrics(finetune_dir: Path | str) -> pd.DataFrame:
@@ -90,7 +89,8 @@ def first_seed(df: pd.DataFrame, seeds: list[int] | None = None) -> pd.DataFrame
     return pd.concat(keep, ignore_index=True)
 
 
-def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]] | None = None) -> pd.DataFrame:
+def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+           posthoc: Mapping[tuple[str, str], str | None] | None = None) -> pd.DataFrame:
     """Rows (target, model): vanilla (epoch 0) then each arm's last epoch; columns SS, LMS, ICAT, CS.
 
     ``final[(target, model)]`` (the evaluate stage's full-benchmark metrics) replaces the per-epoch values of
@@ -120,7 +120,11 @@ def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]
                 continue
             last = adf.iloc[-1]
             add(str(target), arm, int(last["epoch"]), last)
-    cols = ["target", "model", "epoch", *(m for m in METRICS), "source", *_CI_COLUMNS]
+    for (target, arm), why in sorted((posthoc or {}).items(), key=lambda kv: (kv[0][0], _model_rank(kv[0][1]))):
+        got = final.get((target, arm), {})  # a post-hoc arm or a published checkpoint: no epochs
+        rows.append({"target": target, "model": arm, "epoch": None, **{m: got.get(m) for m in [*METRICS, *_CI_COLUMNS]},
+                     "source": "evaluate", "note": f"could not be loaded: {why}" if why else None})
+    cols = ["target", "model", "epoch", *(m for m in METRICS), "source", *_CI_COLUMNS, "note"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -133,6 +137,7 @@ def evaluation_dirs(evaluate_dir: Path | str | None, seeds: list[int] | None = N
     if evaluate_dir is None or not Path(evaluate_dir).is_dir():
         return {}
     out = {(k["target"], L.VANILLA): d for k, d in L.discover(evaluate_dir, "evaluate", "evaluate-vanilla")}
+    out.update(baselines.posthoc_dirs(evaluate_dir))
     by_arm: dict[tuple[str, str], dict[int, Path]] = {}
     for k, d in L.discover(evaluate_dir, "evaluate"):
         by_arm.setdefault((k["target"], k["arm"]), {})[int(k["seed"])] = d
@@ -272,13 +277,18 @@ def _fmt_metric(v: Any) -> str:
 
 def render_markdown(
     t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path,
-    t2: pd.DataFrame | None = None, ev: evidence.Evidence | None = None,
+    t2: pd.DataFrame | None = None, ev: evidence.Evidence | None = None, published: tuple | None = None,
+    decontamination: list[dict[str, Any]] | None = None,
 ) -> str:
     lines = [f"# Context-CDA report: `{run_dir.name}`", "",
              "## Table 1: intrinsic bias after debiasing", "",
              "SS (StereoSet stereotype score) and CS (CrowS-Pairs) are best at 50; LMS (language modelling score) "
-             "and ICAT are better higher.", ""]
-    lines += evidence.table1_markdown(t1, ev, list(METRICS), arm_label)
+             "and ICAT are better higher. Every row is measured here, by the same scorer on the same items: the "
+             "vanilla target, the fine-tuned arms (CDA, Context-CDA, dropout) after their last epoch, the post-hoc "
+             "arms applied to the vanilla model (INLP, SentenceDebias, Self-Debias: epoch –) and published "
+             "checkpoints. Rows labelled *published (paper)* quote the paper's Table 1 (another scorer, other "
+             "items): context, not evidence.", ""]
+    lines += evidence.table1_markdown(t1, ev, list(METRICS), arm_label, published)
     lines += evidence.markdown(ev, sorted(map(str, t1["target"].unique())), arm_label) if ev else []
     if t2 is not None and not t2.empty:
         cols = [c for c in t2.columns if c in EXTRINSIC]
@@ -290,6 +300,8 @@ def render_markdown(
             for _, r in tdf.iterrows():
                 lines.append(f"| {arm_label(r['model'])} | " + " | ".join(extrinsic.cell(t2, r, c) for c in cols) + " |")
             lines += ["", *extrinsic.notes(t2, str(target), label=arm_label)]
+    if published is not None:
+        lines += baselines.decontamination_markdown(decontamination or [], published[0])
     if promotions:
         lines += ["## Registry decisions", "", "| Target | Arm | Version | Decision | Reasons |", "|---|---|---:|---|---|"]
         for p in promotions:
@@ -360,9 +372,13 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
                         {k: v for k, v in folders.items() if v.exists()})
     every_seed = collect_metrics(folders["finetune"])
     df = first_seed(every_seed, seeds)
-    final = evaluate_metrics(folders.get("evaluations"), seeds)
-    ev = evidence.collect(config, folders, every_seed)
-    t1, t2 = table1(df, final), table2(final)
+    ev_dir = folders.get("evaluations") or folders.get("posthoc")
+    final = evaluate_metrics(ev_dir, seeds)
+    ev = evidence.collect(config, {**folders, "evaluations": ev_dir} if ev_dir else folders, every_seed)
+    missing = baselines.unavailable(ev_dir)
+    posthoc = {k: missing.get(k) for k in baselines.posthoc_dirs(ev_dir)}
+    t1, t2 = table1(df, final, posthoc), table2(final)
+    published, decon = baselines.published_values(config), baselines.decontamination(folders)
     t2 = extrinsic.with_marks(t2, extrinsic.read_deviations(evaluation_dirs(folders.get("evaluations"), seeds)))
     out.mkdir(parents=True, exist_ok=True)
     plots = plot_curves(df, out) + plot_next_token(next_token_aggregates(folders.get("evaluations"), seeds), out)
@@ -382,7 +398,7 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
         choice.frame(wino).to_csv(outputs["winogender_winobias"], index=False)
     judged = _judged(config)
     if "md" in config.report.formats:
-        text = render_markdown(t1, plots, promotions, run_dir, t2, ev)
+        text = render_markdown(t1, plots, promotions, run_dir, t2, ev, (config, published), decon)
         head, sep, rest = text.partition("## Table 1")
         text = head + judged + "\n\n" + sep + rest if sep else judged + "\n\n" + text
         sections = [*choice.markdown(wino, arm_label, _model_rank), *neutral.markdown(neutral.collect(run_dir))]
@@ -393,7 +409,7 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
         page = _before_body_end(page, choice.to_html(wino, arm_label, _model_rank))
         outputs["html"] = write_text(out / "report.html", generated.into_html(page, gen))
     table = [{k: (None if v != v else v) for k, v in r.items()} for r in t1.to_dict("records")]
-    summary = {"run_dir": str(run_dir), "rows": len(t1), "plots": [p.name for p in plots],
+    summary = {"run_dir": str(run_dir), "rows": len(t1), "plots": [p.name for p in plots], "decontamination": decon,
                "table1": table, "files": {k: str(v) for k, v in outputs.items()},
                "table2": [{k: (None if v != v else v) for k, v in r.items()} for r in t2.to_dict("records")]}
     if config.tracking.enabled:

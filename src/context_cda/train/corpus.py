@@ -11,6 +11,8 @@ folder). Each arm reads one of them:
   filtered contextual counterfactuals for this target model;
 * ``context-cda-k<K>``: the same with another k (ablation: k20, k40);
 * ``context-cda-nofilter``: the validated augmented table (column ``augmented``), nothing filtered;
+* ``dropout``: the originals of the validated counterfactual table (the corpus as it is), trained with raised
+  dropout (:func:`context_cda.train.finetune.dropout_overrides`), as bias-bench's dropout debiasing.
 * ``context-neutral``: the validated neutral rewrites (the ``neutral`` step's table, column ``augmented``): the
   generator's gender-neutral rewrite of each original, reviewed (no gendered word left, nothing else changed);
 * ``cda-neutral``: its lexicon-only baseline, computed here from the validated counterfactuals' originals
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import schemas as S
-from ..config import arm_input, arm_k
+from ..arms import parse as parse_arm
 from ..errors import InputError
 from ..io import read_table, require_columns, stable_id
 from ..layout import filtered_in
@@ -39,12 +41,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def arm_corpus(inputs: Mapping[str, Path | str], arm: str, default_k: float) -> tuple[str, Path]:
-    """(kind, table) that ``arm`` trains on: kind ``cda`` (a counterfactual table), ``cda-neutral`` (one to be
-    rewritten neutrally) or ``corpus`` (a text table)."""
-    k = arm_k(arm, default_k)
+    """(kind, table) that ``arm`` trains on: kind ``cda`` (a counterfactual table), ``original`` (its originals
+    only: the dropout arm), ``cda-neutral`` (one to be rewritten neutrally) or ``corpus`` (a text table)."""
+    spec = parse_arm(arm, default_k)
+    if not spec.trained:
+        raise InputError(f"finetune {arm}: {arm} is not fine-tuned (a {spec.kind} arm, applied to the vanilla model "
+                         "by the evaluate step); fine-tune one of the trained arms.")
+    k = spec.k
     if "corpus" in inputs:
         return "corpus", Path(inputs["corpus"])
-    need = arm_input(arm)
+    need = ("cda" if spec.corpus in ("cda", "original", "cda-neutral") else "neutral" if spec.corpus == "neutral"
+            else "augmented" if k is None else "filtered")
     if need not in inputs:
         hint = " (the neutral step runs when train.arms holds context-neutral)" if need == "neutral" else ""
         raise InputError(
@@ -53,9 +60,7 @@ def arm_corpus(inputs: Mapping[str, Path | str], arm: str, default_k: float) -> 
         )
     if k is not None:
         return "corpus", filtered_in(inputs["filtered"], k)
-    if need == "cda":
-        return ("cda-neutral" if arm == "cda-neutral" else "cda"), Path(inputs[need])
-    return "corpus", Path(inputs[need])
+    return (spec.corpus if need == "cda" else "corpus"), Path(inputs[need])
 
 
 def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided", lexicon=None) -> pd.DataFrame:
@@ -65,7 +70,7 @@ def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided", lexicon=No
 
     df = read_table(path)
     if S.ID not in df.columns:  # a user's own table (ccda finetune --input): ids from the text
-        first = S.ORIGINAL if kind == "cda" else S.TEXT if S.TEXT in df.columns else S.AUGMENTED
+        first = S.ORIGINAL if kind in ("cda", "original") else S.TEXT if S.TEXT in df.columns else S.AUGMENTED
         df = df.assign(**{S.ID: [stable_id("row", t) for t in df.get(first, [None] * len(df))]})
     if kind == "cda":
         from ..cda import training_rows
@@ -75,6 +80,10 @@ def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided", lexicon=No
     elif kind == "cda-neutral":
         require_columns(df, {S.ORIGINAL: "text"}, path)
         rows = _lexicon_neutral_rows(df, lexicon)
+    elif kind == "original":  # the dropout arm: the corpus as it is, no counterfactual
+        require_columns(df, {S.ORIGINAL: "text"}, path)
+        rows = pd.DataFrame({S.ID: df[S.ID].astype(str), S.TEXT: df[S.ORIGINAL], "side": "original"})
+        rows = rows.drop_duplicates(S.TEXT)
     else:
         col = S.TEXT if S.TEXT in df.columns else S.AUGMENTED if S.AUGMENTED in df.columns else None
         if col is None:
