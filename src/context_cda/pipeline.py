@@ -29,9 +29,10 @@ from typing import Any
 
 from . import stages as T
 from .config import Config
-from .errors import CCDAError, ConfigError, ItemErrors
+from .errors import CCDAError, ConfigError, InputError, ItemErrors
 from .io import file_lock, json_hash, path_hash, write_json
 from .layout import LOCK_FILE, RunLayout
+from .progress import step as progress_step
 from .stages import get_stage
 
 MARKER = ".ccda-step.json"
@@ -191,7 +192,7 @@ def run_step(step: Step, config: Config, **extra: Any) -> dict[str, Any]:
     """Run one step holding its folder's lock; mark it up to date only when it ended without error items."""
     fn = get_stage(step.row.step)
     marker = step.out_dir / MARKER
-    with file_lock(step.out_dir / LOCK_FILE, step.name):
+    with file_lock(step.out_dir / LOCK_FILE, step.name), progress_step(step.name):
         marker.unlink(missing_ok=True)  # a step that starts is not up to date until it ends cleanly
         summary = fn(config, dict(step.inputs), step.out_dir, **step.options, **extra)
         if not error_items(summary):
@@ -220,7 +221,7 @@ def run_pipeline(
         config.run.allow_errors = allow_errors
     RunLayout.of(config).check()
     steps = select(plan(config, targets), only, until)
-    check_requirements(config, steps)
+    check_requirements(config, steps if force else to_run(steps, config))
     results: list[StepResult] = []
     vanilla: dict[str, dict[str, float]] = {}
     notify = on_event or (lambda *_: None)
@@ -285,12 +286,27 @@ def _check_error_share(config: Config, results: list[StepResult], step: Step) ->
             sum(r.errors for r in results), step.name)
 
 
+def to_run(steps: list[Step], config: Config) -> list[Step]:
+    """The steps from the first one that is not up to date on (the ones before it will be skipped; any after it
+    may run, as its outputs change)."""
+    for i, step in enumerate(steps):
+        if not is_fresh(step, config):
+            return steps[i:]
+    return []
+
+
 def check_requirements(config: Config, steps: list[Step]) -> None:
-    """Before any step runs: the model references the steps load resolve (a missing folder, a file that is not
-    GGUF, an uninstalled package fail here, not after an hour of earlier steps) and ``run.device`` exists when
-    a step uses it. Nothing is loaded or downloaded."""
+    """Before any step runs, everything the ``steps`` need, each problem one line naming the key to change
+    (all of them in one error): the benchmark names and datasets they read (:func:`preflight_problems`; a named
+    dataset neither mirrored nor cached is downloaded now), the model references they load (a missing folder, a
+    file that is not GGUF, an uninstalled package fail here, not after an hour of earlier steps) and
+    ``run.device`` when a step uses it. No model is loaded."""
     from .models import check_device, parse_ref
 
+    problems = preflight_problems(config, steps)
+    if problems:
+        raise InputError(f"pre-flight: {len(problems) - any(p.startswith('to fix:') for p in problems)} "
+                         "problem(s) found before the first step (nothing was run):\n  " + "\n  ".join(problems))
     refs: dict[str, str] = {}
     for s in steps:
         if "target" in s.keys and s.row.step in ("entropy-part", "finetune", "evaluate-vanilla"):
@@ -310,6 +326,15 @@ def check_requirements(config: Config, steps: list[Step]) -> None:
             raise type(e)(f"{key}: {e}") from None
     if config.run.device not in ("auto", "cpu") and any(s.row.gpu != "no" for s in steps):
         check_device(config.run.device)
+
+
+def preflight_problems(config: Config, steps: list[Step]) -> list[str]:
+    """One line per thing the planned steps need and cannot have: unknown benchmark names, datasets that are
+    neither given, mirrored, cached nor downloadable (:mod:`context_cda.preflight`)."""
+    from . import preflight
+
+    names = [s.row.step for s in steps]
+    return preflight.check_benchmarks(config, names) + preflight.check_datasets(config, names)
 
 
 def _finish_tracking(config: Config, status: str) -> None:

@@ -150,11 +150,10 @@ def _input_path(inputs: Mapping[str, Path | str]) -> Path:
 
 
 def _progress_bar(total: int, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
+    """A bar on a terminal when ``enabled``, else a progress line every few seconds (:mod:`context_cda.progress`)."""
+    from ..progress import Progress
 
-    return tqdm(total=total, unit="item", desc="augment", dynamic_ncols=True, smoothing=0.1)
+    return Progress(total, "augment", "item", bar=enabled)
 
 
 # ------------------------------------------------------------------------------------------------ the steps

@@ -57,6 +57,17 @@ def resolve_config(
     return load_config(profile, overrides, params_file=params)
 
 
+def given_file(value: Path | None) -> Path | None:
+    """The ``--input`` callback: a file the user named must exist (the stages' own "run the stage that produces
+    it first" is for the inputs they find in the run folder)."""
+    if value is not None and not str(value).startswith("s3:") and not value.expanduser().exists():
+        from ..errors import InputError
+
+        raise InputError(f"--input {value}: no such file (relative paths start at {Path.cwd()}). Check the path, "
+                         "or leave --input out to read the stage's input from the run folder (--run-dir).")
+    return value
+
+
 def step_io(
     cfg: Config, step: str, overrides: dict[str, Any] | None = None, out: Path | None = None, **keys: Any
 ) -> tuple[dict[str, Path], Path]:

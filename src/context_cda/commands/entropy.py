@@ -15,6 +15,7 @@ from ._common import (
     RunDirOpt,
     SetOpt,
     ShardOpt,
+    given_file,
     pick,
     print_summary,
     resolve_config,
@@ -52,7 +53,7 @@ def entropy(
     target: TargetOpt = None,
     input_path: Annotated[
         Path | None,
-        typer.Option("--input", help="Augmented table (default: the one validation kept, in the run folder)."),
+        typer.Option("--input", callback=given_file, help="Augmented table (default: the one validation kept, in the run folder)."),
     ] = None,
     n_samples: Annotated[int | None, typer.Option("--n-samples", "-m", help="M rephrasings per item.")] = None,
     judge: Annotated[str | None, typer.Option("--judge", help="nli | embedding | llm.")] = None,

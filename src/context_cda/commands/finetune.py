@@ -15,6 +15,7 @@ from ._common import (
     SetOpt,
     TargetsOpt,
     console,
+    given_file,
     pick,
     print_summary,
     resolve_config,
@@ -34,7 +35,7 @@ def finetune(
     seed: SeedsOpt = None,
     input_path: Annotated[
         Path | None,
-        typer.Option("--input", help="Corpus table instead of the arm's (one target, arm and seed only)."),
+        typer.Option("--input", callback=given_file, help="Corpus table instead of the arm's (one target, arm and seed only)."),
     ] = None,
     out: Annotated[
         Path | None,

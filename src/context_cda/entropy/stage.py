@@ -49,6 +49,7 @@ from ..io import (
     write_table,
 )
 from ..judges import EntailmentJudge, PairDecider
+from ..progress import Progress
 from .clustering import Query, cluster_ids
 from .estimators import semantic_entropies
 from .likelihood import sample_logliks
@@ -374,6 +375,7 @@ class _Progress:
     generated: int = 0
     decider: PairDecider | None = None
     errors: dict[str, str] = field(default_factory=dict)  # id -> why its generation failed (this run)
+    bar: Progress | None = None  # done / rate / ETA (context_cda.progress)
 
 
 def run_entropy(
@@ -426,6 +428,8 @@ def _run_entropy(config: Config, inputs: Mapping[str, Path | str], out: Path, ta
             _process_shards(config, todo, models, out, shard_dir, batched, progress, target)
         finally:
             models.close()
+            if progress.bar is not None:
+                progress.bar.close()
     scores, audit, rejected = _assemble(shard_dir, items, rejected_input)
     errors = _errors(shard_dir, items, progress)
     scores_path = write_table(scores, out / L.SCORES_FILE)
@@ -466,6 +470,7 @@ def _process_shards(config: Config, todo: pd.DataFrame, models: _Models, out: Pa
     progress.decider = decider = models.get_decider(batched)
     scorer = models.get_scorer()
     seq = len(list(shard_dir.glob("shard-*.parquet")))
+    progress.bar = Progress(len(todo), f"entropy[{target}]", "item")  # closed by _run_entropy
     for start in range(0, len(todo), cfg.shard_size):
         part = todo.iloc[start : start + cfg.shard_size]
         ids, texts = part[S.ID].astype(str).tolist(), part[S.TEXT].tolist()
@@ -482,7 +487,9 @@ def _process_shards(config: Config, todo: pd.DataFrame, models: _Models, out: Pa
         write_table(_shard_frame(res), shard_dir / name)  # atomic: the shard is done or absent
         seq += 1
         progress.shards_written += 1
-        log.info("entropy[%s]: shard %s: %d items", target, name, len(ids))
+        progress.bar.update(len(ids))
+        progress.bar.set_postfix(sampled=progress.generated, errors=len(progress.errors))
+        log.debug("entropy[%s]: shard %s: %d items", target, name, len(ids))
 
 
 def _draw_samples(config: Config, ids: list[str], texts: list[str], models: _Models, sample_dir: Path,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..layout import AGGREGATE_FILE, PREDICTIONS_FILE
-from .registry import REGISTRY, Benchmark, Metric, get_benchmark, metric_specs
+from .registry import REGISTRY, Benchmark, Metric, check_names, get_benchmark, metric_specs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config, EvaluateConfig
@@ -27,6 +27,7 @@ __all__ = [
     "REGISTRY",
     "Benchmark",
     "Metric",
+    "check_names",
     "evaluate_model",
     "evaluate_scorer",
     "get_benchmark",
@@ -77,26 +78,30 @@ def evaluate_scorer(
 ) -> dict[str, dict[str, Any]]:
     """Run every configured benchmark (``per_epoch_only``: the cheap ones):
     ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``."""
+    from ..progress import Progress
+
     results: dict[str, dict[str, Any]] = {}
-    for name in cfg.benchmarks:
-        bench = get_benchmark(name)
-        if per_epoch_only and not bench.per_epoch:
-            continue
-        items = load_items(name, cfg, (paths or {}).get(name), data_cache)
-        t0 = time.perf_counter()
-        rows, rejected, info = bench.score(scorer, items, cfg)
-        secs = time.perf_counter() - t0
-        agg = bench.aggregate(rows, cfg)
-        agg.update({k: v for k, v in info.items() if k not in agg})
-        results[name] = {
-            "rows": rows,
-            "rejected": rejected,
-            "aggregate": agg,
-            "info": info,
-            "seconds": secs,
-            "n_items": len(items),
-        }
+    names = [n for n in check_names(cfg.benchmarks) if not per_epoch_only or get_benchmark(n).per_epoch]
+    with Progress(len(names), "benchmarks", "benchmark", bar=False) as bar:
+        for name in names:
+            bar.set_postfix_str(name)
+            results[name] = _score_one(scorer, cfg, name, (paths or {}).get(name), data_cache)
+            bar.update(1)
     return results
+
+
+def _score_one(scorer: Scorer, cfg: EvaluateConfig, name: str, path: str | Path | None,
+               data_cache: str | None) -> dict[str, Any]:
+    """One benchmark: its items scored and aggregated."""
+    bench = get_benchmark(name)
+    items = load_items(name, cfg, path, data_cache)
+    t0 = time.perf_counter()
+    rows, rejected, info = bench.score(scorer, items, cfg)
+    secs = time.perf_counter() - t0
+    agg = bench.aggregate(rows, cfg)
+    agg.update({k: v for k, v in info.items() if k not in agg})
+    return {"rows": rows, "rejected": rejected, "aggregate": agg, "info": info, "seconds": secs,
+            "n_items": len(items)}
 
 
 def evaluate_model(
@@ -155,6 +160,7 @@ def run_evaluate(
     from .data import benchmark_file
 
     cfg = config.evaluate
+    check_names(cfg.benchmarks)  # a misspelt name fails now, not after the first benchmarks are scored
     out = Path(out_dir)
     name = name or parse_ref(model).name
     files = {

@@ -282,37 +282,50 @@ def _resume(run: _Session, out: Path, fingerprint: str | None, say: Callable[[st
 def _train_epoch(run: _Session, examples, tcfg, seed: int, epoch: int, max_grad_norm: float,
                  on_step: Callable[[int, int], None] | None) -> None:
     """One epoch of optimizer steps (``grad_accum`` micro-batches each); batch order and masking depend only on
-    (seed, epoch, batch)."""
-    acc, model = run.acc, run.model
-    model.train()
+    (seed, epoch, batch). The main process reports its progress (:mod:`context_cda.progress`)."""
+    from ..progress import Progress
+
+    run.model.train()
     mine = shard_batches(epoch_batches(len(examples), tcfg.batch_size, seed, epoch), run.rank, run.world)
     groups = [mine[i : i + tcfg.grad_accum] for i in range(0, len(mine), tcfg.grad_accum)]
     ep_loss, ep_n = 0.0, 0
-    for group in groups:
-        step_loss = 0.0
-        for j, (b, idx) in enumerate(group):
-            rng = np.random.default_rng([seed, epoch, b])
-            batch = run.objective.collate([examples[i] for i in idx], rng)
-            batch = {k: v.to(acc.device) for k, v in batch.items()}
-            sync = j == len(group) - 1
-            ctx = contextlib.nullcontext() if sync or run.world == 1 else acc.no_sync(model)
-            with ctx, acc.autocast():
-                loss = model(**batch).loss / len(group)
-                acc.backward(loss)
-            step_loss += float(loss.detach())
-        if max_grad_norm and max_grad_norm > 0:
-            acc.clip_grad_norm_(model.parameters(), max_grad_norm)
-        run.optimizer.step()
-        run.scheduler.step()
-        run.optimizer.zero_grad(set_to_none=True)
-        run.global_step += 1
-        run.losses.append(step_loss)
-        ep_loss, ep_n = ep_loss + step_loss, ep_n + 1
-        if on_step is not None:
-            on_step(epoch, run.global_step)
-        if tcfg.max_steps is not None and run.global_step >= tcfg.max_steps:
-            break
+    main = run.acc.is_main_process
+    with Progress(len(groups), f"train epoch {epoch}/{tcfg.epochs}", "step", bar=main,
+                  every=None if main else 0) as bar:
+        for group in groups:
+            step_loss = _optimizer_step(run, examples, group, seed, epoch, max_grad_norm)
+            ep_loss, ep_n = ep_loss + step_loss, ep_n + 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{step_loss:.3f}", step=run.global_step)
+            if on_step is not None:
+                on_step(epoch, run.global_step)
+            if tcfg.max_steps is not None and run.global_step >= tcfg.max_steps:
+                break
     run.epoch_losses[epoch] = ep_loss / max(ep_n, 1)
+
+
+def _optimizer_step(run: _Session, examples, group, seed: int, epoch: int, max_grad_norm: float) -> float:
+    """One optimizer step over the micro-batches of ``group``; returns its loss."""
+    acc, model = run.acc, run.model
+    step_loss = 0.0
+    for j, (b, idx) in enumerate(group):
+        rng = np.random.default_rng([seed, epoch, b])
+        batch = run.objective.collate([examples[i] for i in idx], rng)
+        batch = {k: v.to(acc.device) for k, v in batch.items()}
+        sync = j == len(group) - 1
+        ctx = contextlib.nullcontext() if sync or run.world == 1 else acc.no_sync(model)
+        with ctx, acc.autocast():
+            loss = model(**batch).loss / len(group)
+            acc.backward(loss)
+        step_loss += float(loss.detach())
+    if max_grad_norm and max_grad_norm > 0:
+        acc.clip_grad_norm_(model.parameters(), max_grad_norm)
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    run.global_step += 1
+    run.losses.append(step_loss)
+    return step_loss
 
 
 def _run_eval(acc, model, tokenizer, evaluate: EpochEval, epoch: int) -> None:
