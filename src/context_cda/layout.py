@@ -14,7 +14,7 @@ this module for paths; none of them joins a file name of its own::
     <run>/entropy-parts/<target>/part-<i>/          one part each: samples, checkpoints, its scores
     <run>/entropy/<target>/scores.parquet           the parts merged (+ audit.parquet, rejected, errors)
     <run>/filter/<target>/k<k>/corpus.parquet       one folder per k (+ se_hist.png)
-    <run>/finetune/<target>/<arm>/seed-<seed>/      final/, checkpoints/, metrics.csv, train_rows.parquet,
+    <run>/finetune/<target>/<arm>/seed-<seed>/      final/, metrics.csv, train_rows.parquet, checkpoints/ (unfinished),
                                                     predictions/epoch-<N>/<benchmark>/predictions.parquet
                                                     (per-epoch intrinsic scores: epoch 0 and the last epoch)
     <run>/evaluate/<target>/vanilla/                aggregate.json, <benchmark>/{predictions.parquet,aggregate.json}

@@ -138,7 +138,7 @@ TABLE: tuple[Stage, ...] = (
           (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "validate-augment", L.VALID_FILE),
            Input("filtered", "filter", None, ("target",))),
           fanout=("target", "arm", "seed"), gpu="yes", code=("train", "optim.py", "cda", "evaluate", *_MODEL),
-          artifact="checkpoint", outs=(L.CHECKPOINTS_DIR, L.FINAL_DIR, L.TRAIN_ROWS_FILE, L.EPOCH_PREDICTIONS_DIR),
+          artifact="checkpoint", outs=(L.FINAL_DIR, L.TRAIN_ROWS_FILE, L.EPOCH_PREDICTIONS_DIR),
           metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,)),
     Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
           ("run.seed", "run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",

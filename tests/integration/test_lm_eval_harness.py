@@ -15,16 +15,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.helpers.data import SKIP_REASON, mirrored
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "data" / "crows_pairs" / "crows_pairs_anonymized.csv"
+SHARED = mirrored("crows-pairs")  # by name: $CCDA_DATA_DIR or the data cache
 LMEVAL_PY = Path(os.environ.get("CCDA_LMEVAL_PYTHON", ROOT / ".venv-lmeval" / "bin" / "python"))
 
 pytestmark = [
     pytest.mark.lmeval,
     pytest.mark.slow,
     pytest.mark.skipif(not LMEVAL_PY.is_file(), reason=f"no lm-eval python at {LMEVAL_PY} (scripts/setup-lmeval.sh)"),
-    pytest.mark.skipif(not SHARED.is_file(), reason="shared CrowS-Pairs CSV not present"),
+    pytest.mark.skipif(SHARED is None, reason=SKIP_REASON.format("crows-pairs")),
 ]
 
 

@@ -1,7 +1,7 @@
 """The ``finetune`` stage: debias one target model on one arm's corpus with one seed, evaluating it epoch by epoch.
 
 Writes, below the step folder ``finetune/<target>/<arm>/seed-<seed>`` (:mod:`context_cda.layout`):
-``checkpoints/epoch-N`` (resumable), ``final/`` (``save_pretrained``, safetensors, tokenizer; LoRA adapters merged),
+``checkpoints/epoch-N`` (resumable; deleted when the run finishes unless ``train.keep_resume_state``), ``final/`` (``save_pretrained``, safetensors, tokenizer; LoRA adapters merged),
 ``adapter/`` (LoRA only), ``metrics.csv`` (one row per evaluated epoch; epoch 0 = the vanilla model),
 ``train_rows.parquet`` (the source rows of the texts trained on), ``corpus_stats.json`` and ``manifest.json``.
 
@@ -262,6 +262,12 @@ def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: in
     summary = _summary(target, arm, seed, family, corpus, result, metrics_log, out, tracker)
     if main:
         _record(rec, out, corpus, summary, tracker)
+        if not config.train.keep_resume_state:  # finished: final/ holds the weights, a resume needs nothing
+            from .loop import drop_resume_state
+
+            freed = drop_resume_state(out, config.train.keep_epoch_weights)
+            say(f"finetune {target}/{arm}/seed-{seed}: resume state removed ({freed / 2**20:.0f} MiB; "
+                "train.keep_resume_state keeps it)")
     return summary
 
 

@@ -122,7 +122,7 @@ def data_fingerprint(examples: Sequence[dict[str, list[int]]], tcfg, seed: int, 
         h.update(np.asarray(ex["input_ids"], dtype=np.int64).tobytes())
         h.update(b"|")
     settings = tcfg.model_dump(mode="json", exclude={"eval_every", "arms", "seeds", "k", "min_rows",
-                                                     "keep_checkpoints", "keep_epoch_weights"})
+                                                     "keep_checkpoints", "keep_epoch_weights", "keep_resume_state"})
     h.update(json.dumps([settings, seed, family], sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -365,13 +365,13 @@ WEIGHT_FILES = ("model*.safetensors", "pytorch_model*.bin")
 
 
 def prune_checkpoints(out_dir: Path | str, keep: int = 1, keep_weights: bool = False) -> list[Path]:
-    """Keep the newest ``keep`` complete checkpoints whole; delete older epochs' folders, or (``keep_weights``)
-    reduce them to their model weights. Returns the folders pruned."""
+    """Keep the newest ``keep`` complete checkpoints whole (0: none, see :func:`drop_resume_state`); delete older
+    epochs' folders, or (``keep_weights``) reduce them to their model weights. Returns the folders pruned."""
     root = Path(out_dir) / CHECKPOINTS
     full = sorted((int(d.name.split("-", 1)[1]), d) for d in root.glob("epoch-*")
                   if d.is_dir() and d.name.split("-", 1)[1].isdigit() and (d / STATE_FILE).is_file())
     pruned = []
-    for _, d in full[: max(len(full) - max(keep, 1), 0)]:
+    for _, d in full[: max(len(full) - max(keep, 0), 0)]:
         (d / STATE_FILE).unlink()  # first: from now on the folder is not a resumable checkpoint
         if not keep_weights:
             shutil.rmtree(d, ignore_errors=True)
@@ -382,3 +382,20 @@ def prune_checkpoints(out_dir: Path | str, keep: int = 1, keep_weights: bool = F
                     shutil.rmtree(f, ignore_errors=True) if f.is_dir() else f.unlink()
         pruned.append(d)
     return pruned
+
+
+def drop_resume_state(out_dir: Path | str, keep_weights: bool = False) -> int:
+    """After a finished run (its final model saved): delete every full training state in ``checkpoints/`` (model,
+    optimizer, scheduler, RNG: only a resume needs them), or with ``keep_weights`` reduce each to its model weights;
+    the folder goes when nothing is left. Returns the bytes freed."""
+    root = Path(out_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return 0
+    before = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    for tmp in root.glob(".epoch-*.tmp"):  # a save killed half-way
+        shutil.rmtree(tmp, ignore_errors=True)
+    prune_checkpoints(out_dir, keep=0, keep_weights=keep_weights)
+    if not any(root.rglob("*.safetensors")) and not any(root.rglob("*.bin")):
+        shutil.rmtree(root, ignore_errors=True)
+    after = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
+    return before - after
