@@ -31,7 +31,7 @@ from . import stages as T
 from .config import Config
 from .errors import CCDAError, ConfigError, InputError, ItemErrors
 from .io import file_lock, json_hash, path_hash, write_json
-from .layout import LOCK_FILE, RunLayout
+from .layout import LOCK_FILE, RESUME_DIRS, RunLayout
 from .progress import step as progress_step
 from .stages import get_stage
 
@@ -136,12 +136,17 @@ def select(steps: list[Step], only: Iterable[str] | None = None, until: str | No
 # ------------------------------------------------------------------------------------------------------ freshness
 
 
-def _input_hashes(step: Step) -> dict[str, str] | None:
+#: how a marker's input hashes were computed: 2 leaves the resume state out (layout.RESUME_DIRS), so removing it
+#: (`ccda clean`, a finished fine-tuning) leaves the later steps up to date; markers without a rule are rule 1
+HASH_RULE = 2
+
+
+def _input_hashes(step: Step, rule: int = HASH_RULE) -> dict[str, str] | None:
     out = {}
     for name, p in step.inputs.items():
         if not Path(p).exists():
             return None
-        out[name] = path_hash(p, ignore=(MARKER, LOCK_FILE))
+        out[name] = path_hash(p, ignore=(MARKER, LOCK_FILE), ignore_dirs=RESUME_DIRS if rule >= 2 else ())
     return out
 
 
@@ -155,7 +160,7 @@ def is_fresh(step: Step, config: Config) -> bool:
         return False
     if rec.get("key") != step.key(config):
         return False
-    hashes = _input_hashes(step)
+    hashes = _input_hashes(step, int(rec.get("hash_rule", 1)))
     return (hashes is not None and rec.get("inputs") == hashes and _outputs_exist(step.out_dir)
             and _row_fresh(step, config))
 
@@ -197,7 +202,7 @@ def run_step(step: Step, config: Config, **extra: Any) -> dict[str, Any]:
         summary = fn(config, dict(step.inputs), step.out_dir, **step.options, **extra)
         if not error_items(summary):
             write_json(marker, {"stage": step.row.step, "name": step.name, "key": step.key(config),
-                                "inputs": _input_hashes(step) or {}})
+                                "hash_rule": HASH_RULE, "inputs": _input_hashes(step) or {}})
     return summary
 
 

@@ -23,7 +23,8 @@ scoring, the extrinsic heads) reports through :class:`Progress`::
   it belongs to.
 
 :func:`quiet_library_noise` filters the third-party warnings that mean nothing to a user of the pipeline
-(:data:`FILTERED_WARNINGS`, each with the reason), and says once which it filtered.
+(:data:`FILTERED_WARNINGS`, each with the reason; the CLI does it for every command); :func:`filtered_note` is the
+one line ``ccda run`` writes at its start to say which.
 
 This module imports nothing from the rest of the package (every stage may use it).
 """
@@ -306,20 +307,22 @@ def _tick_forever() -> None:
 
 #: third-party warnings that say nothing a user of the pipeline can act on: (module regex, message regex, why)
 FILTERED_WARNINGS: tuple[tuple[str, str, str], ...] = ()
-_SAID = False
 
 
 def quiet_library_noise(filters: tuple[tuple[str, str, str], ...] | None = None) -> list[str]:
-    """Ignore :data:`FILTERED_WARNINGS` (unless ``$CCDA_SHOW_WARNINGS`` is set) and say once, at INFO, which
-    ones; returns the reasons."""
-    global _SAID
+    """Ignore the ``filters`` (default :data:`FILTERED_WARNINGS`) unless ``$CCDA_SHOW_WARNINGS`` is set; returns
+    what is filtered, one reason each (:func:`filtered_note` says it in one line)."""
     chosen = FILTERED_WARNINGS if filters is None else filters
-    if os.environ.get(SHOW_WARNINGS_ENV) or not chosen:
+    if os.environ.get(SHOW_WARNINGS_ENV):
         return []
     for module, message, _ in chosen:
         warnings.filterwarnings("ignore", message=message, module=module)
-    reasons = [why for _, _, why in chosen]
-    if not _SAID:
-        _SAID = True
-        log.info("filtered third-party warnings (%s=1 shows them): %s", SHOW_WARNINGS_ENV, "; ".join(reasons))
-    return reasons
+    return [why for _, _, why in chosen]
+
+
+def filtered_note() -> str:
+    """One line naming the filtered warnings (for the start of a run's log); "" when none are."""
+    if os.environ.get(SHOW_WARNINGS_ENV) or not FILTERED_WARNINGS:
+        return ""
+    return (f"third-party warnings filtered ({SHOW_WARNINGS_ENV}=1 shows them): "
+            + "; ".join(why for _, _, why in FILTERED_WARNINGS))

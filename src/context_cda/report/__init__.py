@@ -319,7 +319,7 @@ table{border-collapse:collapse;margin:.6em 0 1.4em;font-size:.86em;display:block
 th,td{border:1px solid #d0d4da;padding:4px 9px;vertical-align:top}th{background:#f0f3f7;text-align:left}
 tr:nth-child(even) td{background:#fafbfc}td:has(+td),td{font-variant-numeric:tabular-nums}
 code{background:#f3f4f6;padding:1px 4px;border-radius:3px;font-size:.9em}
-p img,figure img{max-width:48%;margin:4px 1%;border:1px solid #e5e7eb;border-radius:4px;vertical-align:top}
+p img,figure img{max-width:46%;margin:4px 1%;border:1px solid #e5e7eb;border-radius:4px;vertical-align:top}
 li{margin:.2em 0}strong{color:#111}
 """
 
