@@ -1,8 +1,10 @@
 """``ccda clean RUN_DIR``: remove what a finished run no longer needs, and say how much it frees.
 
-What goes is the *resume state* of finished steps (:data:`context_cda.layout.RESUME_STATE`): fine-tuning's full
-training states (``checkpoints/``: weights, optimizer, scheduler, RNG; the finished model is in ``final/``), the
-generation parts' result shards and generation caches, the entropy parts' sample caches and shards. Their tables,
+What goes is the *resume state* and the *per-item stores and caches* of finished steps
+(:data:`context_cda.layout.RESUME_STATE`, :data:`~context_cda.layout.CACHES`): fine-tuning's full training states
+(``checkpoints/``, when a run kept them with ``train.keep_resume_state``; the finished model is in ``final/``), the
+generation parts' result shards and generation caches, the entropy parts' result shards and sample caches (a
+finished step keeps those so that a rerun with a larger limit or other settings redoes only what changed). Their tables,
 manifests, final models, metrics and per-item predictions stay, so the report, the registry and every up-to-date
 check are unchanged (the runner's checks leave the resume state out), and a later ``ccda run`` skips what was
 done. A step whose folder is locked (a process works in it) or that has not finished (no ``manifest.json``) is
@@ -41,9 +43,10 @@ def size_of(path: Path) -> int:
 
 
 def resume_folders(run_dir: Path) -> list[tuple[str, Path, Path]]:
-    """(step, step folder, resume-state folder) for every resume-state folder in the run, in layout order."""
+    """(step, step folder, resume-state or cache folder) for every one in the run, in layout order."""
     out = []
-    for step, names in L.RESUME_STATE.items():
+    for step in dict.fromkeys([*L.RESUME_STATE, *L.CACHES]):
+        names = (*L.RESUME_STATE.get(step, ()), *L.CACHES.get(step, ()))
         for _, folder in L.discover(L.fanin_dir(run_dir, step, {}), step):
             out += [(step, folder, folder / n) for n in names if (folder / n).exists()]
     return out

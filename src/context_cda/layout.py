@@ -68,15 +68,15 @@ EPOCH_PREDICTIONS_DIR = "predictions"
 REPORT_FILE = "report.md"
 ERRORS_FILE = "errors.parquet"  # items that failed for a transient reason (retried by the next run)
 LOCK_FILE = ".ccda-lock"  # held while a process works in a step folder (context_cda.io.file_lock)
-#: step -> the folders inside its step folder that only a resume (or a rerun of the same work) needs: a finished
-#: step does not. Fine-tuning deletes its own when it finishes (train.keep_resume_state keeps it); `ccda clean`
-#: removes the rest; the runner's up-to-date checks do not look into them.
-RESUME_STATE: dict[str, tuple[str, ...]] = {
-    "finetune": (CHECKPOINTS_DIR,),
-    "augment-part": ("shards", "cache"),
-    "entropy-part": ("shards", "samples"),
-}
-RESUME_DIRS: tuple[str, ...] = tuple(dict.fromkeys(d for ds in RESUME_STATE.values() for d in ds))
+#: step -> the folders inside its step folder that only a resume of that unfinished step needs: fine-tuning's full
+#: training states, which a finished fine-tuning deletes (final/ holds the model; train.keep_resume_state keeps them)
+RESUME_STATE: dict[str, tuple[str, ...]] = {"finetune": (CHECKPOINTS_DIR,)}
+#: step -> its per-item stores and caches: the generation parts' result shards and generation cache, the entropy
+#: parts' result shards and sample cache. A finished step keeps them (small), so a rerun with a larger limit or
+#: other settings redoes only what changed; `ccda clean` removes them (and any resume state left)
+CACHES: dict[str, tuple[str, ...]] = {"augment-part": ("shards", "cache"), "entropy-part": ("shards", "samples")}
+#: what the runner's up-to-date checks leave out of a folder input (removing it changes no step's inputs)
+RESUME_DIRS: tuple[str, ...] = tuple(dict.fromkeys(d for t in (RESUME_STATE, CACHES) for ds in t.values() for d in ds))
 
 #: step folder templates, relative to the run folder (keys in braces are filled per step)
 FOLDERS: dict[str, str] = {
