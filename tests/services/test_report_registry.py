@@ -15,9 +15,8 @@ pytest.importorskip("mlflow")
 pytest.importorskip("matplotlib")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
-from predictions import write_predictions  # noqa: E402
+from predictions import write_entropy_scores, write_predictions  # noqa: E402
 
-from context_cda import schemas as S  # noqa: E402
 from context_cda.config import Config  # noqa: E402
 from context_cda.layout import RunLayout  # noqa: E402
 from context_cda.tracking import decisions as D  # noqa: E402
@@ -50,11 +49,7 @@ def _run(tmp_path: Path) -> Config:
             ft / "metrics.csv", index=False)
         write_predictions(lay.evaluation_dir("tg", arm, 13), ss, cs)
     write_predictions(lay.evaluation_dir("tg"), 0.75, 0.72)
-    ent = lay.step_dir("entropy", target="tg")  # scores for the report's semantic-entropy histogram
-    ent.mkdir(parents=True)
-    pd.DataFrame({S.ID: [f"a{i}" for i in range(10)], S.TEXT: [f"Item {i} about her day." for i in range(10)],
-                  S.SE: [0.1 * i for i in range(10)], S.N_CLUSTERS: [1 + i % 3 for i in range(10)]}
-                 ).to_parquet(ent / "scores.parquet")
+    write_entropy_scores(lay.step_dir("entropy", target="tg"))  # for the report's semantic-entropy histogram
     (run / "filter" / "tg" / "k30").mkdir(parents=True)
     return cfg
 

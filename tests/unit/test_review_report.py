@@ -14,6 +14,7 @@ pytest.importorskip("matplotlib")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from cda_table import openai_config, write_cda_table  # noqa: E402
+from predictions import write_entropy_scores  # noqa: E402
 from test_augment_stage import ScriptedGenerator  # noqa: E402
 
 from context_cda import schemas as S  # noqa: E402
@@ -28,11 +29,7 @@ def _run(tmp_path):
     src = write_cda_table(tmp_path / "cda.parquet", 8, {1: "[REFUSE]", 2: "[SAME]", 3: "[FLAKY]"})
     run_augment(openai_config("http://127.0.0.1:9/v1", run), {"counterfactuals": src}, run / "augment",
                 generator=ScriptedGenerator())
-    ent = run / "entropy" / "tiny"
-    ent.mkdir(parents=True)
-    pd.DataFrame({S.ID: [f"a{i}" for i in range(10)], S.TEXT: [f"Item {i} about her day." for i in range(10)],
-                  S.SE: [0.1 * i for i in range(10)], S.N_CLUSTERS: [1 + i % 3 for i in range(10)]}
-                 ).to_parquet(ent / "scores.parquet")
+    write_entropy_scores(run / "entropy" / "tiny")
     (run / "filter" / "tiny" / "k30").mkdir(parents=True)
     return run
 
