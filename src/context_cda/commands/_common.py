@@ -121,16 +121,25 @@ def pick(names: list[str] | None, known: list[str], what: str) -> list[str]:
     return chosen
 
 
+#: the width of the console off a terminal (a log file, a pod): wide enough that a step's line is not broken
+LOG_WIDTH = 120
+
+
 def console():
+    """stdout; off a terminal, lines are not wrapped at 80 columns (a log reads one event per line)."""
+    import sys
+
     from rich.console import Console
 
-    return Console()
+    return Console() if sys.stdout.isatty() else Console(width=LOG_WIDTH, soft_wrap=True)
 
 
 def console_err():
+    import sys
+
     from rich.console import Console
 
-    return Console(stderr=True)
+    return Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=LOG_WIDTH, soft_wrap=True)
 
 
 def print_summary(title: str, summary: dict[str, Any]) -> None:

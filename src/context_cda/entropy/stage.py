@@ -467,10 +467,10 @@ def _process_shards(config: Config, todo: pd.DataFrame, models: _Models, out: Pa
     sample_dir = out / SAMPLES_DIR / sample_fingerprint(config)
     sample_dir.mkdir(parents=True, exist_ok=True)
     sample_cache = read_sample_cache(sample_dir)
+    progress.bar = Progress(len(todo), f"entropy[{target}]", "item")  # closed by _run_entropy; loads are work too
     progress.decider = decider = models.get_decider(batched)
     scorer = models.get_scorer()
     seq = len(list(shard_dir.glob("shard-*.parquet")))
-    progress.bar = Progress(len(todo), f"entropy[{target}]", "item")  # closed by _run_entropy
     for start in range(0, len(todo), cfg.shard_size):
         part = todo.iloc[start : start + cfg.shard_size]
         ids, texts = part[S.ID].astype(str).tolist(), part[S.TEXT].tolist()

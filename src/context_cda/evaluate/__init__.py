@@ -156,6 +156,7 @@ def run_evaluate(
         name = "/".join([target, *([arm] if arm else []), *([f"seed-{seed}"] if seed is not None else [])])
     from ..io import StageRecorder
     from ..models import parse_ref
+    from ..progress import activity
     from ..scoring import load_scorer
     from .data import benchmark_file
 
@@ -176,7 +177,7 @@ def run_evaluate(
         inputs=files,
         versions=("torch", "transformers"),
     )
-    with rec.timed("load_model"):
+    with rec.timed("load_model"), activity(f"load {model}"):
         scorer = load_scorer(
             model, device=config.run.device, batch_size=cfg.batch_size, cache=config.run.model_cache,
             progress=progress,

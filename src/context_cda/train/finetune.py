@@ -249,8 +249,10 @@ def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, 
 
 def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: int, token_budget, evaluate_fn,
               evaluate: bool, vanilla_metrics, on_step, say) -> dict[str, Any]:
+    from ..progress import activity
+
     rec = _recorder(config, inputs, out, target, arm, seed, token_budget)
-    with rec.timed("load"):
+    with rec.timed("load"), activity(f"load {config.run.targets[target]}"):
         model, tok, family = load_target(config, target)
         corpus = _corpus(config, inputs, arm, tok, family, token_budget)
         if config.train.lora.enabled:
@@ -370,10 +372,27 @@ def _epoch_evaluator(config, evaluate_fn, evaluate: bool, vanilla_metrics, metri
                 save_epoch_predictions(metrics_log.path.parent, epoch, fn.predictions)
         metrics_log.add(epoch, metrics)
         tracker.log_metrics(metrics, step=epoch)
-        say(f"finetune {label} epoch {epoch}: " + ", ".join(f"{k}={v:.2f}" for k, v in metrics.items()))
+        say(f"finetune {label} epoch {epoch}: {headline(metrics)}")
         return metrics
 
     return on_eval
+
+
+#: the metrics an epoch's log line shows (with their intervals); metrics.csv and MLflow hold every one
+HEADLINE = {"stereoset_ss": "SS", "stereoset_lms": "LMS", "stereoset_icat": "ICAT", "crows_cs": "CS"}
+
+
+def headline(metrics: Mapping[str, float]) -> str:
+    """``SS 57.00 [51.20, 62.80], LMS 88.10 [...], ... (+31 more in metrics.csv)``: one short line per epoch."""
+    shown = []
+    for key, title in HEADLINE.items():
+        if key in metrics:
+            lo, hi = metrics.get(f"{key}_ci_low"), metrics.get(f"{key}_ci_high")
+            iv = f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
+            shown.append(f"{title} {metrics[key]:.2f}{iv}")
+    used = {k for key in HEADLINE if key in metrics for k in (key, f"{key}_ci_low", f"{key}_ci_high")}
+    more = len(set(metrics) - used)
+    return ", ".join(shown) + (f" (+{more} more in metrics.csv)" if more else "") if shown else f"{len(metrics)} metrics"
 
 
 def _params(config: Config, target: str, arm: str, seed: int, family: str, budget: int) -> dict[str, Any]:
