@@ -227,17 +227,6 @@ def plot_curves(df: pd.DataFrame, out_dir: Path, level: float = 0.95) -> list[Pa
     return plots.plot_curves(df, out_dir, METRICS, _arm_order, arm_label, level)
 
 
-def _fmt(v: Any) -> str:
-    return "–" if v is None or v != v else f"{float(v):.2f}"
-
-
-def _fmt_metric(v: Any) -> str:
-    """Percent-scale values with 2 decimals, fractions with 3."""
-    if v is None or v != v:
-        return "–"
-    return f"{float(v):.2f}" if abs(float(v)) >= 1.5 else f"{float(v):.3f}"
-
-
 @dataclass
 class Report:
     """Everything the report says, computed once; :func:`render_markdown` writes it, :func:`render_html` shows it."""

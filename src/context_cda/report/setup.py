@@ -66,10 +66,25 @@ def models_lines(config: Any, folders: Mapping[str, Path]) -> list[str]:
     e = config.entropy
     judge = f"{e.judge} judge" + (f" (cosine ≥ {e.embedding_threshold:g})" if e.judge == "embedding" else "")
     out.append(f"- **Entailment judge** (semantic-entropy clusters; {judge}) — {describe(e.judge_model).text()}.")
-    meaning = (aug.get("review") or {}).get("meaning", getattr(config.augment.review, "meaning", "off"))
-    out.append(f"- **Review meaning judge** (augment) — {meaning}"
-               + (" (the entailment judge's model)" if meaning not in (None, "off") else "") + ".")
+    out.append(_meaning_line(config, aug))
     return out
+
+
+def _meaning_line(config: Any, aug: Mapping[str, Any]) -> str:
+    from ..augment.checks.meaning import judge_model_ref
+    from ..errors import CCDAError
+    from ..model_info import describe
+
+    r = config.augment.review
+    meaning = (aug.get("review") or {}).get("meaning", r.meaning)
+    if meaning in (None, "off"):
+        return "- **Review meaning judge** (augment) — off: the review checks form, names, numbers and genders only."
+    try:
+        ref = judge_model_ref(config)
+    except CCDAError as e:
+        return f"- **Review meaning judge** (augment; {meaning}) — model not resolvable ({e})."
+    rule = f"cosine ≥ {r.meaning_threshold:g}" if meaning == "embedding" else r.meaning_rule
+    return f"- **Review meaning judge** (augment; {meaning}, {rule}) — {describe(ref).text()}."
 
 
 # ------------------------------------------------------------------------------------------------ data
