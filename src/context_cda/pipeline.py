@@ -310,9 +310,12 @@ def check_requirements(config: Config, steps: list[Step]) -> None:
     from .models import check_device, parse_ref
 
     problems = preflight_problems(config, steps)
-    if problems:
-        raise InputError(f"pre-flight: {len(problems) - any(p.startswith('to fix:') for p in problems)} "
-                         "problem(s) found before the first step (nothing was run):\n  " + "\n  ".join(problems))
+    found = [p for p in problems if not p.startswith("to fix:")]
+    if len(found) == 1:  # one problem: one line (with its fix)
+        raise InputError("pre-flight, nothing was run: " + " ".join(problems))
+    if found:
+        raise InputError(f"pre-flight: {len(found)} problems found before the first step (nothing was run):\n  "
+                         + "\n  ".join(problems))
     refs: dict[str, str] = {}
     for s in steps:
         if "target" in s.keys and s.row.step in ("entropy-part", "finetune", "evaluate-vanilla"):
