@@ -160,3 +160,17 @@ def test_setup_reads_the_sizes_of_every_stage_from_the_manifests(tmp_path):
     assert "Software (as the fine-tuning recorded it): torch 2.13.0+cpu, transformers 5.24.0." in md
     assert "augment.limit = 96 (the first counterfactuals, in input order)" in md
     assert "**Target `s`** — `tiny:gpt2`: a tiny randomly initialised gpt2 (tests); float32." in md
+
+
+def test_benchmark_sizes_come_from_the_evaluate_steps_else_the_per_epoch_predictions(tmp_path):
+    from tests.helpers.predictions import write_predictions
+
+    run = tmp_path / "run"
+    lay = L.RunLayout(run).check()
+    ft = lay.step_dir("finetune", target="t", arm="cda", seed=13)
+    write_predictions(L.epoch_predictions_dir(ft, 0), 0.6, 0.6, n=40)
+    assert setup.item_counts(run / "evaluate", run / "finetune") == {"crows": 40, "stereoset": 40}
+    agg = lay.evaluation_dir("t") / L.AGGREGATE_FILE
+    agg.parent.mkdir(parents=True)
+    agg.write_text(json.dumps({"counts": {"stereoset_in": 255, "stereoset_scored": 120, "crows_scored": 118}}))
+    assert setup.item_counts(run / "evaluate", run / "finetune") == {"stereoset": 120, "crows": 118}

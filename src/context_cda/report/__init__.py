@@ -346,7 +346,7 @@ def build(config: Config, folders: Mapping[str, Path], out: Path) -> Report:
     t2 = extrinsic.with_marks(t2, extrinsic.read_deviations(evaluation_dirs(folders.get("evaluations"), seeds)))
     out.mkdir(parents=True, exist_ok=True)
     run_dir = folders["finetune"].parent
-    n_items = setup.item_counts(folders.get("evaluations"), every_seed)
+    n_items = setup.item_counts(folders.get("evaluations"), folders["finetune"])
     r = Report(run_dir, t1, t2, ev, registry.collect(config, folders.get("registrations")),
                generated.collect(folders.get("augment"), folders.get("entropy"), folders.get("filtered"), out,
                                  seed=config.run.seed),

@@ -1,4 +1,4 @@
-"""The evidence in the report: Table 1's intervals and significance marks, per-seed rows with mean ± std, and the
+"""The evidence in the report: Table 1's intervals and direction marks, per-seed rows with mean ± std, and the
 paired comparisons of every arm with vanilla and with every other arm.
 
 * Cells are ``value [low, high]``: the bootstrap interval at ``evaluate.bootstrap.level`` of the metric (from the

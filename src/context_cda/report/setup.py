@@ -243,8 +243,9 @@ def sampled_lines(config: Any) -> list[str]:
     return out
 
 
-def item_counts(evaluate_dir: Path | None, finetune_df: Any) -> dict[str, int]:
-    """Items per benchmark as the evaluate steps scored them (else as the per-epoch evaluation did)."""
+def item_counts(evaluate_dir: Path | None, finetune_dir: Path | None) -> dict[str, int]:
+    """Items per benchmark as the evaluate steps scored them, else as the per-epoch evaluation of the first
+    fine-tuning step did (its epoch-0 predictions)."""
     counts: dict[str, int] = {}
     for _, folder in _steps(evaluate_dir, "evaluate-vanilla") + _steps(evaluate_dir, "evaluate"):
         try:
@@ -254,6 +255,14 @@ def item_counts(evaluate_dir: Path | None, finetune_df: Any) -> dict[str, int]:
         for k, v in (agg.get("counts") or {}).items():
             if k.endswith("_scored") and isinstance(v, int):
                 counts.setdefault(k.removesuffix("_scored"), v)
+    if counts:
+        return counts
+    import pandas as pd
+
+    for _, folder in _steps(finetune_dir, "finetune")[:1]:
+        epochs = L.epoch_predictions_dirs(folder)
+        for p in sorted(epochs[0].glob(f"*/{L.PREDICTIONS_FILE}")) if epochs else []:
+            counts[p.parent.name] = len(pd.read_parquet(p))
     return counts
 
 
