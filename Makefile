@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install demo data test test-slow lint params dvc docs clean-runs
+.PHONY: install demo data test test-slow test-images images lint params dvc docs clean-runs
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,22 @@ test: install
 
 test-slow: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+# Container images: context-cda-<name>:<version>, with docker or podman (scripts/build-images.sh; docs/kubernetes.md
+# for the build args of air-gapped sites). Here the train image gets CPU torch (it builds and runs without a GPU,
+# reusing the cpu image's layers); `make images IMAGES=train TORCH_BUILD=cu128` for GPU nodes. When no daemon
+# answers, scripts/engine.sh starts dockerd (machines without systemd; `scripts/engine.sh stop` stops it).
+IMAGES ?= cpu train mlflow
+TORCH_BUILD ?= cpu
+images:
+	scripts/engine.sh start
+	TORCH_BUILD=$(TORCH_BUILD) scripts/build-images.sh $(IMAGES)
+
+# The image suite (marker `images`): builds the images, runs every pipeline task in its image, `ccda run` in the
+# CPU image, MLflow from its image; starts the engine when none runs and stops it after, skips (saying why) when
+# no engine can run here.
+test-images: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m images -rs tests/images tests/pipelines/test_four_doors.py $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests components pipelines benchmarks

@@ -1,10 +1,12 @@
-"""Entropy stage throughput on CPU with tiny models: batched judge + scorer vs one pair at a time, same run.
+"""Semantic-entropy throughput on CPU with tiny models: batched judge + scorer vs one pair at a time, same run.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_entropy.py [--items 48] [--m 10] [--judge nli|embedding]
 
 The M rephrasings are generated once (tiny:llama through the hf Generator, timed) and replayed to both modes, so
-both score and cluster the very same samples; the figures are the stage's items/s (sampling replay + scoring +
-clustering + estimators + shard writes) and the speed-up, plus judge calls per item against the M^2 all-pairs.
+both cluster and score the very same samples; the figures are the items/s of the sample step (sampling replay +
+clustering + shard writes) and the entropy step (scoring + estimators + shard writes) together, and the speed-up,
+plus judge calls per item against the M^2 all-pairs. (benchmarks/bench_shared_samples.py measures drawing and
+clustering once for several targets against once per target.)
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def main() -> None:
     import torch
 
     from context_cda.config import Config
-    from context_cda.entropy import run_entropy
+    from context_cda.entropy import run_entropy, run_sample
     from context_cda.generation import make_generator
     from context_cda.judges import make_judge
     from context_cda.scoring import load_scorer
@@ -98,16 +100,10 @@ def main() -> None:
         if not batched and hasattr(judge, "batch_size"):
             judge.batch_size = 1
         t = time.perf_counter()
-        s = run_entropy(
-            cfg,
-            {"augmented": src},
-            tmp / mode,
-            "t",
-            generator=gen,
-            scorer=scorer,
-            judge=judge,
-            batched=batched,
-        )
+        s = run_sample(cfg, {"augmented": src}, tmp / mode / "sample", generator=gen, judge=judge, batched=batched)
+        e = run_entropy(cfg, {"samples": tmp / mode / "sample"}, tmp / mode / "entropy", "t", scorer=scorer,
+                        batched=batched)
+        s.update(scored=e["scored"], n_clusters_mean=e["n_clusters_mean"])
         dt = time.perf_counter() - t
         results[mode] = (dt, s)
         if mode == "warm-up":
@@ -121,8 +117,8 @@ def main() -> None:
             f"batches {s['judge_batches']}, scored {s['scored']})"
         )
     b, o = results["batched"], results["one-at-a-time"]
-    a = pd.read_parquet(tmp / "batched/scores.parquet")
-    c = pd.read_parquet(tmp / "one-at-a-time/scores.parquet")
+    a = pd.read_parquet(tmp / "batched/entropy/scores.parquet")
+    c = pd.read_parquet(tmp / "one-at-a-time/entropy/scores.parquet")
     same_clusters = (a["n_clusters"].to_numpy() == c["n_clusters"].to_numpy()).all()
     max_diff = float((a["se"] - c["se"]).abs().max())
     print(

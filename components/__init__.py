@@ -16,13 +16,13 @@ import os
 if not os.environ.get("_KFP_RUNTIME"):
     from components.augment import augment
     from components.cda import cda
-    from components.control import arm_matrix, collect_arms, part_matrix, record_status
-    from components.entropy import entropy
+    from components.control import collect_arms, matrix, record_status
+    from components.entropy import entropy, sample
     from components.evaluate import evaluate, evaluate_target
     from components.filter import filter  # noqa: A004
     from components.finetune import finetune
     from components.ingest import ingest
-    from components.merge import augment_merge, entropy_merge
+    from components.merge import augment_merge, sample_merge
     from components.register import register
     from components.report import report
     from components.validate import validate
@@ -35,8 +35,9 @@ if not os.environ.get("_KFP_RUNTIME"):
         "augment-part": augment,
         "augment": augment_merge,
         "validate-augment": validate,
-        "entropy-part": entropy,
-        "entropy": entropy_merge,
+        "sample-part": sample,
+        "sample": sample_merge,
+        "entropy": entropy,
         "validate-entropy": validate,
         "filter": filter,
         "finetune": finetune,
@@ -48,21 +49,21 @@ if not os.environ.get("_KFP_RUNTIME"):
 
 __all__ = [
     "STAGE_COMPONENTS",
-    "arm_matrix",
     "augment",
     "augment_merge",
     "cda",
     "collect_arms",
     "entropy",
-    "entropy_merge",
     "evaluate",
     "evaluate_target",
     "filter",
     "finetune",
     "ingest",
-    "part_matrix",
+    "matrix",
     "record_status",
     "register",
     "report",
+    "sample",
+    "sample_merge",
     "validate",
 ]

@@ -118,6 +118,24 @@ def run_table_step(step: str, config, artifacts: Mapping[str, Any], output, **ke
                      **T.step_options(row, keys))
 
 
+def step_matrix(config, step: str, fixed: Mapping[str, Any]) -> list[dict]:
+    """The ParallelFor items of ``step``: its fan-out keys' values from ``config`` (``fixed`` keys kept), each with
+    the step's view of the config as ``config`` (a one-line JSON string, like ``config_yaml``)."""
+    import itertools
+
+    from context_cda import stages as T
+
+    row = T.get(step)
+    values = [[fixed[k]] if k in fixed else T.fanout_values(config, k) for k in row.fanout]
+    items = [dict(zip(row.fanout, combo, strict=True)) for combo in itertools.product(*values)]
+    return [{**keys, "config": config_json(T.step_view(config, row, keys))} for keys in items]
+
+
+def config_json(config) -> str:
+    """The config as a pipeline parameter: YAML in flow style, i.e. one line of JSON (``yaml.safe_load`` reads it)."""
+    return json.dumps(config.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
 def run_stage(stage: str, config, inputs: Mapping[str, Any], out_dir: str, **options: Any) -> str:
     """Call the library function of step ``stage`` and return its summary as JSON (the component's output)."""
     from context_cda.stages import get_stage

@@ -18,6 +18,10 @@ class Corpus(dsl.Dataset):
     """A stage folder holding one text table as Parquet (sentences, counterfactuals, augmented, validated)."""
 
 
+class Samples(dsl.Dataset):
+    """``sample/`` (or one generation part of it): the M rephrasings per item and their entailment clusters."""
+
+
 class ScoredCorpus(dsl.Dataset):
     """``entropy/<target>/``: the semantic entropy per item and the per-sample audit table."""
 

@@ -5,14 +5,13 @@ On the cluster the pipeline passes ``overrides`` that select the backend: the cl
 The parts (``pipeline.generation_shards``, a ParallelFor) are joined by :func:`components.merge.augment_merge`.
 """
 
-from kfp import dsl
 from kfp.dsl import Input, Output
 
 from components.artifacts import Corpus
-from components.images import GPU_IMAGE
+from components.images import gpu_component
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def augment(
     config_yaml: str,
     shard: int,

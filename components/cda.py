@@ -1,13 +1,12 @@
 """cda: sentences -> two-sided word-swap counterfactuals."""
 
-from kfp import dsl
 from kfp.dsl import Input, Output
 
 from components.artifacts import Corpus
-from components.images import CPU_IMAGE
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def cda(
     config_yaml: str, sentences: Input[Corpus], counterfactuals: Output[Corpus], overrides: list[str] = []  # noqa: B006
 ) -> str:

@@ -1,5 +1,5 @@
-"""Control-flow helpers of the pipeline (no stage behind them): the (arm, seed) matrix, a per-target fan-in and the
-exit handler's status record."""
+"""Control-flow helpers of the pipeline (no stage behind them): the loops' items from the config, a per-target fan-in
+and the exit handler's status record."""
 
 from kfp import dsl
 from kfp.dsl import Input, Output, PipelineTaskFinalStatus
@@ -12,27 +12,25 @@ from components.artifacts import (
     RunSummary,
     ScoredCorpus,
 )
-from components.images import CPU_IMAGE
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
-def arm_matrix(target: str, arms: list[str], seeds: list[int]) -> list[dict]:
-    """``[{"target": target, "arm": arm, "seed": seed}, ...]``: the inner ParallelFor's items (every arm of this
-    target, once per training seed).
+@cpu_component
+def matrix(config_yaml: str, step: str, target: str = "") -> list[dict]:
+    """The items of ``step``'s ParallelFor, from the config (the run's one source): one per value of each fan-out
+    key of the stage table's row (``target`` fixed when given), each with the step's own ``config``, the view of
+    the config that step reads (context_cda.stages.step_view: its seed and target only), so adding a seed or a
+    target leaves the finished tasks' cache keys as they were.
 
-    Carrying the target inside each item keeps it exact in nested loops (kfp.local substitutes outer loop items).
+    e.g. ``finetune`` for target t -> ``[{"target": t, "arm": "cda", "seed": 13, "config": "..."}, ...]``. Carrying
+    the outer keys inside each item keeps them exact in nested loops (kfp.local substitutes outer loop items).
     """
-    return [{"target": target, "arm": arm, "seed": seed} for arm in arms for seed in seeds]
+    from components._runtime import load_config, step_matrix
+
+    return step_matrix(load_config(config_yaml), step, {"target": target} if target else {})
 
 
-@dsl.component(base_image=CPU_IMAGE)
-def part_matrix(target: str, parts: int) -> list[dict]:
-    """``[{"target": target, "shard": 0}, ...]``: the items of a target's generation-part loop (the target travels
-    in each item, as in :func:`arm_matrix`)."""
-    return [{"target": target, "shard": i} for i in range(parts)]
-
-
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def collect_arms(
     target: str,
     checkpoints: Input[list[dsl.Model]],
@@ -85,7 +83,7 @@ def collect_arms(
     return json.dumps({"target": target, "steps": items})
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def record_status(config_yaml: str, status: PipelineTaskFinalStatus, record: Output[RunStatus]) -> str:
     """Exit handler: write how the run ended (and which task failed, with its error) as ``status.json``.
 

@@ -4,14 +4,13 @@
 the baseline every arm is compared against.
 """
 
-from kfp import dsl
 from kfp.dsl import Input, Metrics, Output
 
 from components.artifacts import Checkpoint, Evaluation
-from components.images import GPU_IMAGE
+from components.images import gpu_component
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def evaluate(
     config_yaml: str,
     target: str,
@@ -31,7 +30,7 @@ def evaluate(
     return summary
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def evaluate_target(
     config_yaml: str,
     target: str,

@@ -1,13 +1,12 @@
 """filter: drop the top k % semantic entropy of the validated scores, one corpus per k (``k<k>/corpus.parquet``)."""
 
-from kfp import dsl
 from kfp.dsl import Input, Output
 
 from components.artifacts import Corpus, FilteredCorpora
-from components.images import CPU_IMAGE
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def filter(  # noqa: A001 - the stage's name
     config_yaml: str,
     target: str,

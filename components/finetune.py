@@ -1,13 +1,12 @@
 """finetune: debias one target model on one arm's validated corpus with one seed; per-epoch metrics."""
 
-from kfp import dsl
 from kfp.dsl import Input, Metrics, Output
 
 from components.artifacts import Checkpoint, Corpus, FilteredCorpora
-from components.images import GPU_IMAGE
+from components.images import gpu_component
 
 
-@dsl.component(base_image=GPU_IMAGE)
+@gpu_component
 def finetune(
     config_yaml: str,
     target: str,

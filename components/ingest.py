@@ -1,13 +1,12 @@
 """ingest: corpus -> ``sentences.parquet`` (the corpus itself comes from ``config.ingest``)."""
 
-from kfp import dsl
 from kfp.dsl import Output
 
 from components.artifacts import Corpus
-from components.images import CPU_IMAGE
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def ingest(config_yaml: str, sentences: Output[Corpus], overrides: list[str] = []) -> str:  # noqa: B006
     """Read, normalise and select gendered sentences (context_cda.corpus.run_ingest)."""
     from components._runtime import load_config, run_table_step

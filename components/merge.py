@@ -1,14 +1,14 @@
-"""The merges of the generation parts: every part's tables joined exactly once, with a check that no item is
-missing or doubled (context_cda.shards)."""
+"""The merges of the generation parts (augment, sample): every part's tables joined exactly once, with a check that
+no item is missing or doubled (context_cda.shards)."""
 
 from kfp import dsl
 from kfp.dsl import Input, Output
 
-from components.artifacts import Corpus, ScoredCorpus
-from components.images import CPU_IMAGE
+from components.artifacts import Corpus, Samples
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def augment_merge(
     config_yaml: str,
     parts: Input[list[dsl.Dataset]],
@@ -23,17 +23,16 @@ def augment_merge(
                           {"parts": list(parts), "counterfactuals": counterfactuals}, augmented)
 
 
-@dsl.component(base_image=CPU_IMAGE)
-def entropy_merge(
+@cpu_component
+def sample_merge(
     config_yaml: str,
-    target: str,
     parts: Input[list[dsl.Dataset]],
     augmented: Input[Corpus],
-    scores: Output[ScoredCorpus],
+    samples: Output[Samples],
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
-    """Join ``target``'s entropy parts (context_cda.entropy.run_entropy_merge)."""
+    """Join the sample parts (context_cda.entropy.run_sample_merge): the samples every target's entropy scores."""
     from components._runtime import load_config, run_table_step
 
-    return run_table_step("entropy", load_config(config_yaml, overrides),
-                          {"parts": list(parts), "augmented": augmented}, scores, target=target)
+    return run_table_step("sample", load_config(config_yaml, overrides),
+                          {"parts": list(parts), "augmented": augmented}, samples)

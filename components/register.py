@@ -4,10 +4,10 @@ from kfp import dsl
 from kfp.dsl import Input, Output
 
 from components.artifacts import Evaluation, FilteredCorpora, Registration
-from components.images import CPU_IMAGE
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def register(
     config_yaml: str,
     target: str,

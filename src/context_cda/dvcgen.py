@@ -4,7 +4,8 @@ Every row of :data:`context_cda.stages.TABLE` that is switched on becomes one DV
 ``ccda <command>`` with its fan-out keys as flags, ``deps`` are its inputs (the same layout paths the runner and
 Kubeflow use) and its library code, ``params`` the config keys it reads, ``outs``/``metrics``/``plots`` what it
 writes. Fan-out keys become a DVC ``matrix`` over ``run.targets`` (its keys), ``train.arms`` and ``train.seeds``,
-so ``params.yaml`` alone decides how many targets, arms and seeds run; the generation parts
+so ``params.yaml`` alone decides how many targets, arms and seeds run (a per-seed step's params leave out
+``train.seeds``: adding a seed runs only the new seed's steps, :func:`context_cda.stages.param_keys`); the generation parts
 (``pipeline.generation_shards``) and a row's ``when`` key (e.g. ``evaluate.after_training``) are read from the config
 the file is generated with (regenerate after changing them). A test keeps the committed
 ``dvc.yaml`` equal to what this module generates.
@@ -73,7 +74,7 @@ def stage_entry(row: T.Stage, config: Config) -> dict[str, Any]:
     deps = [_rel(row, i) for i in row.inputs if not i.optional or T.get(i.step).enabled(config)]
     files = [str(v) for k in row.config_files if (v := T.config_value(config, k))]  # e.g. a local corpus
     entry["deps"] = deps + files + [f"{SRC}/{c}" for c in row.code]
-    entry["params"] = [s.replace("{target}", "${item.target}") for s in row.sections]
+    entry["params"] = [s.replace("{target}", "${item.target}") for s in T.param_keys(config, row)]
     outs = [f"{folder}/{o}" for o in T.outs_of(row, config)]
     if outs or not (row.outs or row.metrics or row.plots):
         outs = outs or [folder]  # none named: the whole step folder

@@ -98,8 +98,26 @@ def unwritable(path: Path | str, err: OSError) -> InputError:
     folder should be, no permission, disk full)."""
     why = {errno.ENOTDIR: "a part of this path is a file, not a folder",
            errno.EEXIST: "a file of that name is in the way"}.get(err.errno or 0, err.strerror or str(err))
+    if err.errno in (errno.EACCES, errno.EPERM):
+        why += owner_hint(err.filename or path)
     return InputError(f"{path}: cannot write here ({why}). Choose a writable folder (--run-dir, --out or "
                       "run.run_dir), or free the space.")
+
+
+def owner_hint(path: Path | str | bytes) -> str:
+    """``; /x belongs to uid 0, this process runs as uid 10001`` when the nearest existing folder of ``path`` is
+    someone else's: typically a folder mounted into a container whose user does not own it ("" otherwise)."""
+    if not hasattr(os, "getuid"):
+        return ""
+    p = Path(os.fsdecode(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        owner = p.stat().st_uid
+    except OSError:
+        return ""
+    me = os.getuid()
+    return "" if owner == me else f"; {p} belongs to uid {owner}, this process runs as uid {me}"
 
 
 def ensure_dir(path: Path | str) -> Path:

@@ -5,14 +5,15 @@ tables, a ``manifest.json`` and nothing else. Stages, stage commands, the local 
 generated from :mod:`context_cda.stages`, which reads paths from here), the Kubeflow components and the report ask
 this module for paths; none of them joins a file name of its own::
 
-    <run>/layout.json                               {"layout_version": 2}
+    <run>/layout.json                               {"layout_version": 3}
     <run>/ingest/sentences.parquet
     <run>/cda/counterfactuals.parquet
     <run>/validate/<boundary>[/<target>]/           valid.parquet, quarantine.parquet, results.json
     <run>/augment-parts/part-<i>/                   one generation part each (pipeline.generation_shards)
     <run>/augment/augmented.parquet                 the parts merged (+ rejected.parquet, errors.parquet)
-    <run>/entropy-parts/<target>/part-<i>/          one part each: samples, checkpoints, its scores
-    <run>/entropy/<target>/scores.parquet           the parts merged (+ audit.parquet, rejected, errors)
+    <run>/sample-parts/part-<i>/                    one generation part each: the M samples and their clusters
+    <run>/sample/samples.parquet                    the parts merged, once for every target (+ rejected, errors)
+    <run>/entropy/<target>/scores.parquet           the samples scored by the target (+ audit.parquet, rejected)
     <run>/filter/<target>/k<k>/corpus.parquet       one folder per k (+ se_hist.png)
     <run>/finetune/<target>/<arm>/seed-<seed>/      final/, metrics.csv, train_rows.parquet, checkpoints/ (unfinished),
                                                     predictions/epoch-<N>/<benchmark>/predictions.parquet
@@ -25,9 +26,11 @@ this module for paths; none of them joins a file name of its own::
 Names that become path parts (targets, arms) must match :data:`NAME_PATTERN`; :func:`safe_name` refuses
 anything else (separators, ``..``, empty names), so no name can write outside the run folder.
 
-A run folder records its layout version in ``layout.json``. A folder written by an older version (layout 1:
-no ``layout.json``, no ``seed-<n>`` level, validated tables not used for training) is refused with a message
-naming its version, never silently mixed with the new layout.
+A run folder records its layout version in ``layout.json``. A folder written by an older version is refused with
+a message naming its version and what to do, never silently mixed with the new layout: layout 1 (no
+``layout.json``, no ``seed-<n>`` level, validated tables not used for training) is rerun in a new folder; layout 2
+(samples drawn per target in ``entropy-parts/<target>/``) is migrated in place by ``ccda migrate``
+(:mod:`context_cda.migrate`), which keeps every output and lets the next run draw the samples once.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 LAYOUT_FILE = "layout.json"
 
 # ---- files inside step folders
@@ -52,6 +55,7 @@ RESULTS_FILE = "results.json"
 AUGMENTED_FILE = "augmented.parquet"
 SCORES_FILE = "scores.parquet"
 AUDIT_FILE = "audit.parquet"
+SAMPLES_FILE = "samples.parquet"
 FILTERED_FILE = "corpus.parquet"
 SE_HIST_FILE = "se_hist.png"
 METRICS_FILE = "metrics.csv"
@@ -86,7 +90,8 @@ FOLDERS: dict[str, str] = {
     "augment-part": "augment-parts/part-{shard}",
     "augment": "augment",
     "validate-augment": "validate/augment",
-    "entropy-part": "entropy-parts/{target}/part-{shard}",
+    "sample-part": "sample-parts/part-{shard}",
+    "sample": "sample",
     "entropy": "entropy/{target}",
     "validate-entropy": "validate/entropy/{target}",
     "filter": "filter/{target}",
@@ -239,6 +244,10 @@ class RunLayout:
     def augmented(self) -> Path:
         return self.step_dir("augment") / AUGMENTED_FILE
 
+    @property
+    def samples(self) -> Path:
+        return self.step_dir("sample") / SAMPLES_FILE
+
     def validated(self, boundary: str, target: str | None = None) -> Path:
         return self.validate_dir(boundary, target) / VALID_FILE
 
@@ -288,22 +297,30 @@ class RunLayout:
         found = self.version()
         if found is None:
             if create:
-                _write_marker(self.root)
+                write_marker(self.root)
             return self
         if found != LAYOUT_VERSION:
-            older = found < LAYOUT_VERSION
-            raise ConfigError(
-                f"{self.root}: this run folder uses run layout {found}, and this context-cda reads layout "
-                f"{LAYOUT_VERSION}. "
-                + ("It was written by an older version (no validated training inputs, no seed-<n> folders): "
-                   "start a new run folder (--run-dir, or run.run_dir) and rerun; the old one stays readable "
-                   "with the version that wrote it." if older else
-                   "It was written by a newer version: upgrade context-cda or use another run folder.")
-            )
+            raise ConfigError(f"{self.root}: this run folder uses run layout {found}, and this context-cda reads "
+                              f"layout {LAYOUT_VERSION}. {upgrade_hint(self.root, found)}")
         return self
 
 
-def _write_marker(root: Path) -> None:
+def upgrade_hint(root: Path, found: int) -> str:
+    """What to do with a run folder of layout ``found``."""
+    if found > LAYOUT_VERSION:
+        return "It was written by a newer version: upgrade context-cda or use another run folder."
+    if found == 2:
+        return ("It was written before the samples were drawn once for every target (entropy-parts/<target>/): "
+                f"migrate it in place with `ccda migrate --run-dir {root}` (with the same --profile/--set as the "
+                "run; it keeps every output, and the next `ccda run` draws the samples once and reuses what stays "
+                "the same), or start a new run folder (--run-dir) and rerun.")
+    return ("It was written by an older version (no validated training inputs, no seed-<n> folders): start a new "
+            "run folder (--run-dir, or run.run_dir) and rerun; the old one stays readable with the version that "
+            "wrote it.")
+
+
+def write_marker(root: Path) -> None:
+    """Record this layout version in run folder ``root``."""
     from .io import ensure_dir, write_json
 
     ensure_dir(root)

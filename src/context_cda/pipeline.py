@@ -6,11 +6,12 @@ through the same stage function the CLI, DVC and Kubeflow call. A step is skippe
 (``<out_dir>/.ccda-step.json``) records the same step key (the config keys the row reads, less ``train.seeds``
 for a per-seed step, and its options) and the same input fingerprints, and its outputs still exist. A killed run
 leaves no marker for the step it was in; on the next ``ccda run`` that step runs again, and the long stages
-resume from their own checkpoints (augment and entropy shards, training epochs) instead of starting over.
+resume from their own checkpoints (the item engine's shards of augment, sample and entropy; training epochs) instead
+of starting over.
 
 A step runs holding its folder's lock (:func:`context_cda.io.file_lock`): a second runner, stage command,
 ``dvc repro`` or Kubeflow task in the same step folder is refused, naming the holder. A step that ends with
-*error items* (items that failed for a transient reason: augment, entropy) is never marked up to date: without
+*error items* (items that failed for a transient reason: augment, sample) is never marked up to date: without
 ``run.allow_errors`` its stage raises :class:`~context_cda.errors.ItemErrors` and the run stops there (exit code
 75); with it the run goes on, says so loudly, and stops before fine-tuning a target whose corpus lost more than
 ``run.max_error_fraction`` of its items to errors. Either way the next run reruns the step, which retries exactly
@@ -273,13 +274,13 @@ def _run_one(step: Step, config: Config, vanilla: dict[str, dict[str, float]], n
 
 
 def _check_error_share(config: Config, results: list[StepResult], step: Step) -> None:
-    """Stop before fine-tuning a target when this run's error items (augment, the target's entropy) took more
-    than ``run.max_error_fraction`` of the items planned for its corpus."""
+    """Stop before fine-tuning a target when this run's error items (augment, the sample step, the target's
+    entropy) took more than ``run.max_error_fraction`` of the items planned for its corpus."""
     target = step.keys["target"]
     parts, kept = [], 1.0
     for r in results:
-        if r.errors and (r.step.row.step == "augment" or (r.step.row.step == "entropy"
-                                                          and r.step.keys.get("target") == target)):
+        if r.errors and (r.step.row.step in ("augment", "sample") or (r.step.row.step == "entropy"
+                                                                     and r.step.keys.get("target") == target)):
             planned = int(r.summary.get("items") or r.summary.get("items_in") or r.errors)
             parts.append(f"{r.step.name}: {r.errors} of {planned}")
             kept *= 1 - r.errors / max(planned, r.errors)
@@ -318,16 +319,15 @@ def check_requirements(config: Config, steps: list[Step]) -> None:
                          + "\n  ".join(problems))
     refs: dict[str, str] = {}
     for s in steps:
-        if "target" in s.keys and s.row.step in ("entropy-part", "finetune", "evaluate-vanilla"):
+        if "target" in s.keys and s.row.step in ("entropy", "finetune", "evaluate-vanilla"):
             refs[f"run.targets.{s.keys['target']}"] = config.run.targets[s.keys["target"]]
         if s.row.step == "augment-part" and config.augment.backend != "openai":
             refs["augment.model"] = config.augment.model
-        if s.row.step == "entropy-part":
-            e = config.entropy
-            if (e.generator_backend or config.augment.backend) != "openai":
-                refs["entropy.generator_model" if e.generator_model else "augment.model"] = (
-                    e.generator_model or config.augment.model)
-            refs["entropy.judge_model"] = e.judge_model
+        if s.row.step == "sample-part":
+            backend, model = config.sample_generator()
+            if backend != "openai":
+                refs["entropy.generator_model" if config.entropy.generator_model else "augment.model"] = model
+            refs["entropy.judge_model"] = config.entropy.judge_model
     for key, ref in refs.items():
         try:
             parse_ref(ref)

@@ -1,14 +1,16 @@
-"""Generation shards: which part of the items each of ``pipeline.generation_shards`` parallel tasks takes, and the
-one merge of their outputs.
+"""Generation parts: which part of the items each of ``pipeline.generation_shards`` parallel tasks takes, and the
+one merge of their outputs (augment, sample).
 
 An item belongs to part ``stable hash of its id mod K``: the same part in every run and every door, whatever the
-input's order, so each part resumes on its own. :func:`merge_parts` reads every part's tables and refuses a merge in
-which an item is missing or appears twice (in two parts, or twice in one), naming the ids.
+input's order, so each part resumes on its own (with the item engine's checkpoints, :mod:`context_cda.items`).
+:func:`merge` reads every part's tables and refuses a merge in which an item is missing or appears twice (in two
+parts, or twice in one), naming the ids; the tables come out in the input's order, the summaries added up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -94,3 +96,39 @@ def sum_summaries(summaries: Sequence[dict]) -> dict:
             else:
                 out[key] = out.get(key, 0) + value
     return out
+
+
+@dataclass
+class Merged:
+    """The parts' folders, their tables joined (input order) and their summaries added up."""
+
+    parts: list[Path]
+    tables: dict[str, pd.DataFrame]
+    summary: dict
+
+
+def merge(parent: Path | str, step: str, parts: int, key: str, expected: Sequence[str], names: Sequence[str],
+          what: str, *, several: Sequence[str] = (), then: str | None = None,
+          fixed: dict[str, str] | None = None) -> Merged:
+    """Join the tables ``names`` of ``step``'s parts 0..parts-1 (in fan-in folder ``parent``) by ``key``: every
+    ``expected`` key must be in exactly one part's tables (``several``: tables with several rows per key, e.g. one
+    per sample), in the order of ``expected`` (then of the column ``then``)."""
+    from .io import MANIFEST, read_json
+
+    folders = part_folders(parent, step, parts, fixed)
+    tables = {name: [read_part_table(p / name, key) for p in folders] for name in names}
+    seen = [t[[key]].drop_duplicates() if name in several else t[[key]]
+            for name, frames in tables.items() for t in frames if len(t)]
+    merge_parts(seen, key, expected, what)
+    order = {k: i for i, k in enumerate(map(str, expected))}
+    joined = {name: concat_in_order(frames, key, order, then=then) for name, frames in tables.items()}
+    summary = sum_summaries([read_json(p / MANIFEST).get("summary", {}) for p in folders])
+    return Merged(folders, joined, {**summary, "parts": len(folders)})
+
+
+def write_merged(merged: Merged, out: Path | str) -> dict[str, Path]:
+    """Write the joined tables into the merge's folder (``rejected.parquet`` as every stage writes it)."""
+    from .io import REJECTED, write_rejected, write_table
+
+    return {name: write_rejected(frame, out) if name == REJECTED else write_table(frame, Path(out) / name)
+            for name, frame in merged.tables.items()}

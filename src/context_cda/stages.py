@@ -96,6 +96,12 @@ _PER_BENCHMARK = {"outs": ("{benchmark}",), "metrics": (L.AGGREGATE_FILE,)}
 _GEN = ("generation", "models.py", "tiny.py")
 _VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_FILE,)}
 _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
+#: the entropy settings the sample step reads (the samples and their clusters: drawn and judged once per run) and
+#: the ones each target's entropy step reads (scoring); together every field of ``entropy`` (a test keeps it so)
+SAMPLE_KEYS = tuple(f"entropy.{k}" for k in (
+    "n_samples", "temperature", "top_p", "max_tokens", "generator_backend", "generator_model", "judge", "judge_model",
+    "rule", "embedding_threshold", "condition_on_x", "clustering", "min_samples", "batch_size", "shard_size", "limit"))
+SCORE_KEYS = tuple(f"entropy.{k}" for k in ("estimator", "length_normalised", "batch_size", "shard_size"))
 
 TABLE: tuple[Stage, ...] = (
     Stage("ingest", "ingest", "context_cda.corpus:run_ingest", ("run.seed", "lexicon", "ingest"),
@@ -110,22 +116,27 @@ TABLE: tuple[Stage, ...] = (
           ("run.seed", "run.device", "lexicon", "augment", "entropy.judge", "entropy.judge_model",
            "pipeline.generation_shards"),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), fanout=("shard",), gpu="generator",
-          code=("augment", *_GEN, "shards.py", "judges.py"), artifact="part", cli_args=("--no-progress",), generates=True),
+          code=("augment", *_GEN, "shards.py", "items.py", "judges.py"), artifact="part", cli_args=("--no-progress",),
+          generates=True),
     Stage("augment", "augment", "context_cda.augment:run_augment_merge",
           ("lexicon", "augment", "pipeline.generation_shards"),
           (Input("parts", "augment-part"), Input("counterfactuals", "validate-cda", L.VALID_FILE)),
-          code=("augment", "shards.py"), artifact="augmented", cli_args=("--merge",)),
+          code=("augment", "shards.py", "items.py"), artifact="augmented", cli_args=("--merge",)),
     Stage("validate-augment", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "augment"),
           (Input("augment", "augment", L.AUGMENTED_FILE),), options={"boundary": "augment"},
           code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_VALIDATED),
-    Stage("entropy-part", "entropy", "context_cda.entropy:run_entropy",
-          ("run.seed", "run.device", "run.targets.{target}", "augment", "entropy", "pipeline.generation_shards"),
-          (Input("augmented", "validate-augment", L.VALID_FILE),), fanout=("target", "shard"), gpu="yes",
-          code=("entropy", "augment", *_GEN, "scoring", "judges.py", "shards.py"), artifact="part", generates=True),
-    Stage("entropy", "entropy", "context_cda.entropy:run_entropy_merge",
-          ("entropy.limit", "pipeline.generation_shards"),
-          (Input("parts", "entropy-part", None, ("target",)), Input("augmented", "validate-augment", L.VALID_FILE)),
-          fanout=("target",), code=("entropy", "shards.py"), artifact="scores", cli_args=("--merge",)),
+    Stage("sample-part", "sample", "context_cda.entropy:run_sample",
+          ("run.seed", "run.device", "augment", *SAMPLE_KEYS, "pipeline.generation_shards"),
+          (Input("augmented", "validate-augment", L.VALID_FILE),), fanout=("shard",), gpu="yes",
+          code=("entropy", "augment", *_GEN, "judges.py", "shards.py", "items.py"), artifact="part",
+          cli_args=("--no-progress",), generates=True),
+    Stage("sample", "sample", "context_cda.entropy:run_sample_merge", ("entropy.limit", "pipeline.generation_shards"),
+          (Input("parts", "sample-part"), Input("augmented", "validate-augment", L.VALID_FILE)),
+          code=("entropy", "shards.py", "items.py"), artifact="samples", cli_args=("--merge",)),
+    Stage("entropy", "entropy", "context_cda.entropy:run_entropy", ("run.device", "run.targets.{target}", *SCORE_KEYS),
+          (Input("samples", "sample"),), fanout=("target",), gpu="yes",
+          code=("entropy", "scoring", "models.py", "tiny.py", "items.py"), artifact="scores",
+          cli_args=("--no-progress",)),
     Stage("validate-entropy", "validate", "context_cda.validation:run_validate", ("validate",),
           (Input("entropy", "entropy", L.SCORES_FILE, ("target",)),), fanout=("target",),
           options={"boundary": "entropy"}, code=("validation",), artifact="validated",
@@ -223,15 +234,21 @@ def sections_of(row: Stage, keys: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(s.format(**keys) for s in row.sections)
 
 
-#: fan-out key -> the config list it iterates (a step with that key reads only its own value, in its keys)
-FANOUT_LISTS = {"seed": "train.seeds"}
+#: fan-out key -> the config list (or mapping) it iterates: a step with that key reads only its own value, so
+#: adding a seed (or a target) changes nothing a finished step read, under every door: the runner's step key
+#: (:func:`key_sections`), DVC's params (:func:`param_keys`) and the config a Kubeflow task gets (:func:`step_view`)
+FANOUT_LISTS = {"seed": "train.seeds", "target": "run.targets"}
+
+
+def _own_lists(row: Stage) -> list[str]:
+    return [FANOUT_LISTS[k] for k in row.fanout if k in FANOUT_LISTS]
 
 
 def key_sections(config: Config, row: Stage, keys: Mapping[str, Any]) -> dict[str, Any]:
     """The config values a step's up-to-date key hashes: the row's sections, less the lists its fan-out keys
     iterate (a per-seed step depends on its own seed, not on the others: adding a seed reruns none of the steps
     already done)."""
-    drop = [FANOUT_LISTS[k] for k in row.fanout if k in FANOUT_LISTS]
+    drop = _own_lists(row)
     out: dict[str, Any] = {}
     for section in sections_of(row, keys):
         if section in drop:
@@ -243,6 +260,34 @@ def key_sections(config: Config, row: Stage, keys: Mapping[str, Any]) -> dict[st
                 value = {k: v for k, v in value.items() if k != leaf}
         out[section] = value
     return out
+
+
+def param_keys(config: Config, row: Stage) -> list[str]:
+    """The config keys DVC tracks for ``row`` (its ``params``): its sections, a section that holds a list the row
+    fans out over spelled out key by key without that list (``train`` -> ``train.arms``, ``train.k``, ... but not
+    ``train.seeds`` for a per-seed step), so adding a seed reruns no finished step there either."""
+    drop = _own_lists(row)
+    out: list[str] = []
+    for section in row.sections:
+        inner = [d for d in drop if d.rpartition(".")[0] == section]
+        if inner:
+            value = config_value(config, section)
+            out += [f"{section}.{k}" for k in value if f"{section}.{k}" not in inner]
+        elif section not in drop:
+            out.append(section)
+    return out
+
+
+def step_view(config: Config, row: Stage, keys: Mapping[str, Any]) -> Config:
+    """The config as one step of ``row`` sees it: each list its fan-out keys iterate narrowed to the step's own
+    value (``train.seeds`` -> [seed], ``run.targets`` -> {target: its model}). A Kubeflow task gets this view, so
+    its cache key does not change when a seed or a target is added."""
+    view = config.model_copy(deep=True)
+    if "seed" in row.fanout:
+        view.train.seeds = [int(keys["seed"])]
+    if "target" in row.fanout:
+        view.run.targets = {str(keys["target"]): config.run.targets[str(keys["target"])]}
+    return view
 
 
 # ---------------------------------------------------------------------------------------- one step's paths

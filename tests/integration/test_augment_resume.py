@@ -50,15 +50,15 @@ def test_killed_run_resumes_exactly_once(tmp_path):
         ref_requests = len(srv.log)
 
         run_dir = tmp_path / "run"
-        shards = run_dir / "augment-parts" / "part-0" / "shards"  # the one generation part's store
+        shards = run_dir / "augment-parts" / "part-0" / "shards"  # the one generation part's checkpoints
         proc = subprocess.Popen(_cmd(run_dir, src, srv.base_url), cwd=tmp_path, env=_env(tmp_path),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 60
-        while time.time() < deadline and len(list(shards.glob("shard-*.parquet"))) < 3:
+        while time.time() < deadline and len(list(shards.glob("*/shard-*.parquet"))) < 3:
             time.sleep(0.02)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
-        n_shards = len(list(shards.glob("shard-*.parquet")))
+        n_shards = len(list(shards.glob("*/shard-*.parquet")))  # shards/<fingerprint>/
         assert 3 <= n_shards < N // 3, "the kill must land mid-run"
         assert not (run_dir / "augment" / "augmented.parquet").exists()
 

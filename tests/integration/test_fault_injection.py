@@ -1,9 +1,9 @@
 """`ccda run` against a generator server that fails ~60 % of its requests, then against a healthy one.
 
 Errors are not results: the first run stops at augment with exit code 75; a second run with --allow-errors goes on
-(loudly) but marks neither augment nor entropy up to date; the third run, against the healed server, sends exactly
-the items that failed before (counted in the fake server), and ends with every item accepted or rejected with a
-reason, none twice, every step up to date.
+(loudly) but marks neither augment nor the sample step up to date; the third run, against the healed server, sends
+exactly the items that failed before (counted in the fake server), and ends with every item accepted or rejected
+with a reason, none twice, every step up to date.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def ccda(*args: str) -> subprocess.CompletedProcess:
 def _profile(tmp_path: Path, base_url: str) -> Path:
     over = fast_overrides(base_url)
     over["augment"]["openai"].update({"max_attempts": 1, "backoff_base_s": 0.01, "timeout_s": 5.0})
-    over["entropy"]["limit"] = None  # every item, so "the items entropy has not finished" is well defined
+    over["entropy"]["limit"] = None  # every item, so "the items the sample step has not finished" is well defined
     over["run"] = {"run_dir": str(tmp_path / "run")}
     over["tracking"] = {"enabled": False}
     base = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
@@ -53,8 +53,9 @@ def _calls(srv: FakeOpenAIServer, since: int, kind: str) -> list[str]:
 
 def test_transient_failures_are_retried_exactly_once_the_server_is_healthy(tmp_path):
     run = tmp_path / "run"
-    aug_dir, ent_dir = run / "augment", run / "entropy" / "tiny-gpt2"  # the merged outputs
-    aug_part, ent_part = run / "augment-parts" / "part-0", run / "entropy-parts" / "tiny-gpt2" / "part-0"
+    aug_dir, smp_dir = run / "augment", run / "sample"  # the merged outputs
+    ent_dir = run / "entropy" / "tiny-gpt2"
+    aug_part, smp_part = run / "augment-parts" / "part-0", run / "sample-parts" / "part-0"
     with FakeOpenAIServer(model="fake-model", fault_rate=0.6, faults=("500", "429", "drop", "badjson")) as srv:
         profile = str(_profile(tmp_path, srv.base_url))
 
@@ -63,26 +64,28 @@ def test_transient_failures_are_retried_exactly_once_the_server_is_healthy(tmp_p
         assert r1.returncode == 75, r1.stderr[-3000:]
         err_line = [ln for ln in r1.stderr.splitlines() if ln.startswith("error: ")]
         assert len(err_line) == 1 and "augment: " in err_line[0] and "failed for a transient reason" in err_line[0]
-        assert "Traceback" not in r1.stderr and not (run / "finetune").exists() and not ent_part.exists()
+        assert "Traceback" not in r1.stderr and not (run / "finetune").exists() and not smp_part.exists()
         errors1 = pd.read_parquet(aug_part / "errors.parquet")  # the part stopped; no merge ran
         assert len(errors1) > 0 and not (aug_part / ".ccda-step.json").exists()
         assert not set(errors1["cda_id"]) & set(pd.read_parquet(aug_part / "rejected.parquet")["cda_id"])
 
-        # 2. still faulty, --allow-errors: augment retries exactly its error items, entropy gets errors of its
-        #    own; the run goes on loudly, and neither step is marked up to date
+        # 2. still faulty, --allow-errors: augment retries exactly its error items, the sample step gets errors
+        #    of its own; the run goes on loudly, and neither step is marked up to date
         n = len(srv.calls)
         r2 = ccda("run", "--profile", profile, "--allow-errors", "--until", "filter")
         assert r2.returncode == 0, r2.stderr[-3000:]
         assert "WARNING" in r2.stderr and "rerun `ccda run` to retry exactly these items" in " ".join(r2.stderr.split())
         assert set(_calls(srv, n, "augment")) == set(errors1["counterfactual"])
         errors2 = pd.read_parquet(aug_dir / "errors.parquet")
-        ent_errors2 = pd.read_parquet(ent_dir / "errors.parquet")
+        ent_errors2 = pd.read_parquet(smp_dir / "errors.parquet")
         assert len(ent_errors2) > 0
-        rejected2 = pd.read_parquet(ent_dir / "rejected.parquet")
-        assert not rejected2["reason"].str.contains("generator|HTTP|429|500").any()  # errors are not rejections
+        assert len(pd.read_parquet(ent_dir / "errors.parquet")) == 0  # the target scored what was sampled
+        for d in (smp_dir, ent_dir):
+            rejected2 = pd.read_parquet(d / "rejected.parquet")
+            assert not rejected2["reason"].str.contains("generator|HTTP|429|500").any()  # errors are not rejections
         dry = ccda("run", "--profile", profile, "--dry-run", "--until", "filter").stdout
-        assert "to run  augment-part[part-0]" in dry and "to run  entropy-part[tiny-gpt2/part-0]" in dry
-        assert "to run  augment\n" in dry and "to run  entropy[tiny-gpt2]" in dry and "up to date  cda" in dry
+        assert "to run  augment-part[part-0]" in dry and "to run  sample-part[part-0]" in dry
+        assert "to run  augment\n" in dry and "to run  sample\n" in dry and "up to date  cda" in dry
         entropy_items2 = set(pd.read_parquet(run / "validate" / "augment" / "valid.parquet")["id"])
 
         # 3. healthy server: exactly the failed items are sent again, each once
@@ -96,7 +99,7 @@ def test_transient_failures_are_retried_exactly_once_the_server_is_healthy(tmp_p
         new_to_entropy = valid3.loc[~valid3["id"].isin(entropy_items2), "augmented"].str.strip()
         assert sorted(sent_ent) == sorted({*ent_errors2["text"].str.strip(), *new_to_entropy})
         assert max(Counter(sent_ent).values()) == 1  # one request (n samples) per item: nothing doubled
-        print(f"\nfault injection: run 1 augment errors {len(errors1)}; run 2 augment errors {len(errors2)}, entropy "
+        print(f"\nfault injection: run 1 augment errors {len(errors1)}; run 2 augment errors {len(errors2)}, sample "
               f"errors {len(ent_errors2)}; run 3 sent {len(sent_aug)} augment requests for {len(set(sent_aug))} "
               f"items and {len(sent_ent)} sampling requests ({len(ent_errors2)} retried, {len(new_to_entropy)} new)")
 
@@ -111,7 +114,7 @@ def test_transient_failures_are_retried_exactly_once_the_server_is_healthy(tmp_p
     ent_rej = pd.read_parquet(ent_dir / "rejected.parquet")
     assert scores["id"].is_unique and not set(scores["id"]) & set(ent_rej["id"])
     assert set(scores["id"]) | set(ent_rej["id"]) == set(valid3["id"])
-    assert len(pd.read_parquet(ent_dir / "errors.parquet")) == 0
+    assert len(pd.read_parquet(smp_dir / "errors.parquet")) == 0
     assert (run / "finetune" / "tiny-gpt2" / "context-cda" / "seed-13" / "final" / "model.safetensors").is_file()
     dry = ccda("run", "--profile", profile, "--dry-run").stdout
     assert "to run" not in dry, dry

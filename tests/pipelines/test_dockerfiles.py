@@ -100,7 +100,7 @@ def test_ignored_rules_are_justified(dockerfile: Path):
         if not m:
             continue
         assert i > 0 and lines[i - 1].lstrip().startswith("#"), f"{dockerfile.name}:{i + 1}: say why above the pragma"
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        nxt = _logical_lines("\n".join(lines[i + 1:]))[0]  # the instruction the pragma applies to
         for rule in m.group(1).split(","):
             assert rule in ALLOWED_IGNORES, f"{dockerfile.name}:{i + 1}: {rule} may not be ignored"
             assert ALLOWED_IGNORES[rule].search(nxt), f"{dockerfile.name}:{i + 1}: {rule} ignored on {nxt!r}"
@@ -148,12 +148,14 @@ def test_healthcheck_and_entrypoint(dockerfile: Path):
     ins = _instructions(dockerfile)
     health = [rest for i, rest in ins if i == "HEALTHCHECK"]
     assert health, f"{dockerfile.name}: say HEALTHCHECK NONE for batch images, probe servers otherwise"
-    entry = [rest for i, rest in ins if i == "ENTRYPOINT"][-1]
+    entries = [rest for i, rest in ins if i == "ENTRYPOINT"]
     kind = dockerfile.name.split(".", 1)[1]
     if kind in {"cpu", "train"}:
-        assert entry == '["ccda"]' and health[-1] == "NONE"
+        # no ENTRYPOINT: KFP gives the container `sh -c ...` as its command, and an entrypoint would eat it
+        assert not entries and health[-1] == "NONE"
+        assert [rest for i, rest in ins if i == "CMD"][-1] == '["ccda", "--help"]'
     else:  # servers probe /health
-        assert "/health" in health[-1] and "start-period" in health[-1]
+        assert entries and "/health" in health[-1] and "start-period" in health[-1]
 
 
 @pytest.mark.parametrize("kind", ["cpu", "train", "mlflow"])
@@ -167,12 +169,53 @@ def test_multi_stage_with_a_slim_runtime(kind: str):
 def test_torch_builds():
     cpu = (DOCKER / "Dockerfile.cpu").read_text()
     train = (DOCKER / "Dockerfile.train").read_text()
-    # CPU torch first (as the Makefile does), then the package; the train image takes a CUDA build.
-    assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in cpu
-    assert re.search(r"ARG TORCH_INDEX_URL=https://download\.pytorch\.org/whl/cu\d+", train)
+    # torch first (as the Makefile does), then the package; the cpu image takes the CPU build, the train image a
+    # CUDA build unless TORCH_BUILD=cpu (a train image to smoke-test without GPU)
+    assert "ARG TORCH_BUILD=cpu\n" in cpu
+    assert re.search(r"ARG TORCH_BUILD=cu\d+\n", train)
     for text in (cpu, train):
+        assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/${TORCH_BUILD}" in text
         assert text.index('"torch==${TORCH_VERSION}"') < text.index('pip install ".[${EXTRAS}]"')
+        assert text.index('"torch==${TORCH_VERSION}+${TORCH_BUILD}"') < text.index('pip install ".[${EXTRAS}]"')
         assert "ARG TORCH_VERSION=2.13.0" in text
+
+
+def _builder(path: Path) -> str:
+    text = path.read_text()
+    return text[text.index("FROM ${PYTHON_IMAGE} AS builder"):text.index("# ---- runtime")]
+
+
+def test_cpu_and_train_builders_are_the_same_text():
+    """So that a train image on CPU torch reuses every builder layer of the cpu image (one build, not two)."""
+    cpu, train = _builder(DOCKER / "Dockerfile.cpu"), _builder(DOCKER / "Dockerfile.train")
+    assert cpu.replace("ARG TORCH_BUILD=cpu", "ARG TORCH_BUILD=cu128") == train
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_no_frontend_pull_and_the_ca_bundle_only_as_a_build_secret(dockerfile: Path):
+    """No `# syntax=` line (an air-gapped engine would try to pull that frontend); pip's CA bundle comes as a
+    build secret mounted for the pip steps, never copied into a layer or set in the image's environment."""
+    text = dockerfile.read_text()
+    assert not re.search(r"(?im)^#\s*syntax=", text)
+    for ins, rest in _instructions(dockerfile):
+        if ins in {"COPY", "ADD"}:
+            assert not re.search(r"(?i)\.(crt|pem)\b|ca-bundle|ca-certificates", rest), rest
+        if ins == "ENV":
+            assert "PIP_CERT" not in rest and "REQUESTS_CA_BUNDLE" not in rest and "SSL_CERT_FILE" not in rest
+        if ins == "RUN" and "pip install" in rest and "--mount=type=secret,id=ca-bundle" in rest:
+            assert "export PIP_CERT=/run/secrets/ca-bundle" in rest
+    pip_runs = [rest for ins, rest in _instructions(dockerfile)
+                if ins == "RUN" and "pip install" in rest and "--no-deps --no-build-isolation" not in rest]
+    for rest in pip_runs:  # every step that reaches an index can trust the site's CA
+        assert "--mount=type=secret,id=ca-bundle" in rest, rest
+
+
+@pytest.mark.parametrize("kind", ["cpu", "train"])
+def test_pipeline_images_carry_the_profiles_and_params(kind: str):
+    """`ccda run --profile demo|paper|tiny` works in the container: configs/ and params.yaml (CCDA_PARAMS)."""
+    text = (DOCKER / f"Dockerfile.{kind}").read_text()
+    assert "COPY configs /opt/ccda/configs" in text and "COPY params.yaml /opt/ccda/params.yaml" in text
+    assert "CCDA_PARAMS=/opt/ccda/params.yaml" in text
 
 
 @pytest.mark.parametrize("kind", sorted(IMAGES))

@@ -48,8 +48,8 @@ def fake_llm():
 def test_dvc_yaml_declares_every_stage_with_code_deps_and_params():
     spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())
     stages = spec["stages"]
-    for name in ("ingest", "cda", "validate_cda", "augment", "validate_augment", "entropy", "validate_entropy",
-                 "filter", "finetune", "evaluate_vanilla", "evaluate", "register", "report"):
+    for name in ("ingest", "cda", "validate_cda", "augment", "validate_augment", "sample_part", "sample", "entropy",
+                 "validate_entropy", "filter", "finetune", "evaluate_vanilla", "evaluate", "register", "report"):
         assert name in stages, name
         body = stages[name]
         stage_cmd = body["cmd"].split()
@@ -66,8 +66,15 @@ def test_dvc_yaml_declares_every_stage_with_code_deps_and_params():
     assert "${run.run_dir}/validate/augment/valid.parquet" in stages["finetune"]["deps"]
     assert "${run.run_dir}/validate/entropy/${item.target}/valid.parquet" in stages["filter"]["deps"]
     raw = ("cda/counterfactuals.parquet", "augment/augmented.parquet", "/scores.parquet")
-    for name in ("finetune", "filter", "entropy", "augment"):
+    for name in ("finetune", "filter", "sample_part", "entropy", "augment"):
         assert not any(str(d).endswith(raw) for d in stages[name]["deps"]), name
+    # the samples: once for every target (no target in the sample steps), each target's entropy reads them
+    assert "target" not in stages["sample_part"]["matrix"] and "matrix" not in stages["sample"]
+    assert stages["entropy"]["deps"][0] == "${run.run_dir}/sample"
+    # a per-seed step does not track the seed list: adding a seed runs only the new seed's steps
+    for name in ("finetune", "evaluate"):
+        assert not {"train", "train.seeds"} & set(stages[name]["params"]), name
+    assert "train.epochs" in stages["finetune"]["params"] and "train.seeds" in stages["register"]["params"]
 
 
 def test_dvc_yaml_is_generated_from_the_stage_table():

@@ -30,7 +30,8 @@ from context_cda import stages as T  # noqa: E402
 from context_cda.config import Config, load_config  # noqa: E402
 from pipelines import DAG_STAGES, ClusterSettings, build_pipeline, compile_pipeline  # noqa: E402
 
-GPU_EXECUTORS = ("exec-entropy", "exec-finetune", "exec-evaluate", "exec-evaluate-target")  # see the table test
+GPU_EXECUTORS = ("exec-sample", "exec-entropy", "exec-finetune", "exec-evaluate",
+                 "exec-evaluate-target")  # see the table test
 
 
 def _config(**overrides) -> Config:
@@ -178,28 +179,64 @@ def test_exit_handler_records_status(gpu):
     assert status_input["taskFinalStatus"]["producerTask"] == "exit-handler-1"
 
 
-def test_parallel_for_over_targets_and_arms(gpu):
+def _loops(spec: dict) -> dict[str, dict]:
+    return {name: c["dag"]["tasks"] for name, c in spec["components"].items() if name.startswith("comp-for-loop")}
+
+
+def _loop_task(dag: dict, loop_component: str) -> str:
+    """The task in ``dag`` that runs the ParallelFor component ``loop_component``."""
+    return next(n for n, t in dag.items() if t.get("componentRef", {}).get("name") == loop_component)
+
+
+def _items_of(dag: dict, loop_task: str) -> tuple[str, dict]:
+    """(the task whose output a ParallelFor iterates, its inputs): each loop iterates a ``matrix`` task."""
+    channel = dag[loop_task]["parameterIterator"]["items"]["inputParameter"]
+    producer = channel.removeprefix("pipelinechannel--").removesuffix("-Output")
+    return producer, dag[producer]["inputs"]["parameters"]
+
+
+def test_parallel_for_over_parts_targets_and_arms_from_the_config(gpu):
+    """Every loop iterates a matrix task that reads the config at run time: the augment and sample parts, the
+    targets (each item with its view of the config), and (target, arm, seed) inside each target."""
     spec, _ = gpu
-    comps = spec["components"]
-    loops = {name: c["dag"]["tasks"] for name, c in comps.items() if name.startswith("comp-for-loop")}
-    outer = next(t for t in loops.values() if "filter" in t)
-    inner = next(t for t in loops.values() if "finetune" in t)
-    parts = next(t for t in loops.values() if "entropy" in t)  # the target's generation parts
-    assert {"entropy-merge", "filter", "arm-matrix", "collect-arms", "register"} <= set(outer)
-    assert {"finetune", "evaluate"} == set(inner) and set(parts) == {"entropy"}
-    inner_loop = next(n for n, t in outer.items() if t.get("componentRef", {}).get("name", "").endswith(
-        next(k for k, v in loops.items() if v is inner).removeprefix("comp-")))
+    loops = _loops(spec)
+    name = {k: next(n for n, t in loops.items() if k in t) for k in ("augment", "sample", "filter", "finetune")}
+    outer, inner = loops[name["filter"]], loops[name["finetune"]]
+    assert set(loops[name["augment"]]) == {"augment"} and set(loops[name["sample"]]) == {"sample"}
+    assert {"entropy", "filter", "collect-arms", "register"} <= set(outer) and "sample" not in outer
+    assert {"finetune", "evaluate"} == set(inner)
+    inner_loop = _loop_task(outer, name["finetune"])
     assert inner_loop in outer["register"]["dependentTasks"]  # every arm and seed first (one gate, in order)
-    exit_dag = comps["comp-exit-handler-1"]["dag"]["tasks"]
-    targets_loop = next(t for t in exit_dag.values()
-                        if t.get("parameterIterator", {}).get("items", {}).get("inputParameter", "").endswith("targets"))
-    arms_loop = outer[inner_loop]
-    assert "arm-matrix" in arms_loop["parameterIterator"]["items"]["inputParameter"]
-    # the generation parts: a ParallelFor over pipeline.generation_shards, before the targets and inside each
-    augment_loop = next(t for t in exit_dag.values() if "parameterIterator" in t and t is not targets_loop)
-    assert augment_loop["parameterIterator"]["items"]["raw"] == "[0]"
-    # the report fans in over the targets
-    assert "report" in exit_dag
+    exit_dag = spec["components"]["comp-exit-handler-1"]["dag"]["tasks"]
+    steps = {}
+    for loop, dag in ((name["augment"], exit_dag), (name["sample"], exit_dag), (name["filter"], exit_dag),
+                      (name["finetune"], outer)):
+        producer, params = _items_of(dag, _loop_task(dag, loop))
+        assert dag[producer]["componentRef"]["name"].startswith("comp-matrix")
+        steps[loop] = params["step"]["runtimeValue"]["constant"]
+        assert "config_yaml" in params
+    assert steps == {name["augment"]: "augment-part", name["sample"]: "sample-part", name["filter"]: "entropy",
+                     name["finetune"]: "finetune"}
+    # the per-target tasks take the target's view of the config from the loop item, not the pipeline parameter
+    assert outer["entropy"]["inputs"]["parameters"]["config_yaml"]["componentInputParameter"].endswith("-loop-item")
+    assert "sample-merge" in exit_dag and "report" in exit_dag  # the merge once, the report fans in the targets
+
+
+def test_the_matrix_items_carry_each_steps_view_of_the_config():
+    cfg = _config(run={"targets": {"a": "tiny:gpt2", "b": "tiny:bert"}}, train={"seeds": [13, 99]},
+                  pipeline={"generation_shards": 3})
+    parts = _runtime.step_matrix(cfg, "sample-part", {})
+    assert [p["shard"] for p in parts] == [0, 1, 2]
+    targets = _runtime.step_matrix(cfg, "entropy", {})
+    assert [t["target"] for t in targets] == ["a", "b"]
+    assert _runtime.load_config(targets[1]["config"]).run.targets == {"b": "tiny:bert"}
+    arms = _runtime.step_matrix(_runtime.load_config(targets[0]["config"]), "finetune", {"target": "a"})
+    assert [(i["target"], i["arm"], i["seed"]) for i in arms] == [
+        ("a", "cda", 13), ("a", "cda", 99), ("a", "context-cda", 13), ("a", "context-cda", 99)]
+    one = _config(run={"targets": {"a": "tiny:gpt2"}}, train={"seeds": [13]}, pipeline={"generation_shards": 3})
+    first = _runtime.step_matrix(one, "finetune", {"target": "a"})
+    # adding a seed and a target leaves the finished task's inputs (its KFP cache key) as they were
+    assert first[0] == arms[0] and _runtime.load_config(arms[0]["config"]).train.seeds == [13]
 
 
 def _artifact_source(task: dict, name: str) -> tuple[str, str]:
@@ -213,13 +250,13 @@ def _artifact_source(task: dict, name: str) -> tuple[str, str]:
 def test_evaluations_reach_register_and_the_report(gpu):
     spec, _ = gpu
     comps = spec["components"]
-    loops = {name: c["dag"]["tasks"] for name, c in comps.items() if name.startswith("comp-for-loop")}
+    loops = _loops(spec)
     outer_name, outer = next((n, t) for n, t in loops.items() if "filter" in t)
     inner_name, inner = next((n, t) for n, t in loops.items() if "finetune" in t)
     # the vanilla target is evaluated once per target (outer loop), on a GPU node, after its corpus passed
     van = outer["evaluate-target"]
     assert van["componentRef"]["name"] == "comp-evaluate-target"
-    assert van["inputs"]["parameters"]["target"] == outer["entropy-merge"]["inputs"]["parameters"]["target"]
+    assert van["inputs"]["parameters"]["target"] == outer["entropy"]["inputs"]["parameters"]["target"]
     assert "filter" in van["dependentTasks"]
     assert "evaluate-target" not in inner
     # register (per target) gets every (arm, seed)'s checkpoint and evaluation, and the target's vanilla one
@@ -256,8 +293,9 @@ def test_training_and_filtering_read_the_validated_tables(gpu):
     boundary = {t["inputs"]["parameters"]["boundary"]["runtimeValue"]["constant"]: n for n, t in validators.items()}
     assert _artifact_source(tasks["augment"], "counterfactuals") == ("<parent>", f"pipelinechannel--{boundary['cda']}-validated")
     assert _artifact_source(tasks["augment-merge"], "counterfactuals") == (boundary["cda"], "validated")
-    assert _artifact_source(tasks["entropy"], "augmented") == ("<parent>", f"pipelinechannel--{boundary['augment']}-validated")
-    assert _artifact_source(tasks["entropy-merge"], "augmented") == ("<parent>", f"pipelinechannel--{boundary['augment']}-validated")
+    assert _artifact_source(tasks["sample"], "augmented") == ("<parent>", f"pipelinechannel--{boundary['augment']}-validated")
+    assert _artifact_source(tasks["sample-merge"], "augmented") == (boundary["augment"], "validated")
+    assert _artifact_source(tasks["entropy"], "samples") == ("<parent>", "pipelinechannel--sample-merge-samples")
     assert _artifact_source(tasks["filter"], "scores") == (boundary["entropy"], "validated")
     ft = tasks["finetune"]
     assert _artifact_source(ft, "cda") == ("<parent>", f"pipelinechannel--{boundary['cda']}-validated")
@@ -273,14 +311,12 @@ def test_components_lay_fan_ins_out_by_the_run_layout():
 
 
 def test_pipeline_parameters_carry_the_config(gpu):
+    """The config is the run's one source: no targets, arms or seeds parameters beside it."""
     spec, _ = gpu
     params = spec["root"]["inputDefinitions"]["parameters"]
-    assert set(params) == {"config_yaml", "targets", "arms", "seeds"}
+    assert set(params) == {"config_yaml"}
     cfg = _runtime.load_config(params["config_yaml"]["defaultValue"])
     assert cfg.to_dict() == _config().to_dict()
-    assert params["targets"]["defaultValue"] == list(_config().run.targets)
-    assert params["arms"]["defaultValue"] == list(_config().train.arms)
-    assert params["seeds"]["defaultValue"] == list(_config().train.seeds)
 
 
 def test_augment_service_mode_uses_the_vllm_service_without_gpu(gpu):
@@ -475,7 +511,7 @@ def test_paper_package_covers_every_step_of_the_table(paper):
     spec, _, _ = paper
     steps = {step for step, _ in _task_steps(spec).values()}
     assert set(T.ORDER) <= steps  # the paper profile evaluates and registers: every step is a task
-    assert {"arm_matrix", "collect_arms", "record_status"} <= steps
+    assert {"matrix", "collect_arms", "record_status"} <= steps
 
 
 def test_paper_package_retries_with_backoff_except_side_effects_and_the_exit_handler(paper):
@@ -516,7 +552,7 @@ def test_paper_package_gpu_tasks_get_a_memory_backed_dev_shm(paper):
     execs = _task_steps(spec)
     gpu_steps = {r.step for r in T.TABLE if r.gpu == "yes"}  # augment runs on the vLLM service in this package
     gpu_execs = {ex for ex, (step, _) in execs.items() if step in gpu_steps}
-    assert len(gpu_execs) == len(gpu_steps) == 4
+    assert len(gpu_execs) == len(gpu_steps) == 5
     for ex in k8s:
         has_gpu = "accelerator" in _executors(spec)[ex]["container"].get("resources", {})
         assert has_gpu == (ex in gpu_execs), ex
@@ -561,9 +597,10 @@ def test_paper_package_sends_the_vllm_key_to_the_generating_steps_only(paper):
             assert secrets["ccda-vllm-api-key"]["keyToEnv"] == [{"secretKey": "OPENAI_API_KEY", "envVar": "OPENAI_API_KEY"}]
             assert not secrets["ccda-vllm-api-key"].get("optional", False)
             assert "augment.openai.allow_insecure=$CCDA_VLLM_ALLOW_INSECURE" in overrides
-    assert {s for s, (step, _) in _task_steps(spec).items() if step in ("augment-part", "entropy-part")} == {
-        "exec-augment", "exec-entropy"}
-    assert "overrides" in tasks["entropy"]["inputs"]["parameters"]
+    assert {s for s, (step, _) in _task_steps(spec).items() if step in ("augment-part", "sample-part")} == {
+        "exec-augment", "exec-sample"}
+    assert "overrides" in tasks["sample"]["inputs"]["parameters"]
+    assert "ccda-vllm-api-key" not in {s["secretName"] for s in k8s["exec-entropy"].get("secretAsEnv", [])}
 
 
 def test_cluster_settings_follow_the_pipeline_section(tmp_path):
@@ -574,7 +611,7 @@ def test_cluster_settings_follow_the_pipeline_section(tmp_path):
     k8s = _k8s(platform)
     assert not any("retryPolicy" in t for t in _all_tasks(spec).values())
     assert int(k8s["exec-filter"]["activeDeadlineSeconds"]) == 120
-    assert int(k8s["exec-arm-matrix"]["activeDeadlineSeconds"]) == 600
+    assert int(k8s["exec-matrix"]["activeDeadlineSeconds"]) == 600
     assert k8s["exec-finetune"]["emptyDirMounts"][0]["sizeLimit"] == "2Gi"
     assert not any("context-cda.io/egress" in e["podMetadata"]["labels"] for e in k8s.values())
     assert k8s["exec-ingest"]["securityContext"] == {"runAsUser": "2000", "runAsGroup": "3000", "runAsNonRoot": True}

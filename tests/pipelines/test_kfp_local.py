@@ -94,7 +94,8 @@ def test_cpu_pipeline_end_to_end_under_kfp_local(kfp_local, tmp_path, fake_llm):
     cfg = tp.tiny_config(fake_llm.base_url, run_dir=tmp_path / "run")
     build_pipeline("cpu", cfg, last_stage="report")()
     assert _status(kfp_local)["state"] == "SUCCEEDED"
-    expected = {"augment": "augmented.parquet", "entropy": "scores.parquet", "filter": "corpus.parquet",
+    expected = {"augment": "augmented.parquet", "sample": "samples.parquet", "entropy": "scores.parquet",
+                "filter": "corpus.parquet",
                 "finetune": "metrics.csv", "evaluate": "aggregate.json", "register": "promotion.json",
                 "report": "report.md"}
     for stage, name in expected.items():
@@ -133,8 +134,9 @@ def _check_evaluations_reach_register_and_report(root: Path, cfg) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_generation_parts_run_side_by_side_and_merge_once_under_kfp_local(kfp_local, tmp_path, fake_llm):
-    """pipeline.generation_shards = 3: augment and the entropy step run as three parts each (a ParallelFor),
-    merged once; every item of the input ends in exactly one part and the merged tables hold each once."""
+    """pipeline.generation_shards = 3: augment and the sample step run as three parts each (a ParallelFor read from
+    the config), merged once; every item of the input ends in exactly one part and the merged tables hold each
+    once; the target's entropy scores the merged samples."""
     import pandas as pd
 
     cfg = tp.tiny_config(fake_llm.base_url, run_dir=tmp_path / "run")
@@ -154,6 +156,10 @@ def test_generation_parts_run_side_by_side_and_merge_once_under_kfp_local(kfp_lo
                   if json.loads(m.read_text())["stage"] == "augment-merge")
     aug = pd.read_parquet(merged / "augmented.parquet")
     assert aug["id"].is_unique and json.loads((merged / "manifest.json").read_text())["summary"]["parts"] == 3
+    samples = next(m.parent for m in kfp_local.rglob("manifest.json")
+                   if json.loads(m.read_text())["stage"] == "sample-merge")
+    assert json.loads((samples / "manifest.json").read_text())["summary"]["parts"] == 3
+    assert not pd.read_parquet(samples / "samples.parquet").duplicated(["id", "sample_idx"]).any()
     scores = next(p for p in kfp_local.rglob("scores.parquet")
-                  if json.loads((p.parent / "manifest.json").read_text())["stage"] == "entropy-merge")
+                  if json.loads((p.parent / "manifest.json").read_text())["stage"] == "entropy")
     assert set(pd.read_parquet(scores)["id"]) <= set(aug["id"])

@@ -10,7 +10,6 @@ import pytest
 from context_cda.augment import (
     CheckSettings,
     GenerationCache,
-    ShardStore,
     build_messages,
     cache_key,
     check,
@@ -153,19 +152,24 @@ def test_cache_roundtrip_and_errors_not_cached(tmp_path):
     assert cache.hits == 1 and cache.misses == 2
 
 
-def test_shard_store_lock_and_tmp_cleanup(tmp_path):
+def test_checkpoint_store_lock_and_tmp_cleanup(tmp_path):
+    """The item engine's checkpoints (augment's shards): leftovers of a killed write removed, one process at a
+    time in a step folder (the lock names its holder), released when the holder ends."""
     from tests.helpers.lock_holder import other_process_holds
 
+    from context_cda import items as I
     from context_cda.errors import LockHeld
 
-    store = ShardStore(tmp_path / "shards")
+    store = I.Checkpoints.of(tmp_path, "fp")
+    store.root.mkdir(parents=True)
     (store.root / ".shard-x.parquet.tmp").write_text("half")
-    with store.locked():
+    with I.working(tmp_path, "augment"):
+        store.clean()
         assert not list(store.root.glob(".*.tmp"))
-        store.append([{"item_key": "a", "status": "accepted"}])
+        store.append([{"item_key": "a", "status": "done", "reason": ""}])
     assert len(store.read()) == 1
-    with other_process_holds(store.root, "augment"), pytest.raises(LockHeld, match=r"pid \d+ on .*augment"):
-        with ShardStore(tmp_path / "shards").locked():
+    with other_process_holds(tmp_path, "augment"), pytest.raises(LockHeld, match=r"pid \d+ on .*augment"):
+        with I.working(tmp_path, "augment"):
             pass
-    with store.locked():  # released when its holder ended
+    with I.working(tmp_path, "augment"):  # released when its holder ended
         pass

@@ -141,7 +141,7 @@ def test_crash_then_resume_is_exactly_once(tmp_path):
     ref = run_augment(cfg, {"counterfactuals": src}, tmp_path / "ref", generator=ScriptedGenerator())
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_augment(cfg, {"counterfactuals": src}, tmp_path / "run", generator=ScriptedGenerator(crash_after=5))
-    assert len(list((tmp_path / "run" / "shards").glob("shard-*.parquet"))) >= 1
+    assert len(list((tmp_path / "run" / "shards").glob("*/shard-*.parquet"))) >= 1  # shards/<fingerprint>/
     gen = ScriptedGenerator()
     s = run_augment(cfg, {"counterfactuals": src}, tmp_path / "run", generator=gen)
     assert s["resumed_items"] > 0 and s["duplicates_dropped"] == 0

@@ -532,42 +532,67 @@ def _(t):
 # ------------------------------------------------------------------------------------------------ entropy
 
 
-def entropy(t: Path, src: Path, *sets: str) -> list[str]:
-    return ["entropy", *base(t, "augment.backend=openai", "augment.model=m",
-                         "augment.openai.base_url=http://127.0.0.1:9/v1", *sets), "--input", str(src)]
+def sample(t: Path, src: Path, *sets: str) -> list[str]:
+    return ["sample", *base(t, "augment.backend=openai", "augment.model=m",
+                        "augment.openai.base_url=http://127.0.0.1:9/v1", *sets), "--input", str(src)]
 
 
-@case("entropy input without id", r"a\.parquet: the entropy stage needs columns id and augmented")
+def entropy(t: Path, *sets: str, samples: dict | None = None) -> list[str]:
+    """`ccda entropy` on a sample step's folder holding ``samples`` (default: one item's two samples)."""
+    rows = samples if samples is not None else {"id": ["a", "a"], "text": ["She went home."] * 2,
+                                               "sample_idx": [0, 1], "sample": ["She left.", "She went."],
+                                               "cluster": [0, 1]}
+    table(t / "s" / "samples.parquet", rows)
+    return ["entropy", *base(t, *sets), "--samples", str(t / "s")]
+
+
+@case("sample input without id", r"a\.parquet: the sample step needs columns id and augmented")
 def _(t):
-    return entropy(t, table(t / "a.parquet", {"augmented": ["She went home."]}))
+    return sample(t, table(t / "a.parquet", {"augmented": ["She went home."]}))
 
 
-@case("entropy empty input", r"a\.parquet: the table has no rows\. Nothing to score")
+@case("sample empty input", r"a\.parquet: the table has no rows\. Nothing to sample")
 def _(t):
-    return entropy(t, table(t / "a.parquet", pd.DataFrame({"id": pd.Series([], dtype=str),
-                                                           "augmented": pd.Series([], dtype=str)})))
+    return sample(t, table(t / "a.parquet", pd.DataFrame({"id": pd.Series([], dtype=str),
+                                                          "augmented": pd.Series([], dtype=str)})))
 
 
-@case("entropy int augmented column", r"a\.parquet: column 'augmented' must hold text .* row 0 holds 3")
+@case("sample int augmented column", r"a\.parquet: column 'augmented' must hold text .* row 0 holds 3")
 def _(t):
-    return entropy(t, table(t / "a.parquet", {"id": ["a", "b"], "augmented": [3, 4]}))
+    return sample(t, table(t / "a.parquet", {"id": ["a", "b"], "augmented": [3, 4]}))
 
 
-@case("entropy judge model missing", r"entropy\.judge_model|nope-judge: no such folder")
+@case("sample judge model missing", r"entropy\.judge_model|nope-judge: no such folder")
 def _(t):
-    return entropy(t, table(t / "a.parquet", {"id": ["a"], "augmented": ["She went home."]}),
-                   "entropy.judge=nli", "entropy.judge_model=./nope-judge")
+    return sample(t, table(t / "a.parquet", {"id": ["a"], "augmented": ["She went home."]}),
+                  "entropy.judge=nli", "entropy.judge_model=./nope-judge")
+
+
+@case("sample run.device=cuda without CUDA", r"run\.device=cuda: .*(no CUDA|CUDA support).*run\.device=auto or cpu")
+def _(t):
+    return sample(t, table(t / "a.parquet", {"id": ["a"], "augmented": ["She went home."]}), "run.device=cuda",
+                  "entropy.judge=nli", "entropy.judge_model=tiny:nli")
+
+
+@case("entropy without samples", r"s: no samples\.parquet; run the sample step first")
+def _(t):
+    (t / "s").mkdir(parents=True)
+    return ["entropy", *base(t), "--samples", str(t / "s")]
+
+
+@case("entropy samples table without clusters", r"samples\.parquet: missing column\(s\) cluster: not a sample step")
+def _(t):
+    return entropy(t, samples={"id": ["a"], "text": ["She went home."], "sample_idx": [0], "sample": ["She left."]})
 
 
 @case("entropy target not GGUF", r"model\.gguf: not a GGUF file .*starts with b'this'")
 def _(t):
-    return entropy(t, table(t / "a.parquet", {"id": ["a"], "augmented": ["She went home."]}),
-                   f"run.targets={{'t': '{not_gguf(t)}'}}")
+    return entropy(t, f"run.targets={{'t': '{not_gguf(t)}'}}")
 
 
 @case("entropy run.device=cuda without CUDA", r"run\.device=cuda: .*(no CUDA|CUDA support).*run\.device=auto or cpu")
 def _(t):
-    return entropy(t, table(t / "a.parquet", {"id": ["a"], "augmented": ["She went home."]}), "run.device=cuda")
+    return entropy(t, "run.device=cuda")
 
 
 # ------------------------------------------------------------------------------------------------ filter
@@ -739,10 +764,22 @@ def _(t):
     return ["ingest", *base(t), "--path", str(CORPUS)]
 
 
-@case("run folder of layout 1", r"uses run layout 1, and this context-cda reads layout 2")
+@case("run folder of layout 1", r"uses run layout 1, and this context-cda reads layout 3\. .*start a new run folder")
 def _(t):
     (t / "run" / "ingest").mkdir(parents=True)
     return run(t)
+
+
+@case("run folder of layout 2", r"uses run layout 2, .* migrate it in place with `ccda migrate --run-dir .*/run`")
+def _(t):
+    text_file(t / "run" / "layout.json", '{"layout_version": 2}')
+    return run(t)
+
+
+@case("arms' k not written by the filter", r"train\.arms context-cda-k40 \(k = 40\) would train on a corpus that "
+      r"filter\.k = \[30\] does not write; add it to filter\.k")
+def _(t):
+    return run(t, "train.arms=[cda, context-cda-k40]")
 
 
 @case("layout.json unreadable", r"layout\.json: unreadable layout record")
@@ -902,5 +939,5 @@ def test_the_catalogue_is_large_and_covers_both_doors(tmp_path):
         (tmp_path / str(i)).mkdir()
         doors.append(c.build(tmp_path / str(i))[0])
     assert doors.count("run") >= 20  # the runner
-    assert set(doors) >= {"ingest", "cda", "validate", "augment", "entropy", "filter", "finetune",
+    assert set(doors) >= {"ingest", "cda", "validate", "augment", "sample", "entropy", "filter", "finetune",
                           "evaluate", "register", "report"}  # every stage command

@@ -62,8 +62,8 @@ def test_error_items_count_once_not_in_the_parts_and_again_in_their_merge(two_pa
     from context_cda.pipeline import with_errors
 
     res = _results(two_parts, {"augment-part[part-0]": 2, "augment-part[part-1]": 1, "augment": 3,
-                               "entropy-part[gpt2/part-0]": 0, "entropy-part[gpt2/part-1]": 4, "entropy[gpt2]": 4})
-    assert [r.step.name for r in with_errors(res)] == ["augment", "entropy[gpt2]"]
+                               "sample-part[part-0]": 0, "sample-part[part-1]": 4, "sample": 4})
+    assert [r.step.name for r in with_errors(res)] == ["augment", "sample"]
     assert sum(r.errors for r in with_errors(res)) == 7
     # without their merge in the run (`--only augment-part`) the parts' errors are the ones counted
     assert sum(r.errors for r in with_errors(res[:2])) == 3
@@ -136,5 +136,5 @@ def test_run_help_lists_every_stage_in_order():
     from context_cda.cli import app
 
     text = " ".join(CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "250"}).output.split())
-    assert ("ingest → cda → validate → augment → validate → entropy → validate → filter → finetune → evaluate → "
-            "register → report") in text
+    assert ("ingest → cda → validate → augment → validate → sample → entropy → validate → filter → finetune → "
+            "evaluate → register → report") in text

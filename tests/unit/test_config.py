@@ -83,3 +83,28 @@ def test_cross_field_validation(tmp_path):
 def test_shipped_profiles_resolve(profile):
     cfg = load_config(profile, None, params_file=ROOT / "params.yaml")
     assert cfg.profile == profile and cfg.run.targets
+
+
+def test_the_arms_k_and_the_filters_k_cannot_disagree(tmp_path):
+    """Every corpus an arm trains on (train.k for context-cda, K of context-cda-k<K>) is one filter.k writes:
+    refused when the config loads, naming both keys and where each was set."""
+    params = write(tmp_path / "p.yaml", {"train": {"k": 20.0}})
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["filter.k=[30]"], params_file=params)
+    msg = str(e.value)
+    assert "train.arms context-cda (k = 20, from train.k)" in msg and "filter.k = [30] does not write" in msg
+    assert "filter.k=[20, 30]" in msg  # the fix
+    assert f"train.k from {params}" in msg and "filter.k from command-line flags" in msg
+    with pytest.raises(ConfigError, match=r"context-cda-k40 \(k = 40\) .*filter\.k = \[20, 30\]"):
+        load_config(None, ["filter.k=[20, 30]", "train.arms=[cda, context-cda, context-cda-k40]"],
+                    params_file=write(tmp_path / "q.yaml", {}))
+    with pytest.raises(ConfigError, match="filter.threshold = 0.5 writes a threshold corpus"):
+        load_config(None, ["filter.threshold=0.5"], params_file=write(tmp_path / "r.yaml", {}))
+    ok = load_config(None, ["filter.k=[20, 30, 40]", "train.arms=[cda, context-cda, context-cda-k20, context-cda-k40]"],
+                     params_file=write(tmp_path / "s.yaml", {}))
+    assert ok.filter.k == [20.0, 30.0, 40.0]
+    # arms that read no filtered corpus need none; the components' door validates the same way
+    assert load_config(None, ["filter.threshold=0.5", "train.arms=[cda, context-cda-nofilter]"],
+                       params_file=write(tmp_path / "t.yaml", {})).filter.threshold == 0.5
+    with pytest.raises(ValueError, match="filter.k"):
+        Config.model_validate({"filter": {"k": [10.0]}})

@@ -36,7 +36,7 @@ def cfg(tmp_path, **over):
         "augment": {"model": "gen", "max_retries": 1, "backend": "vllm"},
         "entropy": {"n_samples": 4, "judge_model": "judge", "generator_model": None},
         "filter": {"k": [25.0]},
-        "train": {"arms": ["cda", "context-cda"], "seeds": [1, 2], "epochs": 3, "token_budget": 1000},
+        "train": {"arms": ["cda", "context-cda"], "k": 25.0, "seeds": [1, 2], "epochs": 3, "token_budget": 1000},
         "evaluate": {"after_training": False},
     }
     for k, v in over.items():
@@ -58,15 +58,18 @@ def test_expected_attempts_follow_the_acceptance_rate():
 
 def test_augment_entropy_and_finetune_by_hand(tmp_path):
     a = Assumptions(gendered_share=1.0, acceptance=0.5, prompt_tokens=40, completion_tokens=10, sentence_tokens=5,
-                    judge_share=0.5)
+                    judge_share=0.5, rephrase_prompt_tokens=110, rephrase_shared_tokens=70)
     costs = {c.step: c for c in plan_costs(cfg(tmp_path), TABLE, a)}
     # 100 items x 1.5 attempts = 150 generations of 10 tokens at 100 tok/s, prompts 40 tokens at 400 tok/s
     assert costs["augment"].gpu_hours == pytest.approx((150 * 10 / 100 + 150 * 40 / 400) / 3600)
-    # accepted after one retry: 75 items; 4 samples each at 100 tok/s; 75*16*0.5 judge calls of 2*5 tokens;
-    # the target scores 75*4 samples of 2*5 tokens
+    # accepted after one retry: 75 items; once for every target, one request of 4 samples each at 100 tok/s (the
+    # prompt's 40 item-own tokens per item, its 70 shared ones once, at 400 tok/s), 75*16*0.5 judge calls of 2*5
+    # tokens; the target scores 75*4 samples of 2*5 tokens
     judge = 1e12 * 0.5 / 2e8
-    expect = (75 * 4 * 10 / 100 + 75 * 16 * 0.5 * 10 / judge + 75 * 4 * 10 / judge) / 3600
-    assert costs["entropy"].gpu_hours == pytest.approx(expect)
+    prompt = (75 * 40 + 70) / 400
+    assert costs["sample"].gpu_hours == pytest.approx((prompt + 75 * 4 * 10 / 100 + 75 * 16 * 0.5 * 10 / judge) / 3600)
+    assert costs["sample"].detail["samples"] == 300 and costs["sample"].detail["judge_calls"] == 600
+    assert costs["entropy"].gpu_hours == pytest.approx(75 * 4 * 10 / judge / 3600)
     # 2 arms x 2 seeds, 1000 tokens x 3 epochs each; epochs 1, 2, 3 evaluated by each run, epoch 0 once
     train = 1e12 * 0.5 / 6e8
     assert costs["finetune"].detail["train_hours"] == pytest.approx(4 * 3000 / train / 3600)
@@ -74,6 +77,15 @@ def test_augment_entropy_and_finetune_by_hand(tmp_path):
     per_eval = benchmark_tokens(a, "causal") / judge / 3600  # score rate = judge rate here (same size, same MFU)
     assert costs["finetune"].detail["per_epoch_eval_hours"] == pytest.approx(13 * per_eval)
     assert costs["finetune"].tasks == 4 and "evaluate" not in costs  # evaluate.after_training is off
+
+
+def test_a_second_target_adds_only_its_scoring(tmp_path):
+    """The samples and their clusters are drawn once for every target: a second target adds only the scoring."""
+    one = {c.step: c for c in plan_costs(cfg(tmp_path), TABLE, Assumptions(gendered_share=1.0))}
+    two = {c.step: c for c in plan_costs(cfg(tmp_path, run={"targets": {"t": "tgt", "u": "tgt"}}), TABLE,
+                                         Assumptions(gendered_share=1.0))}
+    assert two["sample"].gpu_hours == pytest.approx(one["sample"].gpu_hours) and two["sample"].tasks == 1
+    assert two["entropy"].gpu_hours == pytest.approx(2 * one["entropy"].gpu_hours) and two["entropy"].tasks == 2
 
 
 def test_wall_time_spreads_each_step_over_its_parallel_tasks(tmp_path):
@@ -99,8 +111,11 @@ def test_the_packaged_table_prices_the_paper_profile():
     assert table["gpu"]["peak_flops"] == 9.89e14
     paper = load_config("paper")
     costs = plan_costs(paper, table)
-    assert {c.step for c in costs} >= {"augment", "entropy", "finetune"}
+    assert {c.step for c in costs} >= {"augment", "sample", "entropy", "finetune"}
     assert all(c.gpu_hours > 0 for c in costs)
+    by = {c.step: c.gpu_hours for c in costs}
+    # generate once, score per target: the paper profile is well under half of the per-target figure (17.1)
+    assert sum(by.values()) < 17.1 / 2 and max(by, key=by.get) != "entropy"
 
 
 def test_bad_throughput_file(tmp_path):
@@ -118,7 +133,7 @@ def test_plan_command_prints_the_steps_and_the_total(capsys):
 
     assert main(["plan", "--profile", "paper", "--gpus", "2"]) == 0
     out = capsys.readouterr().out
-    assert "entropy" in out and "total" in out and "dominant step" in out
+    assert "sample" in out and "entropy" in out and "total" in out and "dominant step" in out
 
 
 def test_the_evaluated_epochs_are_the_loops():

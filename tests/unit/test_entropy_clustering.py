@@ -221,7 +221,7 @@ def test_both_algorithms_agree_when_equivalence_is_transitive():
 
 
 def test_cluster_ids_by_name_and_the_stage_option():
-    from context_cda.entropy.stage import cluster_samples
+    from context_cda.entropy.samples import cluster_samples
 
     assert cluster_ids("greedy") == (greedy_cluster, greedy_cluster_many)
     assert cluster_ids("semantic-uncertainty") == (su_cluster, su_cluster_many)

@@ -1,8 +1,10 @@
-"""run_entropy / run_filter / the GX row checks with deterministic fakes (no models)."""
+"""run_sample / run_entropy / run_filter / the GX row checks with deterministic fakes (no models)."""
 
+import json
 import math
 import time as _time
 import zlib as _zlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -10,11 +12,13 @@ import pytest
 from context_cda import layout as L
 from context_cda import schemas as S
 from context_cda.config import Config
-from context_cda.entropy import run_entropy, run_filter
+from context_cda.entropy import run_entropy, run_filter, run_sample
 from context_cda.entropy.filter import split_top_k
 from context_cda.generation.base import GenerationResult as _GR
 from context_cda.layout import k_dirname
 from context_cda.scoring.base import LogLik as _LL
+
+REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "entropy_reference"
 
 # fakes shared with tests/integration/test_entropy_tiny.py (imported there for a killed subprocess run)
 
@@ -100,35 +104,35 @@ def config(tmp_path, **entropy):
     return cfg
 
 
-def test_run_entropy_outputs_and_estimates(tmp_path):
+def fakes():
+    return {"generator": FakeGenerator(), "judge": FakeJudge()}
+
+
+def sample_and_score(cfg, src, root, target="fake", generator=None, judge=None, scorer=None, batched=True):
+    """The sample step into ``root/sample``, then ``target``'s entropy step into ``root/entropy``."""
+    s = run_sample(cfg, {"augmented": src}, root / "sample", generator=generator or FakeGenerator(),
+                   judge=judge or FakeJudge(), batched=batched)
+    e = run_entropy(cfg, {"samples": root / "sample"}, root / "entropy", target, scorer=scorer or FakeScorer(),
+                    batched=batched)
+    return s, e
+
+
+def test_sample_then_entropy_outputs_and_estimates(tmp_path):
     cfg = config(tmp_path)
     src = make_input(tmp_path, n=12, empty_ids=(3, 4))
-    out = tmp_path / "run/entropy/fake"
-    summary = run_entropy(
-        cfg,
-        {"augmented": src},
-        out,
-        "fake",
-        generator=FakeGenerator(),
-        scorer=FakeScorer(),
-        judge=FakeJudge(),
-    )
+    s, summary = sample_and_score(cfg, src, tmp_path / "run")
+    out = tmp_path / "run/entropy"
     scores = pd.read_parquet(out / L.SCORES_FILE)
     audit = pd.read_parquet(out / L.AUDIT_FILE)
     rej = pd.read_parquet(out / "rejected.parquet")
     assert list(scores.columns[:7]) == [S.ID, S.TEXT, S.SE, S.SE_EQ1, S.SE_PLOGP, S.SE_DISCRETE, S.N_CLUSTERS]
     assert len(scores) == 10 and summary["scored"] == 10 and summary["rejected"] == 2
-    assert set(rej[S.ID]) == {"id003", "id004"}
+    assert set(rej[S.ID]) == {"id003", "id004"}  # the sample step's rejections, carried into the target's table
     assert {r.split(":")[0] for r in rej[S.REASON]} == {"empty-text", "too-few-samples"}
     assert scores[S.ID].tolist() == [f"id{i:03d}" for i in range(12) if i not in (3, 4)]  # input order kept
     assert (scores[S.SE] == scores[S.SE_EQ1]).all()  # eq1 drives by default
-    assert len(audit) == 10 * 6 and set(audit.columns) >= {
-        "sample_idx",
-        "sample",
-        "cluster",
-        "loglik_sum",
-        "loglik_mean",
-    }
+    assert len(audit) == 10 * 6 and set(audit.columns) >= {"sample_idx", "sample", "cluster", "loglik_sum",
+                                                           "loglik_mean"}
     for item_id, g in audit.groupby(S.ID):
         row = scores.set_index(S.ID).loc[item_id]
         k = g["sample"].nunique()
@@ -136,106 +140,101 @@ def test_run_entropy_outputs_and_estimates(tmp_path):
         assert row[S.SE_DISCRETE] == pytest.approx(
             -sum((c / 6) * math.log(c / 6) for c in g["cluster"].value_counts())
         )
-    assert summary["judge_calls_per_item"] <= 6 * 6
-    assert summary["shards_written"] == 3
-    assert (out / "manifest.json").is_file()
+    samples = pd.read_parquet(tmp_path / "run/sample" / L.SAMPLES_FILE)
+    assert samples.columns.tolist() == [S.ID, S.TEXT, "sample_idx", "sample", "cluster"] and len(samples) == 60
+    assert s["items_drawn"] == 11 and s["samples_drawn"] == 66 and s["sampled"] == 10 and s["rejected"] == 2
+    assert s["judge_calls_per_item"] <= 6 * 6 and s["shards_written"] == 3  # 11 items in shards of 5
+    assert summary["shards_written"] == 2 and summary["samples_scored"] == 60
+    assert (out / "manifest.json").is_file() and (tmp_path / "run/sample/manifest.json").is_file()
+
+
+def test_the_scores_equal_the_per_target_path_before_the_sample_step(tmp_path):
+    """The reference (tests/fixtures/entropy_reference/fakes.json) was computed by the per-target entropy step
+    that drew and clustered its own samples (main at 2e43879): the same scores, samples, clusters, rejections."""
+    ref = json.loads((REFERENCE / "fakes.json").read_text())
+    sample_and_score(config(tmp_path), make_input(tmp_path, n=12, empty_ids=(3, 4)), tmp_path / "run")
+    assert_like_reference(tmp_path / "run/entropy", ref)
+
+
+def assert_like_reference(folder, ref, rel=0.0):
+    for name, file in (("scores", L.SCORES_FILE), ("audit", L.AUDIT_FILE), ("rejected", "rejected.parquet")):
+        got = pd.read_parquet(folder / file)
+        want = pd.DataFrame(ref[name]).reindex(columns=got.columns)
+        assert len(got) == len(want), name
+        exact = [c for c in got.columns if not pd.api.types.is_float_dtype(got[c])]
+        pd.testing.assert_frame_equal(got[exact], want[exact], check_dtype=False, obj=name)
+        for c in set(got.columns) - set(exact):
+            assert got[c].to_numpy() == pytest.approx(want[c].to_numpy(dtype=float), rel=rel, abs=rel), (name, c)
 
 
 def test_batched_and_one_pair_at_a_time_agree(tmp_path):
     src = make_input(tmp_path, n=8)
-    a = run_entropy(
-        config(tmp_path),
-        {"augmented": src},
-        tmp_path / "a",
-        "fake",
-        generator=FakeGenerator(),
-        scorer=FakeScorer(),
-        judge=FakeJudge(),
-    )
-    b = run_entropy(
-        config(tmp_path),
-        {"augmented": src},
-        tmp_path / "b",
-        "fake",
-        generator=FakeGenerator(),
-        scorer=FakeScorer(),
-        judge=FakeJudge(),
-        batched=False,
-    )
+    a, _ = sample_and_score(config(tmp_path), src, tmp_path / "a")
+    b, _ = sample_and_score(config(tmp_path), src, tmp_path / "b", batched=False)
     pd.testing.assert_frame_equal(
-        pd.read_parquet(tmp_path / "a/scores.parquet"), pd.read_parquet(tmp_path / "b/scores.parquet")
+        pd.read_parquet(tmp_path / "a/entropy/scores.parquet"), pd.read_parquet(tmp_path / "b/entropy/scores.parquet")
     )
     assert b["judge_batches"] > a["judge_batches"]
 
 
 def test_resume_skips_finished_items_and_config_change_recomputes(tmp_path):
     src = make_input(tmp_path, n=10)
-    out = tmp_path / "e"
+    out = tmp_path / "s"
     gen = FakeGenerator()
-    run_entropy(
-        config(tmp_path, limit=6),
-        {"augmented": src},
-        out,
-        "fake",
-        generator=gen,
-        scorer=FakeScorer(),
-        judge=FakeJudge(),
-    )
+    run_sample(config(tmp_path, limit=6), {"augmented": src}, out, generator=gen, judge=FakeJudge())
     assert gen.prompts == 6
-    s2 = run_entropy(
-        config(tmp_path),
-        {"augmented": src},
-        out,
-        "fake",
-        generator=gen,
-        scorer=FakeScorer(),
-        judge=FakeJudge(),
-    )
+    s2 = run_sample(config(tmp_path), {"augmented": src}, out, generator=gen, judge=FakeJudge())
     assert gen.prompts == 10 and s2["resumed_items"] == 6 and s2["processed_items"] == 4
-    assert pd.read_parquet(out / L.SCORES_FILE)[S.ID].is_unique
-    s3 = run_entropy(config(tmp_path), {"augmented": src}, out, "fake")  # nothing left: no models loaded
-    assert s3["processed_items"] == 0 and s3["scored"] == 10
-    s4 = run_entropy(
-        config(tmp_path, rule="lenient"),
-        {"augmented": src},
-        out,
-        "fake",
-        generator=gen,
-        scorer=FakeScorer(),
-        judge=FakeJudge(),
-    )
-    assert s4["processed_items"] == 10  # another fingerprint: re-judged ...
-    assert s4["items_sampled"] == 0 and gen.prompts == 10  # ... on the cached samples
+    samples = pd.read_parquet(out / L.SAMPLES_FILE)
+    assert not samples.duplicated([S.ID, "sample_idx"]).any() and samples[S.ID].nunique() == 10
+    s3 = run_sample(config(tmp_path), {"augmented": src}, out)  # nothing left: no models loaded
+    assert s3["processed_items"] == 0 and s3["sampled"] == 10
+    s4 = run_sample(config(tmp_path, rule="lenient"), {"augmented": src}, out, generator=gen, judge=FakeJudge())
+    assert s4["processed_items"] == 10  # another judge setting: re-clustered ...
+    assert s4["items_drawn"] == 0 and gen.prompts == 10  # ... on the drawn samples
+    e1 = run_entropy(config(tmp_path), {"samples": out}, tmp_path / "e", "fake", scorer=FakeScorer())
+    e2 = run_entropy(config(tmp_path), {"samples": out}, tmp_path / "e", "fake")  # nothing left: no scorer loaded
+    assert e1["processed_items"] == 10 and e2["processed_items"] == 0 and e2["scored"] == 10
+    e3 = run_entropy(config(tmp_path, estimator="plogp"), {"samples": out}, tmp_path / "e", "fake",
+                     scorer=FakeScorer())
+    assert e3["processed_items"] == 10  # another estimator: another fingerprint
 
 
-def test_target_sampling_its_own_rephrasings_is_loaded_once(tmp_path, monkeypatch):
-    """Generator = target (the demo's setup): the hf generator reuses the scorer's model instead of loading it
-    a second time; another generator model is loaded on its own."""
+def test_each_step_loads_only_its_own_model_and_only_with_work_left(tmp_path, monkeypatch):
+    """The sample step loads the generator (not the target), the entropy step the target (not the generator),
+    each once, and neither loads anything when every item is done."""
     from context_cda import models
 
     loads = []
     real = models.load_lm
     monkeypatch.setattr(models, "load_lm", lambda ref, **kw: loads.append(ref) or real(ref, **kw))
-    cfg = config(tmp_path, n_samples=2, max_tokens=4, shard_size=4)
-    cfg.augment.backend, cfg.augment.model = "hf", "tiny:gpt2"
-    out = run_entropy(cfg, {"augmented": make_input(tmp_path, n=3)}, tmp_path / "e", "fake", judge=FakeJudge())
-    assert loads == ["tiny:gpt2"] and out["scored"] + out["rejected"] == 3
+    cfg = config(tmp_path, n_samples=2, max_tokens=4, shard_size=2)
+    cfg.augment.backend, cfg.augment.model = "hf", "tiny:llama"
+    s = run_sample(cfg, {"augmented": make_input(tmp_path, n=3)}, tmp_path / "s", judge=FakeJudge())
+    assert loads == ["tiny:llama"] and s["sampled"] + s["rejected"] == 3
     loads.clear()
-    cfg.entropy.generator_model = "tiny:llama"
-    run_entropy(cfg, {"augmented": make_input(tmp_path, n=3)}, tmp_path / "e2", "fake", judge=FakeJudge())
-    assert sorted(loads) == ["tiny:gpt2", "tiny:llama"]
+    if s["sampled"]:
+        run_entropy(cfg, {"samples": tmp_path / "s"}, tmp_path / "e", "fake")
+        assert loads == ["tiny:gpt2"]
+    loads.clear()
+    run_sample(cfg, {"augmented": make_input(tmp_path, n=3)}, tmp_path / "s")
+    run_entropy(cfg, {"samples": tmp_path / "s"}, tmp_path / "e", "fake")
+    assert loads == []
 
 
 def test_unknown_target_and_bad_input(tmp_path):
     from context_cda.errors import ConfigError, InputError
 
     src = make_input(tmp_path, n=2)
+    run_sample(config(tmp_path), {"augmented": src}, tmp_path / "s", **fakes())
     with pytest.raises(ConfigError, match="unknown target"):
-        run_entropy(config(tmp_path), {"augmented": src}, tmp_path / "x", "nope")
+        run_entropy(config(tmp_path), {"samples": tmp_path / "s"}, tmp_path / "x", "nope")
+    with pytest.raises(InputError, match="no samples.parquet"):
+        run_entropy(config(tmp_path), {"samples": tmp_path / "empty"}, tmp_path / "x", "fake")
     bad = tmp_path / "bad.parquet"
     pd.DataFrame({"id": ["a"], "other": ["x"]}).to_parquet(bad)
     with pytest.raises(InputError, match="augmented"):
-        run_entropy(config(tmp_path), {"augmented": bad}, tmp_path / "x", "fake")
+        run_sample(config(tmp_path), {"augmented": bad}, tmp_path / "x")
 
 
 def scores_frame():
@@ -346,13 +345,16 @@ def test_gx_suite_quarantines_bad_rows(tmp_path):
 
 def test_the_sample_cache_is_keyed_by_the_review():
     """Samples drawn under one review are not reused under another (they passed other checks)."""
-    from context_cda.entropy.stage import sample_fingerprint, sample_settings
+    from context_cda.entropy.samples import sample_fingerprint, sample_settings
 
     cfg = Config()
     base = sample_fingerprint(cfg)
     assert sample_settings(cfg).numbers is False  # the sampler keeps meaning and fact changes (what SE measures)
     cfg.augment.review.script_min_share = 0.5
     assert sample_fingerprint(cfg) != base
+    cfg = Config()
+    cfg.entropy.judge = "nli"  # the judge changes the clusters, not the drawn samples
+    assert sample_fingerprint(cfg) == base
 
 
 class _Recording:
@@ -383,8 +385,7 @@ def test_an_items_samples_do_not_depend_on_the_shard_size(tmp_path):
     for size, limit in ((1, None), (4, None), (4, 3)):
         gen = _Recording(hf)
         cfg = config(tmp_path, n_samples=3, max_tokens=5, temperature=1.0, shard_size=size, limit=limit)
-        run_entropy(cfg, {"augmented": src}, tmp_path / f"e{size}-{limit}", "fake", generator=gen,
-                    scorer=FakeScorer(), judge=FakeJudge())
+        run_sample(cfg, {"augmented": src}, tmp_path / f"s{size}-{limit}", generator=gen, judge=FakeJudge())
         raws.append(gen.raw)
     assert len(raws[0]) == 5 and raws[0] == raws[1]
     assert len(raws[2]) == 3 and all(raws[0][p] == r for p, r in raws[2].items())
@@ -408,42 +409,72 @@ def test_a_prompt_too_long_is_a_final_rejection_not_an_error(tmp_path):
             for i in range(3)]
     src = tmp_path / "augmented.parquet"
     pd.DataFrame(rows).to_parquet(src)
-    out = tmp_path / "e"
-    kw = {"scorer": FakeScorer(), "judge": FakeJudge()}
-    s = run_entropy(config(tmp_path), {"augmented": src}, out, "fake", generator=_LongGenerator(), **kw)
+    out = tmp_path / "s"
+    s = run_sample(config(tmp_path), {"augmented": src}, out, generator=_LongGenerator(), judge=FakeJudge())
     rej = pd.read_parquet(out / "rejected.parquet")
-    assert s["errors"] == 0 and s["scored"] == 2 and len(pd.read_parquet(out / L.ERRORS_FILE)) == 0
+    assert s["errors"] == 0 and s["sampled"] == 2 and len(pd.read_parquet(out / L.ERRORS_FILE)) == 0
     assert rej[S.ID].tolist() == ["id1"] and rej[S.REASON].iloc[0].startswith("prompt-too-long: 900")
     gen = _LongGenerator()
-    again = run_entropy(config(tmp_path), {"augmented": src}, out, "fake", generator=gen, **kw)
+    again = run_sample(config(tmp_path), {"augmented": src}, out, generator=gen, judge=FakeJudge())
     assert again["errors"] == 0 and gen.prompts == 0  # final: not sampled again
+    e = run_entropy(config(tmp_path), {"samples": out}, tmp_path / "e", "fake", scorer=FakeScorer())
+    assert e["scored"] == 2 and pd.read_parquet(tmp_path / "e/rejected.parquet")[S.ID].tolist() == ["id1"]
 
 
-def test_merged_parts_recompute_the_averages(tmp_path):
-    """Two generation parts merged: counts add up, the averages (SE mean and median, clusters, judge calls per
-    item) are those of the merged scores, as one run over every item gives them, not the parts' sums."""
-    from context_cda.entropy.merge import run_entropy_merge
+class _FlakyGenerator(FakeGenerator):
+    """A prompt marked FLAKY fails for a transient reason (HTTP 500) until ``healed``."""
+
+    healed = False
+
+    def generate(self, prompts, params):
+        out = super().generate(prompts, params)
+        return [_GR(error="HTTP 500 (after 6 attempts)") if "FLAKY" in c[-1]["content"] and not self.healed else r
+                for c, r in zip(prompts, out, strict=True)]
+
+
+def test_a_transient_generator_error_is_an_error_item_retried_by_the_next_run(tmp_path):
+    from context_cda.errors import ItemErrors
+
+    rows = [{"id": f"id{i}", "augmented": f"Sentence number {i} about her day." + (" FLAKY" if i == 2 else "")}
+            for i in range(4)]
+    src = tmp_path / "augmented.parquet"
+    pd.DataFrame(rows).to_parquet(src)
+    gen = _FlakyGenerator()
+    with pytest.raises(ItemErrors) as exc:
+        run_sample(config(tmp_path), {"augmented": src}, tmp_path / "s", generator=gen, judge=FakeJudge())
+    assert exc.value.exit_code == 75 and "1 of 4 items" in str(exc.value)
+    errors = pd.read_parquet(tmp_path / "s" / L.ERRORS_FILE)
+    assert errors[S.ID].tolist() == ["id2"] and errors[S.REASON].iloc[0] == "generator: HTTP 500 (after 6 attempts)"
+    assert "id2" not in set(pd.read_parquet(tmp_path / "s" / L.SAMPLES_FILE)[S.ID])  # errors are not results
+    cfg = config(tmp_path)
+    cfg.run.allow_errors = True
+    assert run_sample(cfg, {"augmented": src}, tmp_path / "s", generator=gen, judge=FakeJudge())["errors"] == 1
+    gen.healed, before = True, gen.prompts
+    s = run_sample(config(tmp_path), {"augmented": src}, tmp_path / "s", generator=gen, judge=FakeJudge())
+    assert s["errors"] == 0 and s["processed_items"] == 1 and gen.prompts == before + 1  # exactly the error item
+
+
+def test_merged_parts_give_what_one_part_gives(tmp_path):
+    """Two generation parts of the sample step merged: the same samples as one run over every item, counts added
+    up, the judge calls per item recomputed; every target's entropy then scores them as from one run."""
+    from context_cda.entropy import run_sample_merge
 
     src = make_input(tmp_path, n=12)
-
-    def fakes():
-        return {"generator": FakeGenerator(), "scorer": FakeScorer(), "judge": FakeJudge()}
-
-    one = run_entropy(config(tmp_path), {"augmented": src}, tmp_path / "one", "fake", **fakes())
+    one = run_sample(config(tmp_path), {"augmented": src}, tmp_path / "one", **fakes())
     cfg = config(tmp_path)
     cfg.pipeline.generation_shards = 2
     parent = tmp_path / "parts"
-    parts = [run_entropy(cfg, {"augmented": src}, L.within(parent, "entropy-part", {"target": "fake"}, shard=i),
-                         "fake", shard=i, **fakes()) for i in range(2)]
-    assert all(p["scored"] for p in parts)  # both parts hold items
-    merged = run_entropy_merge(cfg, {"parts": parent, "augmented": src}, tmp_path / "merged", "fake")
-    assert merged["scored"] == one["scored"] == 12 and merged["processed_items"] == 12
-    for key in ("se_mean", "se_median", "n_clusters_mean", "all_pairs_per_item"):
-        assert merged[key] == pytest.approx(one[key]), key
-    # the judge's label cache is per part, so the parts ask more than one run: calls over items, not a sum of ratios
+    parts = [run_sample(cfg, {"augmented": src}, L.within(parent, "sample-part", {}, shard=i), shard=i, **fakes())
+             for i in range(2)]
+    assert all(p["sampled"] for p in parts)  # both parts hold items
+    merged = run_sample_merge(cfg, {"parts": parent, "augmented": src}, tmp_path / "merged")
+    assert merged["sampled"] == one["sampled"] == 12 and merged["processed_items"] == 12
+    assert merged["samples_drawn"] == one["samples_drawn"] and merged["parts"] == 2
     calls = sum(p["judge_calls"] for p in parts)
     assert merged["judge_calls"] == calls and merged["judge_calls_per_item"] == round(calls / 12, 3)
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "merged" / L.SCORES_FILE),
-                                  pd.read_parquet(tmp_path / "one" / L.SCORES_FILE))
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "merged" / L.AUDIT_FILE),
-                                  pd.read_parquet(tmp_path / "one" / L.AUDIT_FILE))
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "merged" / L.SAMPLES_FILE),
+                                  pd.read_parquet(tmp_path / "one" / L.SAMPLES_FILE))
+    for name in ("one", "merged"):
+        run_entropy(cfg, {"samples": tmp_path / name}, tmp_path / f"e-{name}", "fake", scorer=FakeScorer())
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "e-merged" / L.SCORES_FILE),
+                                  pd.read_parquet(tmp_path / "e-one" / L.SCORES_FILE))

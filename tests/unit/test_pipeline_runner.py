@@ -11,7 +11,7 @@ from context_cda.io import StageRecorder, write_text
 
 OUTPUT = {"ingest": "sentences.parquet", "cda": "counterfactuals.parquet", "validate-cda": "valid.parquet",
           "augment-part": "augmented.parquet", "augment": "augmented.parquet", "validate-augment": "valid.parquet",
-          "entropy-part": "scores.parquet", "entropy": "scores.parquet",
+          "sample-part": "samples.parquet", "sample": "samples.parquet", "entropy": "scores.parquet",
           "validate-entropy": "valid.parquet", "finetune": "final/model.safetensors",
           "evaluate-vanilla": "aggregate.json", "evaluate": "aggregate.json", "register": "decision.json",
           "report": "report.md"}
@@ -61,7 +61,7 @@ def test_plan_order_and_fan_out(cfg):
     steps = pipeline.plan(cfg)
     assert names(steps)[:6] == ["ingest", "cda", "validate-cda", "augment-part[part-0]", "augment",
                                 "validate-augment"]
-    assert "entropy-part[b/part-0]" in names(steps)
+    assert names(steps)[6:9] == ["sample-part[part-0]", "sample", "entropy[a]"]  # the samples: once, for a and b
     assert "entropy[b]" in names(steps) and "finetune[b/context-cda/seed-13]" in names(steps)
     assert names(steps)[-1] == "report"
     ft = next(s for s in steps if s.name == "finetune[a/context-cda/seed-13]")
@@ -71,10 +71,12 @@ def test_plan_order_and_fan_out(cfg):
                          "filtered": rd / "filter/a"}
     assert ft.out_dir == rd / "finetune/a/context-cda/seed-13"
     assert next(s for s in steps if s.name == "filter[a]").inputs == {"scores": rd / "validate/entropy/a/valid.parquet"}
-    assert next(s for s in steps if s.name == "entropy-part[a/part-0]").inputs == {
+    assert next(s for s in steps if s.name == "sample-part[part-0]").inputs == {
         "augmented": rd / "validate/augment/valid.parquet"}
-    assert next(s for s in steps if s.name == "entropy[a]").inputs == {  # the merge reads the parts
-        "parts": rd / "entropy-parts/a", "augmented": rd / "validate/augment/valid.parquet"}
+    assert next(s for s in steps if s.name == "sample").inputs == {  # the merge reads the parts
+        "parts": rd / "sample-parts", "augmented": rd / "validate/augment/valid.parquet"}
+    assert next(s for s in steps if s.name == "entropy[a]").inputs == {"samples": rd / "sample"}
+    assert next(s for s in steps if s.name == "entropy[b]").inputs == {"samples": rd / "sample"}  # one folder
     assert names(pipeline.plan(cfg, ["b"])).count("entropy[b]") == 1
     assert "entropy[a]" not in names(pipeline.plan(cfg, ["b"]))
     with pytest.raises(ConfigError, match="unknown target"):
@@ -95,7 +97,7 @@ def test_changing_a_param_reruns_only_downstream(cfg, calls, cfg_factory):
     cfg2 = cfg.model_copy(deep=True)
     cfg2.filter.k = [30.0, 20.0]
     res = {r.step.name: r.status for r in pipeline.run_pipeline(cfg2)}
-    assert res["ingest"] == res["augment"] == res["entropy[a]"] == "skipped"
+    assert res["ingest"] == res["augment"] == res["sample"] == res["entropy[a]"] == "skipped"
     assert res["filter[a]"] == res["filter[b]"] == "ran"
     # the filter folders changed, and every arm reads them (the shared token budget counts each arm's corpus)
     assert res["finetune[a/context-cda/seed-13]"] == res["finetune[a/cda/seed-13]"] == "ran"
@@ -145,7 +147,8 @@ def test_failure_stops_the_run_and_is_reported(cfg, calls, monkeypatch):
     events = []
     with pytest.raises(RuntimeError, match="generator crashed"):
         pipeline.run_pipeline(cfg, on_event=lambda kind, step, res: events.append((kind, step.name)))
-    assert ("failed", "augment-part[part-0]") in events and not any(n.startswith("entropy") for _, n in events)
+    assert ("failed", "augment-part[part-0]") in events and not any(n.startswith(("sample", "entropy"))
+                                                                     for _, n in events)
 
 
 def test_seeds_fan_out_the_arms(cfg_factory, calls):
@@ -159,13 +162,13 @@ def test_seeds_fan_out_the_arms(cfg_factory, calls):
     assert not any(s.startswith("register") for s in steps)  # tracking off: the table's `when`
 
 
-def test_generation_parts_fan_out_augment_and_entropy(cfg_factory, calls):
+def test_generation_parts_fan_out_augment_and_sample(cfg_factory, calls):
     cfg = cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, pipeline={"generation_shards": 3},
                       tracking={"enabled": False})
     steps = [s.name for s in pipeline.plan(cfg)]
     assert [s for s in steps if s.startswith("augment")] == [
         "augment-part[part-0]", "augment-part[part-1]", "augment-part[part-2]", "augment"]
-    assert [s for s in steps if s.startswith("entropy")] == [
-        "entropy-part[a/part-0]", "entropy-part[a/part-1]", "entropy-part[a/part-2]", "entropy[a]"]
+    assert [s for s in steps if s.startswith(("sample", "entropy"))] == [
+        "sample-part[part-0]", "sample-part[part-1]", "sample-part[part-2]", "sample", "entropy[a]"]
     part = next(s for s in pipeline.plan(cfg) if s.name == "augment-part[part-2]")
     assert part.options == {"shard": 2} and part.out_dir == cfg.run_dir() / "augment-parts" / "part-2"

@@ -10,7 +10,7 @@ def test_the_dag_sketch_names_every_component_the_pipeline_calls():
     text = SOURCE.read_text()
     sketch = text[text.index("::\n"):text.index("exit handler:")]
     called = set(re.findall(r"\bC\.(\w+)\(", text))
-    assert {"augment", "augment_merge", "entropy_merge", "arm_matrix", "register"} <= called  # the walk found them
+    assert {"augment", "augment_merge", "sample", "sample_merge", "entropy", "matrix", "register"} <= called  # found
     missing = sorted(c for c in called - {"record_status"} if not re.search(rf"\b{c}\b", sketch))
     assert not missing, f"the DAG sketch in {SOURCE.name} does not show {missing}"
     assert "(target, arm, seed)" in sketch and "record_status" in text[text.index("exit handler:"):][:80]

@@ -1,5 +1,5 @@
-"""Nothing lost, nothing doubled, nobody in twice: run-folder locks, error items (not results) in entropy and
-augment, and how the runner treats a step that ended with errors."""
+"""Nothing lost, nothing doubled, nobody in twice: run-folder locks, error items (not results) in the sample step
+and augment, and how the runner treats a step that ended with errors."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.unit.test_pipeline_runner import calls, cfg  # noqa: F401  (fixtures)
 from context_cda import layout as L
 from context_cda import pipeline
 from context_cda import schemas as S
-from context_cda.entropy import run_entropy
+from context_cda.entropy import run_entropy, run_sample
 from context_cda.errors import ItemErrors, LockHeld
 from context_cda.generation.base import GenerationResult
 from context_cda.io import StageRecorder, file_lock, write_text
@@ -81,28 +81,42 @@ def test_the_holding_thread_may_lock_again_another_thread_may_not(tmp_path):
 # ------------------------------------------------------------------------------------------------ concurrency
 
 
-def test_a_second_entropy_run_on_the_same_folder_is_refused(tmp_path):
+@pytest.mark.parametrize("step", ["sample", "entropy"])
+def test_a_second_run_on_the_same_folder_is_refused(tmp_path, step):
     conf = config(tmp_path, shard_size=2)
     src = make_input(tmp_path, n=8)
-    out = tmp_path / "run" / "entropy" / "fake"
+    samples = tmp_path / "run" / "sample"
+    if step == "entropy":
+        run_sample(conf, {"augmented": src}, samples, generator=FakeGenerator(), judge=FakeJudge())
+    out = samples if step == "sample" else tmp_path / "run" / "entropy" / "fake"
+
+    def go(delay=0.0):
+        if step == "sample":
+            return run_sample(conf, {"augmented": src}, out, generator=SlowGenerator(delay), judge=FakeJudge())
+        return run_entropy(conf, {"samples": samples}, out, "fake", scorer=FakeScorer(delay=delay))
+
     first: dict = {}
-
-    def run_first():
-        first["summary"] = run_entropy(conf, {"augmented": src}, out, "fake", generator=FakeGenerator(),
-                                       scorer=FakeScorer(delay=0.3), judge=FakeJudge())
-
-    t = threading.Thread(target=run_first)
+    t = threading.Thread(target=lambda: first.update(summary=go(0.3)))
     t.start()
     deadline = time.time() + 30
     while not (out / L.LOCK_FILE).exists() and time.time() < deadline:
         time.sleep(0.005)
-    with pytest.raises(LockHeld, match=r"entropy\[fake\] cannot start: another process is working in this folder"):
-        run_entropy(conf, {"augmented": src}, out, "fake", generator=FakeGenerator(), scorer=FakeScorer(),
-                    judge=FakeJudge())
+    what = "sample" if step == "sample" else r"entropy\[fake\]"
+    with pytest.raises(LockHeld, match=what + r" cannot start: another process is working in this folder"):
+        go()
     t.join(timeout=60)
     s = first["summary"]
-    assert s["scored"] == 8 and s["processed_items"] == 8  # the first run was not disturbed
-    assert pd.read_parquet(out / L.SCORES_FILE)[S.ID].is_unique
+    assert s["sampled" if step == "sample" else "scored"] == 8 and s["processed_items"] == 8  # not disturbed
+
+
+class SlowGenerator(FakeGenerator):
+    def __init__(self, delay):
+        super().__init__()
+        self.delay = delay
+
+    def generate(self, prompts, params):
+        time.sleep(self.delay)
+        return super().generate(prompts, params)
 
 
 def _finetune_cmd(tmp_path: Path, corpus: Path) -> list[str]:
@@ -188,45 +202,46 @@ def _entropy_input(tmp_path, n=10, fail=(1, 4, 7)):
     return path, [f"id{i:03d}" for i in fail]
 
 
-def test_entropy_generator_failures_are_errors_and_only_they_are_retried(tmp_path):
+def test_sample_generator_failures_are_errors_and_only_they_are_retried(tmp_path):
     src, failing = _entropy_input(tmp_path)
-    out = tmp_path / "e"
+    out = tmp_path / "s"
     conf = config(tmp_path, shard_size=4)
-    with pytest.raises(ItemErrors, match=r"entropy\[fake\]: 3 of 10 items failed for a transient reason "
+    with pytest.raises(ItemErrors, match=r"sample: 3 of 10 items failed for a transient reason "
                                          r"\(HTTP 429 x3\).*errors\.parquet") as e:
-        run_entropy(conf, {"augmented": src}, out, "fake", generator=FailingGenerator(), scorer=FakeScorer(),
-                    judge=FakeJudge())
+        run_sample(conf, {"augmented": src}, out, generator=FailingGenerator(), judge=FakeJudge())
     assert e.value.count == 3 and e.value.exit_code == 75
     errors = pd.read_parquet(out / L.ERRORS_FILE)
     assert errors[S.ID].tolist() == failing and (errors[S.REASON] == "generator: HTTP 429 (after 6 attempts)").all()
     rejected = pd.read_parquet(out / "rejected.parquet")
     assert rejected[S.ID].tolist() == ["id009"]  # no usable sample: a real rejection, final
-    assert not set(failing) & set(pd.read_parquet(out / L.SCORES_FILE)[S.ID])
+    assert not set(failing) & set(pd.read_parquet(out / L.SAMPLES_FILE)[S.ID])
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["summary"]["errors"] == 3 and manifest["counts"]["errors"] == 3
 
     healed = CountingGenerator()  # the server is healthy again: the rerun samples exactly the failed items
-    s = run_entropy(conf, {"augmented": src}, out, "fake", generator=healed, scorer=FakeScorer(), judge=FakeJudge())
+    s = run_sample(conf, {"augmented": src}, out, generator=healed, judge=FakeJudge())
     assert sorted(t.split(" [FAIL]")[0] for t in healed.asked) == sorted(
         f"Sentence number {i} about her day." for i in (1, 4, 7))
     assert s["processed_items"] == 3 and s["resumed_items"] == 7 and s["errors"] == 0
-    scores = pd.read_parquet(out / L.SCORES_FILE)
-    assert scores[S.ID].is_unique and len(scores) + s["rejected"] == 10
+    e = run_entropy(conf, {"samples": out}, tmp_path / "e", "fake", scorer=FakeScorer())
+    scores = pd.read_parquet(tmp_path / "e" / L.SCORES_FILE)
+    assert scores[S.ID].is_unique and len(scores) + e["rejected"] == 10
     assert set(scores[S.ID]) | {"id009"} == {f"id{i:03d}" for i in range(10)}
-    assert len(pd.read_parquet(out / L.ERRORS_FILE)) == 0
+    assert len(pd.read_parquet(out / L.ERRORS_FILE)) == 0 and e["errors"] == 0
 
 
-def test_entropy_allow_errors_goes_on_loudly_and_a_cached_failure_is_sampled_again(tmp_path, caplog):
+def test_sample_allow_errors_goes_on_loudly_and_a_failed_draw_is_drawn_again(tmp_path, caplog):
     src, failing = _entropy_input(tmp_path, fail=(2,))
-    out = tmp_path / "e"
+    out = tmp_path / "s"
     conf = config(tmp_path)
     conf.run.allow_errors = True
     with caplog.at_level("WARNING", logger="context_cda"):
-        s = run_entropy(conf, {"augmented": src}, out, "fake", generator=FailingGenerator(), scorer=FakeScorer(),
-                        judge=FakeJudge())
-    assert s["errors"] == 1 and s["error_reasons"] == {"HTTP 429": 1} and "WARNING entropy[fake]: 1 of 10" in caplog.text
-    gen = CountingGenerator()  # the failed sample is in the sample cache: it must not be reused
-    s2 = run_entropy(conf, {"augmented": src}, out, "fake", generator=gen, scorer=FakeScorer(), judge=FakeJudge())
+        s = run_sample(conf, {"augmented": src}, out, generator=FailingGenerator(), judge=FakeJudge())
+    assert s["errors"] == 1 and s["error_reasons"] == {"HTTP 429": 1} and "WARNING sample: 1 of 10" in caplog.text
+    e = run_entropy(conf, {"samples": out}, tmp_path / "e", "fake", scorer=FakeScorer())
+    assert e["scored"] == 8 and e["errors"] == 0  # the target scores what was sampled; the error waits upstream
+    gen = CountingGenerator()  # the failed draw is not in the draws cache: drawn again, nothing else
+    s2 = run_sample(conf, {"augmented": src}, out, generator=gen, judge=FakeJudge())
     assert len(gen.asked) == 1 and "[FAIL]" in gen.asked[0] and s2["errors"] == 0 and s2["processed_items"] == 1
 
 
@@ -311,7 +326,7 @@ def test_a_step_with_errors_stops_the_run(cfg, calls, monkeypatch):  # noqa: F81
     _fake_with_errors(monkeypatch, calls, [3])
     with pytest.raises(ItemErrors, match="augment: 3 of 10"):
         pipeline.run_pipeline(cfg)
-    assert not any(c.startswith(("entropy", "finetune")) for c in calls)
+    assert not any(c.startswith(("sample", "entropy", "finetune")) for c in calls)
     assert not (cfg.run_dir() / "augment" / pipeline.MARKER).exists()
 
 

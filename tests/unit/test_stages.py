@@ -73,3 +73,51 @@ def test_the_augment_review_judge_model_counts_for_the_augment_parts(cfg_factory
     two = cfg_factory(**base, entropy={"judge": "nli", "judge_model": "judge-b"})
     name = "augment-part[part-0]"
     assert _step(pipeline.plan(one), name).key(one) != _step(pipeline.plan(two), name).key(two)
+
+
+def test_adding_a_target_leaves_the_shared_and_the_other_targets_steps_up_to_date(cfg_factory):
+    """The samples and their clusters do not depend on the target: a second target reruns neither them nor the
+    first target's entropy (its own scoring only)."""
+    one = cfg_factory(run={"targets": {"a": "tiny:gpt2"}})
+    two = cfg_factory(run={"targets": {"a": "tiny:gpt2", "b": "tiny:llama"}})
+    for name in ("augment-part[part-0]", "sample-part[part-0]", "sample", "entropy[a]", "filter[a]"):
+        assert _step(pipeline.plan(one), name).key(one) == _step(pipeline.plan(two), name).key(two), name
+    assert "entropy[b]" in [s.name for s in pipeline.plan(two)]
+
+
+def test_the_sample_and_entropy_steps_read_every_entropy_setting_between_them(cfg_factory):
+    """Each entropy setting is read by the sample step (what the samples and clusters are) or by the entropy step
+    (how they are scored), so no setting change leaves a stale result; the judge reruns the sample step only."""
+    from context_cda.config import EntropyConfig
+
+    sample, entropy = T.get("sample-part").sections, T.get("entropy").sections
+    fields = {f"entropy.{k}" for k in EntropyConfig.model_fields}
+    assert fields <= set(sample) | set(entropy)
+    assert {"entropy.judge", "entropy.n_samples", "entropy.generator_model"} <= set(sample) - set(entropy)
+    assert {"entropy.estimator", "entropy.length_normalised"} <= set(entropy) - set(sample)
+    base = cfg_factory(run={"targets": {"a": "tiny:gpt2"}})
+    other = cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, entropy={"estimator": "plogp"})
+    assert _step(pipeline.plan(base), "sample").key(base) == _step(pipeline.plan(other), "sample").key(other)
+    assert (_step(pipeline.plan(base), "sample-part[part-0]").key(base)
+            == _step(pipeline.plan(other), "sample-part[part-0]").key(other))
+    assert _step(pipeline.plan(base), "entropy[a]").key(base) != _step(pipeline.plan(other), "entropy[a]").key(other)
+
+
+def test_dvc_params_of_a_per_seed_step_leave_out_the_seed_list(cfg_factory):
+    cfg = cfg_factory()
+    params = T.param_keys(cfg, T.get("finetune"))
+    assert "train.seeds" not in params and "train" not in params
+    assert {"train.arms", "train.k", "train.epochs", "train.lora"} <= set(params)
+    assert "train.seeds" in T.param_keys(cfg, T.get("register"))  # it reads every seed's evidence
+
+
+def test_a_steps_view_holds_only_its_own_seed_and_target(cfg_factory):
+    """The config a Kubeflow task gets: the same for a finished seed's task whatever seeds and targets are added."""
+    one = cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, train={"seeds": [13]})
+    two = cfg_factory(run={"targets": {"a": "tiny:gpt2", "b": "tiny:bert"}}, train={"seeds": [13, 99]})
+    keys = {"target": "a", "arm": "cda", "seed": 13}
+    view = T.step_view(two, T.get("finetune"), keys)
+    assert view.train.seeds == [13] and view.run.targets == {"a": "tiny:gpt2"}
+    assert view.to_dict() == T.step_view(one, T.get("finetune"), keys).to_dict()
+    assert two.train.seeds == [13, 99]  # the run's config is untouched
+    assert T.step_view(two, T.get("register"), {"target": "a"}).train.seeds == [13, 99]

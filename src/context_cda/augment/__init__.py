@@ -37,7 +37,6 @@ _EXPORTS = {
     "parse_swaps": ".postprocess",
     "swap_terms": ".postprocess",
     "GenerationCache": ".store",
-    "ShardStore": ".store",
     "cache_key": ".store",
 }
 

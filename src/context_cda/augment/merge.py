@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import items as I
 from .. import layout as L
 from .. import schemas as S
-from ..errors import check_item_errors
-from ..io import REJECTED, StageRecorder, read_json, write_rejected, write_table
-from ..shards import concat_in_order, merge_parts, part_folders, read_part_table, sum_summaries
+from ..io import REJECTED, StageRecorder
+from ..shards import merge, write_merged
 
 
 def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Path | str) -> dict[str, Any]:
@@ -25,27 +25,18 @@ def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Pa
     from .stage import eligible
 
     out = Path(out_dir)
-    parts = part_folders(inputs["parts"], "augment-part", config.pipeline.generation_shards)
     _, expected = eligible(config, {"counterfactuals": inputs["counterfactuals"]})
-    rec = StageRecorder("augment-merge", out, {"parts": len(parts)},
-                        {"counterfactuals": inputs["counterfactuals"], **{f"part-{i}": p for i, p in enumerate(parts)}})
-    tables = {name: [read_part_table(p / name, S.CDA_ID) for p in parts]
-              for name in (L.AUGMENTED_FILE, REJECTED, L.ERRORS_FILE)}
-    every = [t[[S.CDA_ID]] for t in (*tables[L.AUGMENTED_FILE], *tables[REJECTED], *tables[L.ERRORS_FILE])
-             if len(t)]
-    merge_parts(every, S.CDA_ID, expected[S.ID].astype(str), f"augment merge of {len(parts)} part(s)")
-    order = {cid: i for i, cid in enumerate(expected[S.ID].astype(str))}
-    written = {}
-    for name, frames in tables.items():
-        merged = concat_in_order(frames, S.CDA_ID, order)
-        written[name] = write_rejected(merged, out) if name == REJECTED else write_table(merged, out / name)
-    summary = sum_summaries([read_json(p / "manifest.json").get("summary", {}) for p in parts])
-    summary["parts"] = len(parts)
+    parts = config.pipeline.generation_shards
+    m = merge(inputs["parts"], "augment-part", parts, S.CDA_ID, list(expected[S.ID].astype(str)),
+              (L.AUGMENTED_FILE, REJECTED, L.ERRORS_FILE), f"augment merge of {parts} part(s)")
+    rec = StageRecorder("augment-merge", out, {"parts": len(m.parts)},
+                        {"counterfactuals": inputs["counterfactuals"], **{f"part-{i}": p for i, p in enumerate(m.parts)}})
+    written = write_merged(m, out)
+    summary = m.summary
     rec.finish({"in": summary.get("rows_in", 0), "out": summary.get("accepted", 0),
                 "rejected": summary.get("rejected", 0), "errors": summary.get("errors", 0)},
                outputs={"augmented": written[L.AUGMENTED_FILE], "rejected": written[REJECTED],
                         "errors": written[L.ERRORS_FILE]}, summary=summary)
-    check_item_errors("augment", summary.get("errors", 0), summary.get("items", 0),
-                      summary.get("error_reasons", {}), out / L.ERRORS_FILE, config.run.allow_errors)
+    I.enforce("augment", summary.get("errors", 0), summary.get("items", 0), summary.get("error_reasons", {}),
+              out / L.ERRORS_FILE, config.run.allow_errors)
     return summary
-

@@ -1,9 +1,10 @@
 """``run_augment``: rephrase every CDA counterfactual with a generator, review it, retry, store exactly once.
 
 The stage runs five named steps: :func:`load` (read and check the CDA table, one item per counterfactual),
-:func:`plan` (settings, sampling, review, cache and shard store), :func:`run` (generate and review the pending
-items shard by shard), :func:`assemble` (``augmented.parquet`` and ``rejected.parquet`` from the shards) and
-:func:`record` (summary and manifest).
+:func:`plan` (settings, sampling, review, cache and the item engine's pass), :func:`run` (generate and review the
+pending items shard by shard), :func:`assemble` (``augmented.parquet`` and ``rejected.parquet`` from the shards)
+and :func:`record` (summary and manifest). Shards, resuming and the error policy are the item engine's
+(:mod:`context_cda.items`): this module keeps only the generation, the review and the retries.
 
 Per shard of ``augment.shard_size`` pending items: for attempt 1..(1 + max_retries) build each item's prompt,
 look the request up in the cache, generate the misses (``batch_size`` prompts per ``generate`` call), review
@@ -32,28 +33,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import items as I
 from .. import layout as L
 from .. import schemas as S
-from ..errors import InputError, check_item_errors, error_kinds
+from ..errors import InputError
 from ..generation.base import Generator, SamplingParams
-from ..io import (
-    StageRecorder,
-    json_hash,
-    read_table,
-    require_columns,
-    require_rows,
-    stable_id,
-    write_rejected,
-    write_table,
-)
+from ..io import StageRecorder, json_hash, read_table, require_columns, require_rows, stable_id, write_table
 from .checks import ReviewSettings, review_many
 from .checks.meaning import judge_model_ref, make_meaning_judge
 from .postprocess import default_lexicon, parse_swaps, swap_terms
 from .prompts import build_messages, get_prompt
 from .retry import feedback, next_params
-from .store import GenerationCache, ShardStore, cache_key
+from .store import GenerationCache, cache_key
 
-ACCEPTED, REJECTED, ERROR = "accepted", "rejected", "error"
+ACCEPTED, REJECTED, ERROR = I.DONE, I.REJECTED, I.ERROR
 OUTPUT_COLUMNS = [S.ID, S.CDA_ID, S.COUNTERFACTUAL, S.AUGMENTED, S.ATTEMPTS, S.GEN_MODEL, S.PROMPT_VERSION,
                   S.RAW_OUTPUT, S.ORIGINAL, S.SWAPPED_TERMS]
 REJECTED_COLUMNS = [S.ID, S.CDA_ID, S.COUNTERFACTUAL, S.RAW_OUTPUT, S.ATTEMPTS, "status", S.REASON]
@@ -104,7 +97,7 @@ class Plan:
     gen_model: str
     review: ReviewSettings
     lexicon: Any
-    store: ShardStore
+    run: I.ItemRun
     cache: GenerationCache
     get_generator: Callable[[], Generator]
     get_judge: Callable[[], Any]
@@ -147,13 +140,6 @@ def _input_path(inputs: Mapping[str, Path | str]) -> Path:
         if name in inputs:
             return Path(inputs[name])
     raise InputError(f"augment: inputs must name 'counterfactuals' (got {', '.join(inputs) or 'nothing'}).")
-
-
-def _progress_bar(total: int, enabled: bool) -> Any:
-    """A bar on a terminal when ``enabled``, else a progress line every few seconds (:mod:`context_cda.progress`)."""
-    from ..progress import Progress
-
-    return Progress(total, "augment", "item", bar=enabled)
 
 
 # ------------------------------------------------------------------------------------------------ the steps
@@ -206,7 +192,7 @@ def load(config: Any, inputs: Mapping[str, Path | str], part: int | None = None)
 
 
 def plan(config: Any, out_dir: Path, rec: StageRecorder, generator: Generator | None = None,
-         judge: Any = None) -> Plan:
+         judge: Any = None, what: str = "augment", progress: bool = False) -> Plan:
     """Sampling, attempts, review settings and lazily built generator and meaning judge."""
     a = config.augment
     params = SamplingParams.from_config(a.sampling)
@@ -239,69 +225,47 @@ def plan(config: Any, out_dir: Path, rec: StageRecorder, generator: Generator | 
         if "g" in held:
             held["g"].close()
 
+    shash = json_hash(settings_for(config))  # the settings: the checkpoints' fingerprint (and in every key)
+    run = I.ItemRun(what, I.Checkpoints.of(out_dir, shash), a.shard_size, lambda it: it.key, progress)
     return Plan(config, params, max_attempts, generator.backend if generator is not None else a.backend,
                 generator.model_id if generator is not None else a.model, ReviewSettings.from_config(a),
-                load_gender_lexicon(config), ShardStore(out_dir / "shards"),
-                GenerationCache(a.cache_dir or out_dir / "cache"), get_generator, get_judge, close)
+                load_gender_lexicon(config), run, GenerationCache(a.cache_dir or out_dir / "cache"), get_generator,
+                get_judge, close)
 
 
-def run(p: Plan, items: list[_Item], progress: bool = False) -> tuple[int, int]:
-    """Generate and review every item without a final row, one appended shard at a time.
-
-    Returns (items resumed from earlier runs, items processed now). Call inside ``p.store.locked()``.
-    """
+def run(p: Plan, items: list[_Item]) -> I.Pass:
+    """Generate and review every item without a final row, one shard at a time (the item engine's pass)."""
     a = p.config.augment
-    prior = p.store.read()
-    done: set[str] = set()
-    if len(prior):
-        done = set(prior.loc[prior["status"].isin([ACCEPTED, REJECTED]), "item_key"])
-    pending = [it for it in items if it.key not in done]
-    bar = _progress_bar(len(pending), progress)
     counts = {"rejected": 0}
+
+    def work(chunk: list[_Item], bar: Any) -> list[dict[str, Any]]:
+        _process_chunk(p, chunk, bar, counts)
+        return [_row(it, p.gen_model, a.prompt_version) for it in chunk]
+
     try:
-        for c in range(0, len(pending), a.shard_size):
-            chunk = pending[c: c + a.shard_size]
-            _process_chunk(p, chunk, bar, counts)
-            p.store.append([_row(it, p.gen_model, a.prompt_version) for it in chunk])
+        return I.run_items(p.run, items, work)
     finally:
-        if bar is not None:
-            bar.close()
         p.close()
-    return len(items) - len(pending), len(pending)
 
 
-def assemble(p: Plan, loaded: Loaded, out_dir: Path) -> tuple[Any, Any, Any, int]:
+def assemble(p: Plan, loaded: Loaded, out_dir: Path) -> tuple[I.Outcome, Any]:
     """Write ``augmented.parquet``, ``rejected.parquet`` and ``errors.parquet`` from the shards (input order, one
-    row per item)."""
+    row per item); returns the outcome and every item's final row (for the counts per attempt)."""
     import pandas as pd
 
-    keys = [it.key for it in loaded.items]
-    merged, duplicates = _final_rows(p.store.read(), keys)
-    order = {k: i for i, k in enumerate(keys)}
-    merged = merged.assign(_o=merged["item_key"].map(order)).sort_values("_o")
-    for col in (S.ORIGINAL, S.SWAPPED_TERMS):  # shards written before these columns existed
-        if col not in merged.columns:
-            merged[col] = None
-    aug = merged[merged["status"] == ACCEPTED][OUTPUT_COLUMNS].reset_index(drop=True)
-    aug[S.ATTEMPTS] = aug[S.ATTEMPTS].astype("int64")
-    rej = merged[merged["status"] == REJECTED][REJECTED_COLUMNS]
-    errors = merged[merged["status"] == ERROR][ERROR_COLUMNS].reset_index(drop=True)
-    if loaded.skipped:
-        rej = pd.concat([rej, pd.DataFrame(loaded.skipped)], ignore_index=True)
-    rej = rej.reset_index(drop=True)
-    write_table(aug, out_dir / L.AUGMENTED_FILE)
-    write_rejected(rej, out_dir)
-    write_table(errors, out_dir / L.ERRORS_FILE)
-    return aug, rej, merged, duplicates
-
-
-def reason_counts(reasons: Any) -> dict[str, int]:
-    """How many rows name each reason kind (a row with several reasons counts once for each)."""
-    c: Counter[str] = Counter()
-    for r in reasons:
-        if isinstance(r, str) and r:
-            c.update({part.split(":", 1)[0].strip() for part in r.split("; ")})
-    return dict(c.most_common())
+    outcome = I.Outcome.of(p.run.what, p.run.store, [it.key for it in loaded.items])
+    for frame in (outcome.done, outcome.rejected, outcome.errors):
+        for col in (S.ORIGINAL, S.SWAPPED_TERMS):  # shards written before these columns existed
+            if col not in frame.columns:
+                frame[col] = None
+    aug = outcome.done.reindex(columns=OUTPUT_COLUMNS).astype({S.ATTEMPTS: "int64"})
+    rej = pd.concat([outcome.rejected.reindex(columns=REJECTED_COLUMNS),
+                     pd.DataFrame(loaded.skipped, columns=REJECTED_COLUMNS)], ignore_index=True)
+    every = pd.concat([outcome.done, outcome.rejected, outcome.errors], ignore_index=True)
+    outcome.paths["augmented"] = write_table(aug, out_dir / L.AUGMENTED_FILE)
+    outcome.write(out_dir, rej, outcome.errors.reindex(columns=ERROR_COLUMNS))
+    outcome.done, outcome.rejected = aug, rej
+    return outcome, every
 
 
 def attempt_counts(merged: Any) -> dict[str, dict[str, int]]:
@@ -315,24 +279,25 @@ def attempt_counts(merged: Any) -> dict[str, dict[str, int]]:
     return {k: dict(v.most_common()) for k, v in per.items()}
 
 
-def record(rec: StageRecorder, p: Plan, loaded: Loaded, out_dir: Path, assembled: tuple[Any, Any, Any, int],
-           resumed: int, processed: int, elapsed: float) -> dict[str, Any]:
+def record(rec: StageRecorder, p: Plan, loaded: Loaded, assembled: tuple[I.Outcome, Any], done: I.Pass
+           ) -> dict[str, Any]:
     """The stage summary (also written to the manifest)."""
-    aug, rej, merged, duplicates = assembled
-    gen_s = p.stats["generate_s"]
+    outcome, every = assembled
+    aug, rej = outcome.done, outcome.rejected
+    gen_s, processed, elapsed = p.stats["generate_s"], done.processed, done.seconds
     summary = {
         "rows_in": loaded.rows_in,
         "items": len(loaded.items),
         "accepted": int(len(aug)),
         "rejected": int(len(rej)),
-        "errors": int((merged["status"] == ERROR).sum()) if len(merged) else 0,
-        "error_reasons": error_kinds(merged.loc[merged["status"] == ERROR, S.REASON]) if len(merged) else {},
-        "reject_reasons": reason_counts(rej[S.REASON]) if len(rej) else {},
-        "reasons_per_attempt": attempt_counts(merged),
+        "errors": int(len(outcome.errors)),
+        "error_reasons": outcome.error_reasons(),
+        "reject_reasons": I.reason_kinds(rej[S.REASON]),
+        "reasons_per_attempt": attempt_counts(every),
         "accepted_per_attempt": {str(k): int(v) for k, v in aug[S.ATTEMPTS].value_counts().sort_index().items()},
-        "resumed_items": resumed,
+        "resumed_items": done.resumed,
         "processed_items": processed,
-        "duplicates_dropped": duplicates,
+        "duplicates_dropped": outcome.duplicates,
         "cache_hits": p.cache.hits,
         "cache_misses": p.cache.misses,
         "generated_tokens": p.stats["generated_tokens"],
@@ -347,8 +312,7 @@ def record(rec: StageRecorder, p: Plan, loaded: Loaded, out_dir: Path, assembled
     rec.finish(
         counts={"in": summary["rows_in"], "out": summary["accepted"], "rejected": summary["rejected"],
                 "errors": summary["errors"]},
-        outputs={"augmented": out_dir / L.AUGMENTED_FILE, "rejected": out_dir / "rejected.parquet",
-                 "errors": out_dir / L.ERRORS_FILE},
+        outputs=dict(outcome.paths),
         summary=summary,
     )
     return summary
@@ -378,16 +342,15 @@ def run_augment(
                                              "parts": config.pipeline.generation_shards},
                         inputs={"counterfactuals": _input_path(inputs)},
                         versions=("transformers", "torch", "httpx", "vllm", "py3langid"))
-    p = plan(config, out_dir, rec, generator, judge)
-    t0 = time.perf_counter()
-    with p.store.locked():
-        resumed, processed = run(p, loaded.items, progress)
-        elapsed = time.perf_counter() - t0
+    what = "augment" if shard is None else f"augment[part-{shard}]"
+    p = plan(config, out_dir, rec, generator, judge, what, progress)
+    with I.working(out_dir, what):
+        done = run(p, loaded.items)
         with rec.timed("merge"):
             assembled = assemble(p, loaded, out_dir)
-        summary = record(rec, p, loaded, out_dir, assembled, resumed, processed, elapsed)
-    check_item_errors("augment", summary["errors"], summary["items"], summary["error_reasons"],
-                      out_dir / L.ERRORS_FILE, config.run.allow_errors)
+        summary = record(rec, p, loaded, assembled, done)
+    assembled[0].what = "augment"
+    assembled[0].enforce(config.run.allow_errors)
     return summary
 
 
@@ -537,18 +500,3 @@ def _row(it: _Item, gen_model: str, prompt_version: str) -> dict[str, Any]:
         "completion_tokens": it.completion_tokens,
         "finished_at": time.time(),
     }
-
-
-def _final_rows(shards: Any, keys: list[str]) -> tuple[Any, int]:
-    """One row per current item key: its final (accepted/rejected) row, else its latest error row."""
-    import pandas as pd
-
-    if not len(shards):
-        return pd.DataFrame(columns=[*OUTPUT_COLUMNS, "item_key", "status", S.REASON, ATTEMPT_REASONS]), 0
-    cur = shards[shards["item_key"].isin(set(keys))]
-    final = cur[cur["status"].isin([ACCEPTED, REJECTED])]
-    duplicates = int(final["item_key"].duplicated().sum())
-    final = final.drop_duplicates("item_key", keep="first")
-    errs = cur[(cur["status"] == ERROR) & ~cur["item_key"].isin(set(final["item_key"]))]
-    errs = errs.drop_duplicates("item_key", keep="last")
-    return pd.concat([final, errs], ignore_index=True), duplicates

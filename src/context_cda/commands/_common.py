@@ -92,7 +92,7 @@ MergeOpt = Annotated[bool, typer.Option("--merge", help="Only merge the generati
 
 def run_parts(cfg: Config, step: str, shard: int | None, merge: bool, overrides: dict[str, Any],
               run_part, run_merge, out: Path | None = None, **keys: Any) -> tuple[dict[str, Any] | None, Path]:
-    """``ccda augment`` / ``ccda entropy``: every generation part of ``<step>-part`` and then the merge ``step``
+    """``ccda augment`` / ``ccda sample``: every generation part of ``<step>-part`` and then the merge ``step``
     (the default), one part (``--shard N``), or only the merge (``--merge``). Returns the merge's summary (None
     after a single part) and the folder it wrote."""
     from ..errors import ConfigError

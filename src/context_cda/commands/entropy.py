@@ -1,4 +1,5 @@
-"""`ccda entropy` and `ccda filter`: semantic entropy per target model, then the top-k % filter."""
+"""`ccda sample`, `ccda entropy` and `ccda filter`: the M samples and their clusters (once), semantic entropy per
+target model, then the top-k % filter."""
 
 from __future__ import annotations
 
@@ -45,12 +46,14 @@ def parse_k(value: str | None) -> list[float] | None:
         ) from None
 
 
-def entropy(
+NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
+
+
+def sample(
     profile: ProfileOpt = None,
     sets: SetOpt = None,
     run_dir: RunDirOpt = None,
     params: ParamsOpt = None,
-    target: TargetOpt = None,
     input_path: Annotated[
         Path | None,
         typer.Option("--input", callback=given_file, help="Augmented table (default: the one validation kept, in the run folder)."),
@@ -59,27 +62,49 @@ def entropy(
     judge: Annotated[str | None, typer.Option("--judge", help="nli | embedding | llm.")] = None,
     judge_model: Annotated[str | None, typer.Option("--judge-model", help="Judge model reference.")] = None,
     rule: Annotated[str | None, typer.Option("--rule", help="strict | lenient.")] = None,
-    estimator: Annotated[str | None, typer.Option("--estimator", help="eq1 | plogp | discrete.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N items.")] = None,
+    no_progress: NoProgressOpt = False,
     allow_errors: AllowErrorsOpt = None,
     shard: ShardOpt = None,
     merge: MergeOpt = False,
 ) -> None:
-    """Semantic entropy of each contextual counterfactual under each target model (resumable): every generation
-    part (pipeline.generation_shards), then their merge; --shard N runs one part, --merge only the merge."""
-    from ..entropy import run_entropy, run_entropy_merge
+    """The M rephrasings of each contextual counterfactual and their entailment clusters, drawn once for every
+    target (resumable): every generation part (pipeline.generation_shards), then their merge; --shard N runs one
+    part, --merge only the merge."""
+    from ..entropy import run_sample, run_sample_merge
 
-    flags = {"n_samples": n_samples, "judge": judge, "judge_model": judge_model, "rule": rule,
-             "estimator": estimator, "limit": limit}
+    flags = {"n_samples": n_samples, "judge": judge, "judge_model": judge_model, "rule": rule, "limit": limit}
     cfg = resolve_config(profile, sets, run_dir, params, entropy=flags, run={"allow_errors": allow_errors})
+    summary, _ = run_parts(
+        cfg, "sample", shard, merge, {"augmented": input_path},
+        lambda inputs, part_dir, i: print_summary(f"sample part {i}", run_sample(
+            cfg, inputs, part_dir, i, progress=not no_progress)),
+        lambda inputs, out_dir: run_sample_merge(cfg, inputs, out_dir))
+    if summary is not None:
+        print_summary("sample", summary)
+
+
+def entropy(
+    profile: ProfileOpt = None,
+    sets: SetOpt = None,
+    run_dir: RunDirOpt = None,
+    params: ParamsOpt = None,
+    target: TargetOpt = None,
+    samples: Annotated[
+        Path | None,
+        typer.Option("--samples", help="The sample step's folder (default: the run folder's)."),
+    ] = None,
+    estimator: Annotated[str | None, typer.Option("--estimator", help="eq1 | plogp | discrete.")] = None,
+    no_progress: NoProgressOpt = False,
+) -> None:
+    """Semantic entropy of each sampled item under each target model (resumable): the target scores the samples
+    the sample step drew and clustered once; the estimators do the rest."""
+    from ..entropy import run_entropy
+
+    cfg = resolve_config(profile, sets, run_dir, params, entropy={"estimator": estimator})
     for name in pick(target, list(cfg.run.targets), "--target"):
-        summary, _ = run_parts(
-            cfg, "entropy", shard, merge, {"augmented": input_path},
-            lambda inputs, part_dir, i, t=name: print_summary(f"entropy [{t}] part {i}", run_entropy(
-                cfg, inputs, part_dir, t, i)),
-            lambda inputs, out_dir, t=name: run_entropy_merge(cfg, inputs, out_dir, t), target=name)
-        if summary is not None:
-            print_summary(f"entropy [{name}]", summary)
+        inputs, out_dir = step_io(cfg, "entropy", {"samples": samples}, target=name)
+        print_summary(f"entropy [{name}]", run_entropy(cfg, inputs, out_dir, name, progress=not no_progress))
 
 
 def filter_(
@@ -107,5 +132,6 @@ def filter_(
 
 
 def register(app: typer.Typer) -> None:
+    app.command("sample")(sample)
     app.command("entropy")(entropy)
     app.command("filter")(filter_)

@@ -32,8 +32,8 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[bool, typer.Option("--dry-run", help="List the steps and whether they are up to date.")] = False,
         allow_errors: AllowErrorsOpt = None,
     ) -> None:
-        """ingest → cda → validate → augment → validate → entropy → validate → filter → finetune → evaluate →
-        register → report."""
+        """ingest → cda → validate → augment → validate → sample → entropy → validate → filter → finetune →
+        evaluate → register → report."""
         from rich.markup import escape
         from rich.table import Table
 

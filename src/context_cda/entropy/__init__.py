@@ -1,32 +1,26 @@
 """Semantic-entropy filtering (step 3 of Context-CDA).
 
 For each contextual counterfactual x: sample M rephrasings (:mod:`.sampling`, through the augment stage's
-``Generator``), score log p(s | x) under the *target* model (:mod:`.likelihood`, the shared ``Scorer``), cluster
-the samples by bidirectional entailment (:mod:`.clustering` with a judge from :mod:`context_cda.judges`), estimate semantic
-entropy (:mod:`.estimators`, pure numpy), then drop the top k % (:mod:`.filter`).
+``Generator``) and cluster them by bidirectional entailment (:mod:`.clustering` with a judge from
+:mod:`context_cda.judges`), once for every target (the sample step, :mod:`.samples`); then, per target model, score
+log p(s | x) (:mod:`.likelihood`, the shared ``Scorer``) and estimate semantic entropy (:mod:`.estimators`, pure
+numpy; the entropy step, :mod:`.stage`); then drop the top k % (:mod:`.filter`).
 
-``run_entropy`` (one generation part), ``run_entropy_merge`` (the parts joined) and ``run_filter`` are loaded
-lazily: importing this package imports neither torch nor pandas.
+``run_sample`` (one generation part), ``run_sample_merge`` (the parts joined), ``run_entropy`` (one target) and
+``run_filter`` are loaded lazily: importing this package imports neither torch nor pandas.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-__all__ = ["run_entropy", "run_entropy_merge", "run_filter"]
+_EXPORTS = {"run_sample": ".samples", "run_sample_merge": ".merge", "run_entropy": ".stage", "run_filter": ".filter"}
+
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "run_entropy":
-        from .stage import run_entropy
-
-        return run_entropy
-    if name == "run_entropy_merge":
-        from .merge import run_entropy_merge
-
-        return run_entropy_merge
-    if name == "run_filter":
-        from .filter import run_filter
-
-        return run_filter
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

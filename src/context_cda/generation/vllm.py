@@ -1,7 +1,10 @@
 """``vllm`` backend: in-process ``vllm.LLM`` for GPU batch jobs (``pip install 'context-cda[generate]'``).
 
 vLLM schedules the whole list of prompts itself (continuous batching), applies the model's chat template
-(``LLM.chat``) and honours per-request seeds. Stop strings that are single special tokens (Llama-3's
+(``LLM.chat``) and honours per-request seeds. The ``n`` samples of a prompt are one request (``SamplingParams.n``:
+the sample step's M rephrasings share one prefill), and prefix caching is on unless ``engine_args`` turn it off
+(``enable_prefix_caching``): every prompt of a step starts with the same system prompt (and few-shot examples),
+computed once. Stop strings that are single special tokens (Llama-3's
 ``<|eot_id|>``) are also passed as ``stop_token_ids``; the model's ``generation_config`` EOS ids are used too.
 Note: vLLM starts an engine process, so scripts that use this backend need an ``if __name__ == "__main__":``
 guard (the ``ccda`` CLI has one).
@@ -42,7 +45,7 @@ class VLLMGenerator:
         self.model_id = model
         self._vllm = vllm
         path = resolve_pretrained(model, model_cache)
-        args = {"dtype": "auto", **(engine_args or {})}
+        args = {"dtype": "auto", "enable_prefix_caching": True, **(engine_args or {})}
         try:
             self.llm = vllm.LLM(model=path, **args)
         except Exception as e:  # vllm raises many kinds; name the model and the args

@@ -6,7 +6,7 @@ report is written with (what would run) where a step left no record:
 * **models**: every target, the generator and the judges, with their exact source and the precision of their
   weights (:func:`context_cda.model_info.describe`: e.g. a 4-bit GGUF dequantized to float32);
 * **data at each stage**: the corpus and its size, the rows in and out of ingest, CDA, validation, augment,
-  entropy, the filter and each arm's fine-tuning corpus (texts, sequences, the token budget);
+  the sample step (drawn once for every target), each target's entropy, the filter and each arm's fine-tuning corpus (texts, sequences, the token budget);
 * **training**: epochs, batches, learning rate, sequence length, precision, LoRA, seeds;
 * **evaluation**: each benchmark's items as scored, the bias type, the CrowS scoring mode, the bootstrap;
 * **what was sampled or cut**: every setting that made the run use part of its data, with its value.
@@ -56,18 +56,36 @@ def models_lines(config: Any, folders: Mapping[str, Path]) -> list[str]:
     for target, ref in config.run.targets.items():
         out.append(f"- **Target `{target}`** — {describe(ref).text()}.")
     aug = summary_of(folders.get("augment"))
-    backend = aug.get("backend", config.augment.backend)
-    if backend == "openai":
-        out.append(f"- **Generator** (augment, entropy samples) — `{aug.get('gen_model', config.augment.model)}` "
-                   "served by an OpenAI-compatible server (its precision is the server's).")
-    else:
-        out.append(f"- **Generator** (augment, entropy samples; backend {backend}) — "
-                   f"{describe(config.augment.model).text()}.")
+    smp = summary_of(_sample_dir(folders))
+    gen = (aug.get("backend", config.augment.backend), aug.get("gen_model", config.augment.model))
+    sampler = (smp.get("generator_backend"), smp.get("generator_model"))
+    sampler = sampler if all(sampler) else config.sample_generator()
+    shared = sampler == gen
+    out.append(_generator_line("augment, and the sample step's rephrasings" if shared else "augment", *gen))
+    if not shared:
+        out.append(_generator_line("the sample step's rephrasings", *sampler))
     e = config.entropy
     judge = f"{e.judge} judge" + (f" (cosine ≥ {e.embedding_threshold:g})" if e.judge == "embedding" else "")
     out.append(f"- **Entailment judge** (semantic-entropy clusters; {judge}) — {describe(e.judge_model).text()}.")
     out.append(_meaning_line(config, aug))
     return out
+
+
+def _generator_line(used_by: str, backend: str, model: str) -> str:
+    from ..model_info import describe
+
+    if backend == "openai":
+        return (f"- **Generator** ({used_by}) — `{model}` served by an OpenAI-compatible server (its precision is "
+                "the server's).")
+    return f"- **Generator** ({used_by}; backend {backend}) — {describe(model).text()}."
+
+
+def _sample_dir(folders: Mapping[str, Path]) -> Path | None:
+    """The sample step's folder: an input of the report, else next to the augment step's in the run folder."""
+    if folders.get("sample"):
+        return Path(folders["sample"])
+    aug = folders.get("augment")
+    return Path(aug).parent / L.FOLDERS["sample"] if aug else None
 
 
 def _meaning_line(config: Any, aug: Mapping[str, Any]) -> str:
@@ -130,14 +148,29 @@ def size_rows(config: Any, folders: Mapping[str, Path], run_dir: Path) -> list[l
                      f"rephrased by the generator{f' (the first {lim} counterfactuals: augment.limit)' if lim else ''};"
                      f" {_n(a.get('rejected'))} rejected by the review, {_n(a.get('errors'))} errors"])
     rows += _validation_row(run_dir, "augment")
+    rows += _sample_rows(config, folders)
     for keys, folder in _steps(folders.get("entropy"), "entropy"):
         e = summary_of(folder)
         rows.append([f"entropy [{keys['target']}]", _n(e.get("items_in")), _n(e.get("scored")),
-                     f"{config.entropy.n_samples} sampled rephrasings per item, {e.get('judge')} judge; "
-                     f"{_n(e.get('rejected'))} rejected"])
+                     f"the shared samples scored by this target, {e.get('estimator', config.entropy.estimator)} "
+                     f"semantic entropy over their clusters; {_n(e.get('rejected'))} rejected"])
     rows += _filter_rows(folders.get("filtered"))
     rows += _finetune_rows(folders.get("finetune"))
     return rows
+
+
+def _sample_rows(config: Any, folders: Mapping[str, Path]) -> list[list[str]]:
+    """The sample step: drawn once for every target (the generator's M rephrasings, reviewed, clustered)."""
+    s = summary_of(_sample_dir(folders))
+    if not s:
+        return []
+    lim = config.entropy.limit
+    return [["sample", _n(s.get("items_in")), _n(s.get("sampled")),
+             f"{s.get('n_samples', config.entropy.n_samples)} rephrasings per item drawn once for every target"
+             f"{f' (the first {lim} items: entropy.limit)' if lim else ''}, reviewed and clustered by bidirectional "
+             f"entailment ({s.get('judge', config.entropy.judge)} judge, {s.get('judge_calls_per_item', '–')} "
+             f"calls per item); {_n(s.get('samples'))} samples kept, {_n(s.get('rejected'))} items rejected, "
+             f"{_n(s.get('errors'))} errors"]]
 
 
 def _why(reasons: Any) -> str:

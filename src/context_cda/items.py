@@ -1,0 +1,254 @@
+"""The resumable item engine: what every stage that works through items one shard at a time shares (augment,
+sample, entropy). A stage keeps only its domain work; the engine keeps the books.
+
+A stage hands the engine its items, each with a key (a hash of the item and of every setting that changes its
+result), and a function that does the work for one shard of items and returns their rows. The engine
+
+* keeps the checkpoint shards of one *fingerprint* (a hash of the settings) in ``<out>/shards/<fingerprint>/``,
+  each shard one atomically written Parquet file (:class:`Checkpoints`), and holds the step folder's lock while
+  it works;
+* skips every item with a final row in a finished shard, ``done`` or ``rejected`` (with its reason), and works
+  through the rest in shards of ``shard_size`` items (:func:`run_items`): a kill loses at most the shard in
+  flight, and no item is ever written twice as final;
+* an ``error`` row (the generator failed for a transient reason) is not final: the next run does the item again;
+* assembles the final rows, one set per item in the input's order (the first final row wins; else its latest
+  error row; :func:`final_rows`), and splits them by status (:class:`Outcome`);
+* writes ``rejected.parquet`` and ``errors.parquet`` and applies the error policy (:meth:`Outcome.enforce`):
+  exit code 75 when items ended as errors, unless ``run.allow_errors`` (``--allow-errors``) lets the run go on.
+
+Rows are plain dicts: :data:`KEY`, :data:`STATUS` and :data:`REASON` are the engine's, every other column the
+stage's. An item may have several rows (one per sample); all of an item's rows in one shard share its status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from . import layout as L
+from . import schemas as S
+from .errors import check_item_errors, error_kinds
+from .io import file_lock, write_rejected, write_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+log = logging.getLogger(__name__)
+
+KEY, STATUS, REASON = "item_key", "status", S.REASON
+DONE, REJECTED, ERROR = "done", "rejected", "error"
+FINAL = (DONE, REJECTED)
+SHARDS_DIR = "shards"
+_SEQ = "_shard"  # the order of the shard a row was read from (not stored)
+
+T = TypeVar("T")
+
+
+class Checkpoints:
+    """The finished shards of one fingerprint: ``<out>/shards/<fingerprint>/shard-*.parquet``."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self._seq = 0
+
+    @classmethod
+    def of(cls, out_dir: Path | str, fingerprint: str, kind: str = SHARDS_DIR) -> Checkpoints:
+        """The checkpoints of ``fingerprint`` in step folder ``out_dir`` (``kind``: a second kind of checkpoint of
+        the same step, e.g. the sample step's drawn samples)."""
+        return cls(Path(out_dir) / kind / fingerprint)
+
+    def files(self) -> list[Path]:
+        return sorted(self.root.glob("shard-*.parquet"))
+
+    def read(self) -> pd.DataFrame:
+        """Every finished shard's rows, in the order the shards were written (column ``_shard``: which one)."""
+        import pandas as pd
+
+        frames = [pd.read_parquet(f).assign(**{_SEQ: n}) for n, f in enumerate(self.files())]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[KEY, STATUS, REASON, _SEQ])
+
+    def final_keys(self) -> set[str]:
+        """The keys with a final row (done or rejected) in a finished shard."""
+        rows = self.read()
+        return set(rows.loc[rows[STATUS].isin(FINAL), KEY].astype(str)) if len(rows) else set()
+
+    def append(self, rows: Sequence[dict[str, Any]]) -> Path | None:
+        """Write ``rows`` as one new shard (atomically: the shard is there whole, or not at all)."""
+        import pandas as pd
+
+        if not rows:
+            return None
+        self._seq += 1
+        name = f"shard-{time.time_ns():020d}-{os.getpid()}-{self._seq:05d}.parquet"
+        return write_table(pd.DataFrame(list(rows)), self.root / name)
+
+    def clean(self) -> None:
+        """Remove what a killed write left (temporary files); finished shards stay."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for tmp in self.root.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def working(out_dir: Path | str, what: str) -> Iterator[None]:
+    """Hold step folder ``out_dir``'s lock while a stage works in it (a second process is refused, naming it)."""
+    with file_lock(Path(out_dir) / L.LOCK_FILE, what):
+        yield
+
+
+# ---------------------------------------------------------------------------------------------- the pass
+
+
+@dataclass
+class Pass:
+    """What one pass over the items did: items found finished, items worked on, shards written, seconds."""
+
+    resumed: int = 0
+    processed: int = 0
+    shards: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class ItemRun(Generic[T]):
+    """One stage's pass: ``what`` names it (messages, the progress bar), ``store`` holds its shards."""
+
+    what: str
+    store: Checkpoints
+    shard_size: int
+    key: Callable[[T], str]
+    progress: bool = False
+    unit: str = "item"
+
+
+def run_items(run: ItemRun[T], items: Sequence[T], process: Callable[[list[T], Any], list[dict[str, Any]]],
+              ) -> Pass:
+    """Work through the items without a final row, ``run.shard_size`` at a time: ``process(chunk, bar)`` returns
+    the chunk's rows (each with :data:`KEY`, :data:`STATUS`, :data:`REASON`), which are written as one shard before
+    the next chunk starts. ``bar`` is the progress bar (or None); ``process`` may move it as items finish."""
+    run.store.clean()
+    done = run.store.final_keys()
+    pending = [it for it in items if run.key(it) not in done]
+    log.info("%s: %d items, %d already done, %d to do", run.what, len(items), len(items) - len(pending), len(pending))
+    stats = Pass(resumed=len(items) - len(pending), processed=len(pending))
+    t0 = time.perf_counter()
+    bar = _bar(run, len(pending))
+    try:
+        for start in range(0, len(pending), run.shard_size):
+            chunk = pending[start: start + run.shard_size]
+            before = bar.n if bar is not None else 0
+            rows = process(chunk, bar)
+            _check_rows(run, chunk, rows)
+            run.store.append(rows)
+            stats.shards += 1
+            if bar is not None:
+                bar.update(max(0, before + len(chunk) - bar.n))
+    finally:
+        if bar is not None:
+            bar.close()
+    stats.seconds = time.perf_counter() - t0
+    return stats
+
+
+def _bar(run: ItemRun[Any], total: int) -> Any:
+    """A bar on a terminal when ``run.progress``, else a progress line every interval (:mod:`context_cda.progress`:
+    done, rate, ETA, the stage's postfix), so a log shows this work too."""
+    if not total:
+        return None
+    from .progress import Progress
+
+    return Progress(total, run.what, run.unit, bar=run.progress)
+
+
+def _check_rows(run: ItemRun[Any], chunk: Sequence[Any], rows: Sequence[dict[str, Any]]) -> None:
+    """Every item of the chunk has rows with a known status; no row belongs to another item."""
+    want = {run.key(it) for it in chunk}
+    got = {r[KEY] for r in rows}
+    bad = {r[STATUS] for r in rows} - {DONE, REJECTED, ERROR}
+    if got != want or bad:
+        raise RuntimeError(f"{run.what}: a shard's rows do not match its items (missing {sorted(want - got)[:3]}, "
+                           f"foreign {sorted(got - want)[:3]}, unknown status {sorted(bad)})")
+
+
+# ---------------------------------------------------------------------------------------------- the outcome
+
+
+def final_rows(rows: pd.DataFrame, keys: Sequence[str], then: str | None = None) -> tuple[pd.DataFrame, int]:
+    """Each key's rows from the finished shards, in the order of ``keys`` (then by the column ``then``): the
+    rows of the first shard where it is final, else of the latest shard where it is an error; keys without rows
+    are left out. Also returns how many keys had final rows in more than one shard (ignored duplicates)."""
+    import pandas as pd
+
+    order = {k: i for i, k in enumerate(map(str, keys))}
+    if not len(rows):
+        return rows.drop(columns=[_SEQ], errors="ignore"), 0
+    rows = rows[rows[KEY].astype(str).isin(order)]
+    final = rows[rows[STATUS].isin(FINAL)]
+    per_key = final.groupby(KEY)[_SEQ]
+    duplicates = int((per_key.nunique() > 1).sum())
+    first = final[final[_SEQ] == final[KEY].map(per_key.min())]
+    errs = rows[(rows[STATUS] == ERROR) & ~rows[KEY].isin(set(final[KEY]))]
+    last = errs[errs[_SEQ] == errs[KEY].map(errs.groupby(KEY)[_SEQ].max())]
+    merged = pd.concat([first, last], ignore_index=True)
+    merged = merged.assign(_order=merged[KEY].astype(str).map(order))
+    sort = ["_order", then] if then is not None and then in merged.columns else ["_order"]
+    merged = merged.sort_values(sort, kind="stable").drop(columns=["_order", _SEQ]).reset_index(drop=True)
+    return merged, duplicates
+
+
+@dataclass
+class Outcome:
+    """The final rows of a pass, split by status; ``items``: how many items the step had to do."""
+
+    what: str
+    items: int
+    done: pd.DataFrame
+    rejected: pd.DataFrame
+    errors: pd.DataFrame
+    duplicates: int = 0
+    paths: dict[str, Path] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, what: str, store: Checkpoints, keys: Sequence[str], then: str | None = None) -> Outcome:
+        rows, duplicates = final_rows(store.read(), keys, then)
+        by = rows[STATUS] if len(rows) else None
+        part = (lambda s: rows[by == s].reset_index(drop=True)) if by is not None else (lambda s: rows.iloc[0:0])
+        return cls(what, len(keys), part(DONE), part(REJECTED), part(ERROR), duplicates)
+
+    def write(self, out_dir: Path | str, rejected: pd.DataFrame, errors: pd.DataFrame) -> dict[str, Path]:
+        """Write the step's ``rejected.parquet`` and ``errors.parquet`` (the stage chose their columns)."""
+        self.paths = {"rejected": write_rejected(rejected, out_dir),
+                      "errors": write_table(errors, Path(out_dir) / L.ERRORS_FILE)}
+        return self.paths
+
+    def error_reasons(self) -> dict[str, int]:
+        return error_kinds(self.errors[REASON]) if len(self.errors) else {}
+
+    def enforce(self, allow_errors: bool) -> None:
+        """The error policy: error items raise :class:`~context_cda.errors.ItemErrors` (exit code 75) unless
+        ``allow_errors``; either way the next run does exactly them again."""
+        enforce(self.what, len(self.errors), self.items, self.error_reasons(),
+                self.paths.get("errors", Path(L.ERRORS_FILE)), allow_errors)
+
+
+def reason_kinds(reasons: Any) -> dict[str, int]:
+    """How many rows name each reason kind (``"too-few-samples: 1 < 2"`` -> ``too-few-samples``; a row with
+    several reasons, ``"; "``-separated, counts once for each)."""
+    counts: Counter[str] = Counter()
+    for r in reasons:
+        if isinstance(r, str) and r:
+            counts.update({part.split(":", 1)[0].strip() for part in r.split("; ")})
+    return dict(counts.most_common())
+
+
+def enforce(what: str, n_errors: int, n_items: int, reasons: dict[str, int], listing: Path | str,
+            allow_errors: bool) -> None:
+    """:meth:`Outcome.enforce` for counts read back from manifests (a merge of generation parts)."""
+    check_item_errors(what, n_errors, n_items, reasons, listing, allow_errors)
