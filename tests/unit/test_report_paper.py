@@ -136,7 +136,12 @@ def test_setup_reads_the_sizes_of_every_stage_from_the_manifests(tmp_path):
     _manifest(lay.step_dir("cda"), {"mode": "two-sided", "rows_in": 300, "rows_out": 300, "swaps": 700,
                                     "training_texts": 600})
     _manifest(lay.step_dir("augment"), {"items": 96, "accepted": 29, "rejected": 67, "errors": 0, "backend": "hf",
-                                        "review": {"meaning": "embedding"}})
+                                        "gen_model": "tiny:gpt2", "review": {"meaning": "embedding"}})
+    _manifest(lay.step_dir("sample"), {"items_in": 29, "sampled": 29, "samples": 140, "rejected": 0, "errors": 0,
+                                       "n_samples": 5, "judge": "embedding", "judge_calls_per_item": 6.5,
+                                       "generator_backend": "hf", "generator_model": "tiny:gpt2"})
+    _manifest(lay.step_dir("entropy", target="s"), {"items_in": 29, "scored": 29, "rejected": 0,
+                                                    "estimator": "discrete"})
     _manifest(lay.step_dir("filter", target="s") / "k30", {"k": 30.0, "cut": 1.234, "kept": 21, "dropped": 8})
     _manifest(lay.step_dir("finetune", target="s", arm="cda", seed=13),
               {"texts": 600, "tokens_available": 9000, "sequences": 41, "tokens": 722, "token_budget": 722,
@@ -154,6 +159,18 @@ def test_setup_reads_the_sizes_of_every_stage_from_the_manifests(tmp_path):
     assert "Corpus: `wikitext-2-test` (" in md
     assert "| ingest | 4,358 lines, 9,036 sentences | 300 |" in md and "a seeded sample of 300" in md
     assert "| augment | 96 | 29 | rephrased by the generator (the first 96 counterfactuals: augment.limit);" in md
+    # the sample step drawn once for every target, then each target's entropy over those samples
+    assert ("| sample | 29 | 29 | 5 rephrasings per item drawn once for every target, reviewed and clustered by "
+            "bidirectional entailment (embedding judge, 6.5 calls per item); 140 samples kept, 0 items rejected") in md
+    assert "| entropy [s] | 29 | 29 | the shared samples scored by this target, discrete semantic entropy" in md
+    assert md.index("| sample |") < md.index("| entropy [s] |") < md.index("| filter [s, k30] |")
+    assert "**Generator** (augment, and the sample step's rephrasings; backend hf) — `tiny:gpt2`" in md
+    # a sample generator of its own (entropy.generator_model) is a line of its own
+    _manifest(lay.step_dir("sample"), {"items_in": 29, "sampled": 29, "generator_backend": "hf",
+                                       "generator_model": "tiny:llama"})
+    md2 = "\n".join(setup.markdown(cfg, folders, run, {}))
+    assert "**Generator** (augment; backend hf) — `tiny:gpt2`" in md2
+    assert "**Generator** (the sample step's rephrasings; backend hf) — `tiny:llama`" in md2
     assert "| filter [s, k30] | 29 | 21 | the highest-entropy 30 % dropped (SE above 1.234) |" in md
     assert "| finetune [s, cda, seed 13] | 600 texts, 9,000 tokens | 41 sequences, 722 tokens |" in md
     assert "Items scored per model: stereoset 120, crows 120. evaluate.max_items = 120" in md
