@@ -3,9 +3,9 @@
 What goes is the *resume state* and the *per-item stores and caches* of finished steps
 (:data:`context_cda.layout.RESUME_STATE`, :data:`~context_cda.layout.CACHES`): fine-tuning's full training states
 (``checkpoints/``, when a run kept them with ``train.keep_resume_state``; the finished model is in ``final/``), the
-generation parts' result shards and generation caches, the entropy parts' result shards and sample caches (a
-finished step keeps those so that a rerun with a larger limit or other settings redoes only what changed). Their tables,
-manifests, final models, metrics and per-item predictions stay, so the report, the registry and every up-to-date
+augment parts' result shards and generation caches, the sample parts' result shards and drawn samples, each
+target's entropy shards (a finished step keeps those so that a rerun with a larger limit or other settings redoes
+only what changed). Their tables, manifests, final models, metrics and per-item predictions stay, so the report, the registry and every up-to-date
 check are unchanged (the runner's checks leave the resume state out), and a later ``ccda run`` skips what was
 done. A step whose folder is locked (a process works in it) or that has not finished (no ``manifest.json``) is
 left alone: its resume state is what lets it continue.

@@ -75,10 +75,12 @@ LOCK_FILE = ".ccda-lock"  # held while a process works in a step folder (context
 #: step -> the folders inside its step folder that only a resume of that unfinished step needs: fine-tuning's full
 #: training states, which a finished fine-tuning deletes (final/ holds the model; train.keep_resume_state keeps them)
 RESUME_STATE: dict[str, tuple[str, ...]] = {"finetune": (CHECKPOINTS_DIR,)}
-#: step -> its per-item stores and caches: the generation parts' result shards and generation cache, the entropy
-#: parts' result shards and sample cache. A finished step keeps them (small), so a rerun with a larger limit or
-#: other settings redoes only what changed; `ccda clean` removes them (and any resume state left)
-CACHES: dict[str, tuple[str, ...]] = {"augment-part": ("shards", "cache"), "entropy-part": ("shards", "samples")}
+#: step -> its per-item stores and caches (context_cda.items checkpoints): the augment parts' result shards and
+#: generation cache, the sample parts' result shards and drawn samples, each target's entropy shards. A finished
+#: step keeps them (small), so a rerun with a larger limit or other settings redoes only what changed; `ccda clean`
+#: removes them (and any resume state left). The merges read the parts' tables, never these.
+CACHES: dict[str, tuple[str, ...]] = {"augment-part": ("shards", "cache"), "sample-part": ("shards", "draws"),
+                                      "entropy": ("shards",)}
 #: what the runner's up-to-date checks leave out of a folder input (removing it changes no step's inputs)
 RESUME_DIRS: tuple[str, ...] = tuple(dict.fromkeys(d for t in (RESUME_STATE, CACHES) for ds in t.values() for d in ds))
 

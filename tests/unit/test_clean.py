@@ -30,7 +30,8 @@ def _run(tmp_path: Path) -> Path:
     _step(lay.step_dir("finetune", target="t", arm="cda", seed=13), resume=("checkpoints",))
     (lay.step_dir("finetune", target="t", arm="cda", seed=13) / "final").mkdir()
     _step(lay.step_dir("augment-part", shard=0), resume=("shards", "cache"))
-    _step(lay.step_dir("entropy-part", target="t", shard=0), finished=False, resume=("samples", "shards"))
+    _step(lay.step_dir("sample-part", shard=0), resume=("shards", "draws"))
+    _step(lay.step_dir("entropy", target="t"), finished=False, resume=("shards",))
     return run
 
 
@@ -38,17 +39,18 @@ def test_clean_removes_finished_steps_resume_state_only(tmp_path):
     run = _run(tmp_path)
     lay = L.RunLayout(run)
     dry = clean(run, dry_run=True)
-    assert dry.freed == 3000 and all(p.exists() for p, _ in dry.removed)  # a dry run removes nothing
+    assert dry.freed == 5000 and all(p.exists() for p, _ in dry.removed)  # a dry run removes nothing
     done = clean(run)
     gone = {p.relative_to(run).as_posix() for p, _ in done.removed}
-    assert gone == {"finetune/t/cda/seed-13/checkpoints", "augment-parts/part-0/shards", "augment-parts/part-0/cache"}
-    assert done.freed == 3000
+    assert gone == {"finetune/t/cda/seed-13/checkpoints", "augment-parts/part-0/shards", "augment-parts/part-0/cache",
+                    "sample-parts/part-0/shards", "sample-parts/part-0/draws"}
+    assert done.freed == 5000
     ft = lay.step_dir("finetune", target="t", arm="cda", seed=13)
     assert (ft / "final").is_dir() and (ft / "table.parquet").is_file() and (ft / "manifest.json").is_file()
     # an unfinished step keeps what its resume needs, and says why
-    ent = lay.step_dir("entropy-part", target="t", shard=0)
-    assert (ent / "samples").is_dir() and (ent / "shards").is_dir()
-    assert all("has not finished" in why for _, why in done.kept) and len(done.kept) == 2
+    ent = lay.step_dir("entropy", target="t")
+    assert (ent / "shards").is_dir()
+    assert all("has not finished" in why for _, why in done.kept) and len(done.kept) == 1
     assert clean(run).freed == 0  # nothing left to free
 
 
@@ -87,7 +89,7 @@ def test_ccda_clean_command(tmp_path, capsys):
     run = _run(tmp_path)
     assert main(["clean", str(run), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "would remove" in out and "would free 3.0 kB" in out
+    assert "would remove" in out and "would free 5.0 kB" in out
     assert main(["clean", str(run)]) == 0
-    assert "freed 3.0 kB" in capsys.readouterr().out
+    assert "freed 5.0 kB" in capsys.readouterr().out
     assert human(1_600_000_000) == "1.6 GB" and human(999) == "999 B"

@@ -16,8 +16,8 @@ def register(app: typer.Typer) -> None:
         run_dir: Annotated[Path, typer.Argument(help="Run folder (run.run_dir, e.g. runs/demo).")],
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would be removed.")] = False,
     ) -> None:
-        """Remove the resume state of finished steps (fine-tuning checkpoints, generation shards and caches, entropy
-        sample caches); tables, final models, metrics, predictions, the report and the registry stay, and the
+        """Remove the resume state of finished steps (fine-tuning checkpoints; the augment and sample parts' shards,
+        generation cache and drawn samples; the entropy steps' shards); tables, final models, metrics, predictions, the report and the registry stay, and the
         steps stay up to date."""
         from rich.markup import escape
 
