@@ -122,16 +122,19 @@ def test_the_library_checks_names_before_scoring(tmp_path):
     assert check_names(["crows", "stereoset"]) == ["crows", "stereoset"]
 
 
-@pytest.mark.parametrize("command", [["cda"], ["augment"], ["entropy"], ["validate", "--stage", "cda"],
-                                     ["finetune", "--target", "smollm2-135m", "--arm", "cda", "--seed", "13"]])
-def test_a_missing_input_file_says_so(tmp_path, capsys, command):
+@pytest.mark.parametrize(("command", "flag"), [
+    (["cda"], "--input"), (["augment"], "--input"), (["sample"], "--input"), (["entropy"], "--samples"),
+    (["validate", "--stage", "cda"], "--input"),
+    (["finetune", "--target", "smollm2-135m", "--arm", "cda", "--seed", "13"], "--input")])
+def test_a_missing_input_file_says_so(tmp_path, capsys, command, flag):
     from context_cda.cli import main
 
     missing = tmp_path / "typo.parquet"
-    code = main([*command, "--profile", "demo", "--input", str(missing), "--run-dir", str(tmp_path / "run"),
+    code = main([*command, "--profile", "demo", flag, str(missing), "--run-dir", str(tmp_path / "run"),
                  "--params", str(ROOT / "params.yaml")])
     err = capsys.readouterr().err
-    assert code == 2 and f"--input {missing}: no such file" in err and "produces it" not in err
+    assert code == 2 and f"{flag} {missing}: no such file" in err and "produces it" not in err
+    assert f"leave {flag} out" in err
 
 
 def test_input_error_hint_for_missing_stage_outputs_is_unchanged(tmp_path):

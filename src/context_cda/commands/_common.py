@@ -57,14 +57,15 @@ def resolve_config(
     return load_config(profile, overrides, params_file=params)
 
 
-def given_file(value: Path | None) -> Path | None:
-    """The ``--input`` callback: a file the user named must exist (the stages' own "run the stage that produces
-    it first" is for the inputs they find in the run folder)."""
+def given_file(param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """The callback of an input option (``--input``, ``--samples``): a file or folder the user named must exist
+    (the stages' own "run the stage that produces it first" is for the inputs they find in the run folder)."""
     if value is not None and not str(value).startswith("s3:") and not value.expanduser().exists():
         from ..errors import InputError
 
-        raise InputError(f"--input {value}: no such file (relative paths start at {Path.cwd()}). Check the path, "
-                         "or leave --input out to read the stage's input from the run folder (--run-dir).")
+        flag = param.opts[0] if param.opts else "--input"
+        raise InputError(f"{flag} {value}: no such file (relative paths start at {Path.cwd()}). Check the path, "
+                         f"or leave {flag} out to read the stage's input from the run folder (--run-dir).")
     return value
 
 

@@ -92,7 +92,7 @@ def entropy(
     target: TargetOpt = None,
     samples: Annotated[
         Path | None,
-        typer.Option("--samples", help="The sample step's folder (default: the run folder's)."),
+        typer.Option("--samples", callback=given_file, help="The sample step's folder (default: the run folder's)."),
     ] = None,
     estimator: Annotated[str | None, typer.Option("--estimator", help="eq1 | plogp | discrete.")] = None,
     no_progress: NoProgressOpt = False,
