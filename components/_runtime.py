@@ -137,12 +137,23 @@ def config_json(config) -> str:
 
 
 def run_stage(stage: str, config, inputs: Mapping[str, Any], out_dir: str, **options: Any) -> str:
-    """Call the library function of step ``stage`` and return its summary as JSON (the component's output)."""
+    """Call the library function of step ``stage`` and return its summary as JSON (the component's output). A
+    SIGTERM (Kubernetes stopping the pod) stops the stage cleanly, as in the CLI (:mod:`context_cda.signals`):
+    finished shards and epochs stay in ``out_dir``, locks are released, and the task exits with code 143 and one
+    line instead of a traceback."""
+    import sys
+
+    from context_cda.signals import Terminated, sigterm_raises
     from context_cda.stages import get_stage
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    summary = get_stage(stage)(config, {k: Path(v) for k, v in inputs.items()}, out, **options)
+    try:
+        with sigterm_raises():
+            summary = get_stage(stage)(config, {k: Path(v) for k, v in inputs.items()}, out, **options)
+    except Terminated as e:
+        print(f"error: {stage} stopped by SIGTERM; its finished shards and epochs are kept in {out}.", file=sys.stderr)
+        raise SystemExit(e.exit_code) from None
     return json.dumps(summary, default=str, sort_keys=True)
 
 

@@ -73,7 +73,8 @@ def _for_a_log() -> None:
     quiet_library_noise()
 
 
-_ENVIRONMENT_ERRNOS = ("EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG")
+_ENVIRONMENT_ERRNOS = ("EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG",
+                       "ELOOP")
 
 
 def _owner_hint(e: OSError) -> str:
@@ -109,12 +110,19 @@ def _tracking_refusal(e: Exception) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one message and exit 2 (75: retry later; see
-    :mod:`context_cda.errors`), never a traceback."""
+    :mod:`context_cda.errors`), never a traceback; a SIGTERM stops the command cleanly with exit code 143 and
+    says how to resume (:mod:`context_cda.signals`)."""
     import errno
+
+    from .signals import Terminated, resume_hint, sigterm_raises
 
     _setup_logging()
     try:
-        app(args=argv, standalone_mode=False)
+        with sigterm_raises():
+            app(args=argv, standalone_mode=False)
+    except Terminated as e:
+        typer.echo(f"error: {resume_hint(argv)}", err=True)
+        return e.exit_code
     except CCDAError as e:
         typer.echo(f"error: {e}", err=True)
         return e.exit_code
@@ -130,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                    "space.", err=True)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted: finished shards and epochs are kept; run the same command again to resume",
+              file=sys.stderr)
         return 130
     except typer.Exit as e:
         return e.exit_code

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -23,9 +23,10 @@ from .errors import ConfigError
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, assignments are validated."""
+    """Base of every config section: unknown keys are errors, assignments are validated, and every number is
+    finite (``.inf`` / ``.nan`` are refused: a learning rate of inf trains to NaN)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=(), allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -69,6 +70,15 @@ class RunConfig(Section):
         "(env CCDA_DATA_CACHE overrides). Datasets are looked for first in the mirror folder named by env "
         "CCDA_DATA_DIR (a folder or s3://bucket/prefix; `ccda data fetch --to DIR` makes one).",
     )
+
+    @field_validator("run_dir")
+    @classmethod
+    def _run_dir(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("empty: name the run folder (an empty name would write into the current folder)")
+        if "\0" in v:
+            raise ValueError("a folder name cannot hold a NUL character")
+        return v
 
     @field_validator("targets")
     @classmethod
@@ -187,6 +197,12 @@ class ValidateConfig(Section):
     fail_on_error: bool = Field(
         False, description="Exit non-zero when any row fails (otherwise failing rows are quarantined)."
     )
+    @model_validator(mode="after")
+    def _bounds(self) -> ValidateConfig:
+        if self.min_chars > self.max_chars:
+            raise ValueError(f"min_chars ({self.min_chars}) must not exceed max_chars ({self.max_chars})")
+        return self
+
     exclude_ids: dict[Literal["cda", "augment", "entropy"], list[str]] = Field(
         default_factory=dict,
         description="Row ids a reviewer rejected by hand, per boundary (cda | augment | entropy -> ids): the "
@@ -196,10 +212,10 @@ class ValidateConfig(Section):
 
 class SamplingConfig(Section):
     n: int = Field(1, ge=1, description="Completions per prompt.")
-    temperature: float = Field(0.7, ge=0.0, description="Sampling temperature (0 = greedy).")
+    temperature: float = Field(0.7, ge=0.0, le=10.0, description="Sampling temperature (0 = greedy).")
     top_p: float = Field(0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     max_tokens: int = Field(96, ge=1, description="Most new tokens per completion.")
-    seed: int | None = Field(0, description="Sampling seed (null: unseeded).")
+    seed: int | None = Field(0, ge=0, lt=2**32, description="Sampling seed (null: unseeded).")
     stop: list[str] = Field(
         default_factory=lambda: ["\n\n"],
         description="Stop strings. A stop string that is one special token of the model (Llama-3's <|eot_id|>) "
@@ -314,8 +330,8 @@ class AugmentConfig(Section):
         True, description="A retry tells the generator what was wrong (a note above the sentence) and adapts the "
         "sampling (more tokens after a cut-off, cooler after a changed fact; see context_cda.augment.retry).",
     )
-    min_length_ratio: float = Field(0.8, gt=0, description="Reject outputs shorter than this x input length.")
-    max_length_ratio: float = Field(4.0, gt=0, description="Reject outputs longer than this x input length.")
+    min_length_ratio: float = Field(0.8, gt=0, le=100, description="Reject outputs shorter than this x input length.")
+    max_length_ratio: float = Field(4.0, gt=0, le=100, description="Reject outputs longer than this x input length.")
     limit: int | None = Field(None, ge=1, description="Augment only the first N counterfactuals (null: all).")
     cache_dir: str | None = Field(
         None,
@@ -333,10 +349,17 @@ class AugmentConfig(Section):
         default_factory=ReviewConfig, description="Checks every generated rephrasing must pass (one switch each)."
     )
 
+    @model_validator(mode="after")
+    def _ratios(self) -> AugmentConfig:
+        if self.min_length_ratio > self.max_length_ratio:
+            raise ValueError(f"min_length_ratio ({self.min_length_ratio:g}) must not exceed max_length_ratio "
+                             f"({self.max_length_ratio:g})")
+        return self
+
 
 class EntropyConfig(Section):
     n_samples: int = Field(10, ge=2, description="M: rephrasings sampled per contextual counterfactual.")
-    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature for the M rephrasings.")
+    temperature: float = Field(1.0, ge=0.0, le=10.0, description="Sampling temperature for the M rephrasings.")
     max_tokens: int = Field(96, ge=1, description="Most new tokens per sampled rephrasing.")
     generator_backend: Literal["hf", "vllm", "openai"] | None = Field(
         None, description="Backend of the sample step's generator; null reuses augment.backend (and its openai and "
@@ -405,8 +428,8 @@ class HeadConfig(Section):
     """How the extrinsic benchmarks fine-tune a classification/regression head on top of a checkpoint."""
 
     epochs: float = Field(3.0, gt=0, description="Fine-tuning epochs per task (fractions allowed).")
-    learning_rate: float = Field(2e-5, gt=0, description="Peak learning rate (AdamW, linear warm-up and decay).")
-    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
+    learning_rate: float = Field(2e-5, gt=0, le=1, description="Peak learning rate (AdamW, linear warm-up and decay).")
+    weight_decay: float = Field(0.01, ge=0, le=1, description="AdamW weight decay.")
     warmup_ratio: float = Field(0.1, ge=0, lt=1, description="Fraction of steps for linear warm-up.")
     batch_size: int = Field(16, ge=1, description="Training examples per step.")
     max_seq_len: int = Field(128, ge=8, description="Truncate (pairs of) texts to this many tokens.")
@@ -416,7 +439,7 @@ class HeadConfig(Section):
         description="Train only the new head on the frozen checkpoint (a linear probe of its representations, "
         "~3x cheaper); false: fine-tune every weight, as the paper does.",
     )
-    seed: int = Field(0, description="Seed of the head's initialisation, shuffling and subsets.")
+    seed: int = Field(0, ge=0, lt=2**32, description="Seed of the head's initialisation, shuffling and subsets.")
 
 
 class GlueConfig(Section):
@@ -461,7 +484,7 @@ class StsbConfig(Section):
     max_train: int | None = Field(None, ge=1, description="Train the similarity head on N STS-B pairs.")
     max_eval: int | None = Field(None, ge=1, description="Score N STS-B dev pairs (Pearson/Spearman).")
     max_pairs: int | None = Field(None, ge=1, description="Score a seeded sample of N gender pairs.")
-    thresholds: list[float] = Field(
+    thresholds: list[Annotated[float, Field(ge=0, le=5)]] = Field(
         default_factory=lambda: [0.1, 0.3, 0.5, 0.7],
         description="Report the share of pairs whose |sim(man) - sim(woman)| exceeds each value (STS-B 0-5 "
         "scale, as the reference code).",
@@ -491,9 +514,9 @@ class NliBiasConfig(Section):
         "reference", description="reference: the authors' strings (sentences end with ' .') and Threshold:tau "
         "counts P(neutral) > tau, as their code; plain: sentences end with '.' and P(neutral) >= tau."
     )
-    thresholds: list[float] = Field(
+    thresholds: list[Annotated[float, Field(ge=0, le=1)]] = Field(
         default_factory=lambda: [0.5, 0.7], description="Threshold:tau values (share of pairs with P(neutral) "
-        "above tau; see mode)."
+        "above tau; see mode; each in [0, 1])."
     )
 
 
@@ -518,7 +541,8 @@ class BootstrapConfig(Section):
     level: float = Field(0.95, gt=0, lt=1, description="Confidence level of every interval (and of the significance "
                          "marks and the promotion gate: a difference is significant when its interval excludes 0).")
     resamples: int = Field(1000, ge=10, description="Bootstrap resamples per interval.")
-    seed: int = Field(0, description="Seed of the resampling (the same items are drawn for every model compared).")
+    seed: int = Field(0, ge=0, lt=2**32, description="Seed of the resampling (the same items are drawn for every model "
+                      "compared).")
     min_items: int = Field(
         20, ge=1, description="Fewer items: the interval is still given but marked too small to decide on, and the "
         "promotion gate refuses."
@@ -627,8 +651,8 @@ class TrainConfig(Section):
         "init) on the same data and token budget; outputs go to finetune/<target>/<arm>/seed-<seed>.",
     )
     epochs: int = Field(2, ge=1, description="Fine-tuning epochs.")
-    learning_rate: float = Field(5e-5, gt=0, description="Peak learning rate (AdamW, linear decay).")
-    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
+    learning_rate: float = Field(5e-5, gt=0, le=1, description="Peak learning rate (AdamW, linear decay).")
+    weight_decay: float = Field(0.01, ge=0, le=1, description="AdamW weight decay.")
     warmup_ratio: float = Field(0.0, ge=0, lt=1, description="Fraction of steps for linear warm-up.")
     batch_size: int = Field(8, ge=1, description="Sequences per device step.")
     grad_accum: int = Field(1, ge=1, description="Gradient accumulation steps.")
@@ -693,16 +717,18 @@ class TrainConfig(Section):
 
 class PromotionConfig(Section):
     lms_delta: float = Field(
-        2.0, ge=0, description="LMS non-inferiority margin: the lower bound of the paired interval of "
+        2.0, ge=0, le=100, description="LMS non-inferiority margin: the lower bound of the paired interval of "
         "(LMS - vanilla's LMS) must be at least -lms_delta."
     )
     min_effect: float = Field(
-        0.0, ge=0, description="Less biased than vanilla: the upper bound of the paired interval of "
-        "(|m-50| - vanilla's |m-50|) must lie below -min_effect, for m = SS and CS (0: significantly less biased)."
+        0.0, ge=0, le=50, description="Less biased than vanilla, for m = SS and CS: the paired interval of the shift "
+        "toward 50 (in the direction of vanilla's bias) must lie above min_effect, and the candidate's interval "
+        "must stay min_effect short of vanilla's distance mirrored across 50 (0: significantly less biased; "
+        "docs/evaluation.md)."
     )
     require_improvement: bool = Field(
-        True, description="Against the current champion: significantly better on at least one of |SS-50|, "
-        "|CS-50|, LMS (false: not significantly worse on any suffices)."
+        True, description="Against the current champion: significantly better on at least one of SS, CS (less "
+        "biased, as against vanilla) and LMS (false: not significantly worse on any suffices)."
     )
 
 
@@ -836,7 +862,7 @@ class Config(Section):
     report: ReportConfig = Field(default_factory=ReportConfig)
     pipeline: PipelineSection = Field(default_factory=PipelineSection)
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True, allow_inf_nan=False)
 
     profile: str | None = Field(None, description="Name of the profile this config was resolved with.")
 
@@ -895,11 +921,53 @@ def find_params_file(start: Path | None = None) -> Path | None:
     return None
 
 
+class _DuplicateKey(ValueError):
+    """A mapping that names one key twice (YAML would silently keep the last one)."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key repeated in one mapping, naming both lines (a profile with a
+    duplicated section or key would otherwise drop the first silently). Merge keys (``<<``) may still be
+    overridden."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise _DuplicateKey(f"line {line}: key {key!r} is repeated (first at line {seen[key]}); YAML keeps "
+                                    "only the last one. Keep one of the two (merge their values).")
+            if isinstance(key, str | int | float | bool):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def yaml_value(text: str) -> Any:
+    """Parse YAML text (a flag's value) refusing repeated keys (:class:`UniqueKeyLoader`)."""
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as e:
+        raise yaml.YAMLError(str(e)) from None
+
+
+def _yaml_text(path: Path) -> str:
+    from .errors import InputError
+    from .io import read_text
+
+    try:
+        return read_text(path)
+    except InputError as e:
+        raise ConfigError(str(e)) from None
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise ConfigError(f"{path}: file not found.") from e
+        data = yaml.load(_yaml_text(path), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as e:
+        raise ConfigError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -960,7 +1028,7 @@ def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
         if len(parts) < 2:
             raise ConfigError(f"--set {item!r}: the key must name a section and a field, e.g. cda.mode.")
         try:
-            value = yaml.safe_load(raw) if raw != "" else None
+            value = yaml_value(raw) if raw != "" else None
         except yaml.YAMLError as e:
             raise ConfigError(f"--set {item!r}: value is not valid YAML: {e}") from e
         sec = out.setdefault(parts[0], {})

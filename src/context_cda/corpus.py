@@ -13,7 +13,6 @@ Nothing is dropped silently: every line or sentence that does not make it into `
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import random
@@ -29,10 +28,13 @@ from . import schemas as S
 from .config import Config
 from .datasets import DATASETS, local_path, resolve
 from .errors import InputError
-from .io import StageRecorder, stable_id, write_rejected, write_table
+from .io import BOM, StageRecorder, read_text, stable_id, text_lines, write_rejected, write_table
 from .layout import SENTENCES_FILE
 
 SUPPORTED = (".txt", ".jsonl", ".csv", ".parquet")
+#: what an error about undecodable bytes in a corpus tells the user to do
+ENCODING_FIX = ("Pass --encoding-errors replace to substitute U+FFFD and go on, or --encoding with the file's "
+                "encoding.")
 
 
 def corpus_dataset(cfg: Config) -> str | None:
@@ -85,28 +87,6 @@ class RawLine:
     problem: str | None = None  # a reason when the line itself is rejected
 
 
-def _open_binary(path: Path):
-    if path.suffix == ".gz":
-        with open(path, "rb") as f:
-            if f.read(2) != b"\x1f\x8b":
-                raise InputError(f"{path}: not a gzip file (no gzip header); drop the .gz from its name or "
-                                 "compress it with gzip.")
-        return gzip.open(path, "rb")
-    return open(path, "rb")
-
-
-def _decode(raw: bytes, path: Path, line: int, encoding: str, errors: str) -> tuple[str, bool]:
-    try:
-        return raw.decode(encoding), False
-    except UnicodeDecodeError as e:
-        if errors == "replace":
-            return raw.decode(encoding, errors="replace"), True
-        raise InputError(
-            f"{path}:{line}: bytes that are not valid {encoding} at byte {e.start} of the line. Pass "
-            "--encoding-errors replace to substitute U+FFFD and go on, or --encoding with the file's encoding."
-        ) from None
-
-
 def read_lines(path: Path, cfg: Config, stats: Counter) -> Iterator[RawLine]:
     """Yield the texts of one file with their line/row numbers (1-based)."""
     ic = cfg.ingest
@@ -135,28 +115,25 @@ def read_lines(path: Path, cfg: Config, stats: Counter) -> Iterator[RawLine]:
     if kind == ".csv":
         yield from _read_csv(path, cfg, stats)
         return
-    with _open_binary(path) as f:
-        for i, raw in enumerate(f, start=1):
-            if len(raw) > ic.max_line_chars * 4:  # cheap pre-check before decoding a huge line
-                yield RawLine(raw[:200].decode(ic.encoding, "replace"), src, i, "line-too-long")
-                continue
-            text, replaced = _decode(raw.rstrip(b"\r\n"), path, i, ic.encoding, ic.encoding_errors)
-            if replaced:
-                stats["lines_with_replaced_bytes"] += 1
-            if kind == ".jsonl":
-                if not text.strip():
-                    continue
-                try:
-                    obj = json.loads(text)
-                except json.JSONDecodeError as e:
-                    yield RawLine(text[:200], src, i, f"invalid-json: {e.msg}")
-                    continue
-                if not isinstance(obj, dict) or ic.text_column not in obj:
-                    yield RawLine(text[:200], src, i, f"missing-text: no key {ic.text_column!r}")
-                    continue
-                yield _checked(obj[ic.text_column], src, i, ic.max_line_chars)
-            else:
-                yield _checked(text, src, i, ic.max_line_chars)
+    for i, text, replaced, too_long in text_lines(path, ic.encoding, ic.encoding_errors, max_bytes=ic.max_line_chars * 4,
+                                        fix=ENCODING_FIX):
+        stats["lines_with_replaced_bytes"] += replaced
+        if too_long:  # rejected before it is decoded
+            yield RawLine(text, src, i, "line-too-long")
+        elif kind != ".jsonl":
+            yield _checked(text, src, i, ic.max_line_chars)
+        elif text.strip():
+            yield _jsonl_line(text, src, i, ic)
+
+
+def _jsonl_line(text: str, src: str, line: int, ic: Any) -> RawLine:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        return RawLine(text[:200], src, line, f"invalid-json: {e.msg}")
+    if not isinstance(obj, dict) or ic.text_column not in obj:
+        return RawLine(text[:200], src, line, f"missing-text: no key {ic.text_column!r}")
+    return _checked(obj[ic.text_column], src, line, ic.max_line_chars)
 
 
 def _checked(value: Any, src: str, line: int, max_chars: int) -> RawLine:
@@ -171,11 +148,9 @@ def _checked(value: Any, src: str, line: int, max_chars: int) -> RawLine:
 def _read_csv(path: Path, cfg: Config, stats: Counter) -> Iterator[RawLine]:
     ic = cfg.ingest
     csv.field_size_limit(max(ic.max_line_chars * 4, 131072))
-    with _open_binary(path) as fb:
-        data = fb.read()
-    text, replaced = _decode_all(data, path, ic.encoding, ic.encoding_errors)
-    if replaced:
-        stats["lines_with_replaced_bytes"] += replaced
+    text = read_text(path, ic.encoding, ic.encoding_errors, fix=ENCODING_FIX)
+    if ic.encoding_errors == "replace":
+        stats["lines_with_replaced_bytes"] += sum("\ufffd" in ln for ln in text.split("\n"))
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if reader.fieldnames is None:
         raise InputError(f"{path}: empty CSV file (no header row).")
@@ -186,28 +161,6 @@ def _read_csv(path: Path, cfg: Config, stats: Counter) -> Iterator[RawLine]:
         )
     for row in reader:
         yield _checked(row.get(ic.text_column), path.name, reader.line_num, ic.max_line_chars)
-
-
-def _decode_all(data: bytes, path: Path, encoding: str, errors: str) -> tuple[str, int]:
-    try:
-        return data.decode(encoding), 0
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        if errors == "replace":
-            bad = sum(1 for ln in data.split(b"\n") if _bad(ln, encoding))
-            return data.decode(encoding, errors="replace"), bad
-        raise InputError(
-            f"{path}:{line}: bytes that are not valid {encoding}. Pass --encoding-errors replace to substitute "
-            "U+FFFD and go on, or --encoding with the file's encoding."
-        ) from None
-
-
-def _bad(line: bytes, encoding: str) -> bool:
-    try:
-        line.decode(encoding)
-        return False
-    except UnicodeDecodeError:
-        return True
 
 
 # ------------------------------------------------------------------------------------------------ normalising
@@ -235,8 +188,8 @@ def _pair_quotes(text: str) -> str:
 
 
 def normalise(text: str, cfg: Config) -> str | None:
-    """NFC, WikiText detokenisation (optional), whitespace collapse. None for headings (when dropped)."""
-    text = unicodedata.normalize("NFC", text)
+    """NFC, U+FEFF removed, WikiText detokenisation (optional), whitespace collapse. None for headings (when dropped)."""
+    text = unicodedata.normalize("NFC", text).replace(BOM, "")  # a stray byte-order mark inside a text cell
     if cfg.ingest.drop_headings and _HEADING.match(text):
         return None
     if cfg.ingest.detokenize_wikitext:

@@ -84,10 +84,14 @@ def load_throughput(path: Path | str | None = None) -> dict[str, Any]:
     if path is None:
         text = resources.files("context_cda").joinpath("resources/throughput.json").read_text()
         return json.loads(text)
+    from .io import read_json
+
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not a readable throughput table ({e}).") from None
+        data = read_json(path)  # a byte-order mark removed
+    except InputError as e:
+        raise InputError(f"{path}: not a readable throughput table ({str(e).removeprefix(f'{path}: ')})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a throughput table is a JSON object (see resources/throughput.json).")
     if "rates" not in data:
         raise InputError(f"{path}: a throughput table needs a 'rates' mapping (see resources/throughput.json).")
     return data

@@ -16,11 +16,11 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import xxhash
 
@@ -86,18 +86,163 @@ def json_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+# ---------------------------------------------------------------------------------------------------- text files
+
+BOM = "\ufeff"
+#: byte-order marks of encodings other than UTF-8 (a file starting with one is not UTF-8 text)
+_OTHER_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+               (b"\xfe\xff", "UTF-16"))
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def open_binary(path: Path | str):
+    """The file's bytes, gunzipped when its name ends in ``.gz`` (which must then start with the gzip magic)."""
+    import gzip
+
+    p = Path(path)
+    if p.suffix == ".gz":
+        with open(p, "rb") as f:
+            if f.read(2) != b"\x1f\x8b":
+                raise InputError(f"{p}: not a gzip file (no gzip header); drop the .gz from its name or compress "
+                                 "it with gzip.")
+        return gzip.open(p, "rb")
+    return open(p, "rb")
+
+
+def _damaged(path: Path, err: BaseException, line: int) -> InputError:
+    return InputError(f"{path}: truncated or damaged gzip file after line {line} ({_first_line(err)}); fetch or "
+                      "compress it again (gzip -t checks it).")
+
+
+def _gzip_errors() -> tuple[type[BaseException], ...]:
+    import gzip
+    import zlib
+
+    return (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+def _byte_order_mark(head: bytes, path: Path, encoding: str) -> int:
+    """Bytes of a UTF-8 byte-order mark to skip (0 or 3); a UTF-16/32 mark, or a UTF-8 one under another
+    encoding, is an :class:`InputError` saying what the file is."""
+    import codecs
+
+    name = codecs.lookup(encoding).name
+    if head.startswith(_UTF8_BOM):
+        if name in ("utf-8", "utf-8-sig"):
+            return len(_UTF8_BOM)
+        raise InputError(f"{path}: starts with a UTF-8 byte-order mark, but the encoding is {encoding}; pass "
+                         "--encoding utf-8 (ingest.encoding) or save the file in that encoding without the mark.")
+    for mark, kind in _OTHER_BOMS:
+        if head.startswith(mark) and not name.startswith(kind.lower()):
+            raise InputError(f"{path}: a {kind} text file (it starts with a {kind} byte-order mark); save it as "
+                             f"UTF-8 (iconv -f {kind} -t UTF-8), or pass its encoding (--encoding {kind.lower()}) "
+                             "where the reader takes one.")
+    return 0
+
+
+def _ascii_lines(encoding: str) -> bool:
+    """Whether line breaks are the bytes \\n and \\r in ``encoding`` (UTF-8, Latin-1, cp1252, ...: a file can be
+    split into lines before decoding)."""
+    import codecs
+
+    name = codecs.lookup(encoding).name
+    return not name.startswith(("utf-16", "utf-32")) and "\r\n".encode(encoding) == b"\r\n"
+
+
+def _decode_line(raw: bytes, path: Path, line: int, encoding: str, errors: str, fix: str | None) -> tuple[str, bool]:
+    try:
+        return raw.decode(encoding), False
+    except UnicodeDecodeError as e:
+        if errors == "replace":
+            return raw.decode(encoding, errors="replace"), True
+        raise InputError(f"{path}:{line}: bytes that are not valid {encoding} at byte {e.start} of the line. "
+                         + (fix or f"Save the file as {encoding}.")) from None
+
+
+class Line(NamedTuple):
+    number: int  # 1-based
+    text: str  # the decoded line without its line end (``too_long``: its first 200 bytes, decoded leniently)
+    replaced: bool = False  # undecodable bytes were replaced by U+FFFD
+    too_long: bool = False  # longer than ``max_bytes``: not decoded
+
+
+def text_lines(path: Path | str, encoding: str = "utf-8", errors: str = "strict", max_bytes: int | None = None,
+               fix: str | None = None, split_cr: bool = True) -> Iterator[Line]:
+    """Every :class:`Line` of a text file, streamed (``.gz`` read through): a
+    UTF-8 byte-order mark removed, ``\\r\\n`` and lone ``\\r`` line ends treated as ``\\n`` and stripped. Bytes
+    that do not decode stop with an :class:`InputError` naming file and line (``errors="replace"``: U+FFFD,
+    ``replaced`` True); a truncated ``.gz`` names the last line read. A line of more than ``max_bytes`` bytes
+    comes ``too_long``, not decoded (the caller rejects it). ``fix``: what the error about
+    undecodable bytes tells the user to do (default: save the file in ``encoding``). ``split_cr=False`` keeps a
+    lone ``\\r`` inside a line as text (GLUE's TSV files hold some in sentences)."""
+    p = Path(path)
+    if not _ascii_lines(encoding):
+        for n, text in enumerate(read_text(p, encoding, errors, fix).split("\n"), start=1):
+            yield Line(n, text)
+        return
+    n = 0
+    try:
+        with open_binary(p) as f:
+            first = True
+            for raw in f:
+                if first:
+                    raw, first = raw[_byte_order_mark(raw[:4], p, encoding):], False
+                for piece in _pieces(raw, split_cr):
+                    n += 1
+                    if max_bytes is not None and len(piece) > max_bytes:
+                        yield Line(n, piece[:200].decode(encoding, "replace"), False, True)
+                        continue
+                    yield Line(n, *_decode_line(piece, p, n, encoding, errors, fix))
+    except _gzip_errors() as e:
+        raise _damaged(p, e, n) from None
+
+
+def _pieces(raw: bytes, split_cr: bool = True) -> list[bytes]:
+    """One ``\\n``-terminated line's bytes without its line end (``\\n`` or ``\\r\\n``), split at lone carriage
+    returns (old Mac line ends)."""
+    body = raw[:-1] if raw.endswith(b"\n") else raw
+    body = body[:-1] if body.endswith(b"\r") else body
+    return body.split(b"\r") if split_cr and b"\r" in body else [body]
+
+
+def read_text(path: Path | str, encoding: str = "utf-8", errors: str = "strict", fix: str | None = None) -> str:
+    """A whole text file (``.gz`` read through) as one string: a UTF-8 byte-order mark removed, line ends made
+    ``\\n``. A missing file, undecodable bytes (naming file and line) and a truncated ``.gz`` are
+    :class:`InputError`; ``errors="replace"`` substitutes U+FFFD."""
+    p = Path(path)
+    try:
+        with open_binary(p) as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise InputError(f"{p}: file not found.") from None
+    except IsADirectoryError:
+        raise InputError(f"{p}: is a folder, not a text file.") from None
+    except _gzip_errors() as e:
+        raise _damaged(p, e, 0) from None
+    data = data[_byte_order_mark(data[:4], p, encoding):]
+    try:
+        text = data.decode(encoding, errors="replace" if errors == "replace" else "strict")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{p}:{line}: bytes that are not valid {encoding} (byte {e.start} of the file). "
+                         + (fix or f"Save the file as {encoding}.")) from None
+    text = text[1:] if text.startswith(BOM) else text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 # ---------------------------------------------------------------------------------------------------- atomic writes
 
 
 _UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENOSPC,
-               errno.EDQUOT, errno.ENAMETOOLONG}
+               errno.EDQUOT, errno.ENAMETOOLONG, errno.ELOOP}
 
 
 def unwritable(path: Path | str, err: OSError) -> InputError:
     """The one-line error for a folder or file that cannot be written (read-only file system, a file where a
     folder should be, no permission, disk full)."""
     why = {errno.ENOTDIR: "a part of this path is a file, not a folder",
-           errno.EEXIST: "a file of that name is in the way"}.get(err.errno or 0, err.strerror or str(err))
+           errno.EEXIST: "a file of that name is in the way",
+           errno.ELOOP: "a symbolic link loop"}.get(err.errno or 0, err.strerror or str(err))
     if err.errno in (errno.EACCES, errno.EPERM):
         why += owner_hint(err.filename or path)
     return InputError(f"{path}: cannot write here ({why}). Choose a writable folder (--run-dir, --out or "
@@ -207,10 +352,9 @@ def write_json(path: Path | str, obj: Any) -> Path:
 
 
 def read_json(path: Path | str) -> Any:
+    """A JSON file (:func:`read_text`: a byte-order mark removed); errors name the file and line."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise InputError(f"{path}: file not found.") from e
+        return json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: line {e.lineno}: not valid JSON ({e.msg}).") from e
 
@@ -244,9 +388,11 @@ def read_table(path: Path | str, columns: list[str] | None = None) -> pd.DataFra
     if p.suffix == ".jsonl":
         df = _read_jsonl(p)
     elif p.suffix == ".csv":
+        import io as _io
+
         try:
-            df = pd.read_csv(p)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+            df = pd.read_csv(_io.StringIO(read_text(p)))
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
             raise InputError(f"{p}: not a readable CSV table ({_first_line(e)}); write it with "
                              "DataFrame.to_csv(index=False).") from None
     else:
@@ -281,26 +427,30 @@ def _read_parquet(p: Path, columns: list[str] | None) -> pd.DataFrame:
         raise InputError(f"{p}: unreadable Parquet file ({_first_line(e)}); write it again.") from None
 
 
+def json_objects(p: Path | str, lines: Iterable[tuple[int, str]] | None = None,
+                 keys: Sequence[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSON-lines file (``lines``: its numbered lines, default
+    :func:`text_lines` of ``p``), each an object holding ``keys``; an error names the file and line."""
+    for n, line in ((ln.number, ln.text) for ln in text_lines(p)) if lines is None else lines:
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{p}: line {n}: not valid JSON ({e.msg}); one JSON object per line.") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{p}: line {n}: a JSON {type(row).__name__}, expected an object "
+                             "{\"column\": value, ...} per line.")
+        missing = [k for k in keys if k not in row]
+        if missing:
+            raise InputError(f"{p}: line {n}: missing key(s) {', '.join(missing)}; expected {', '.join(keys)}.")
+        yield n, row
+
+
 def _read_jsonl(p: Path) -> pd.DataFrame:
     import pandas as pd
 
-    rows = []
-    try:
-        with open(p, encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{p}: line {n}: not valid JSON ({e.msg}); one JSON object per line.") from None
-                if not isinstance(row, dict):
-                    raise InputError(f"{p}: line {n}: a JSON {type(row).__name__}, expected an object "
-                                     "{\"column\": value, ...} per line.")
-                rows.append(row)
-    except UnicodeDecodeError as e:
-        raise InputError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8.") from None
-    return pd.DataFrame(rows)
+    return pd.DataFrame([row for _, row in json_objects(p)])
 
 
 #: column kinds :func:`require_columns` checks: what the non-null values must be, and how to fix a column

@@ -295,7 +295,9 @@ class RunLayout:
         return None
 
     def check(self, create: bool = True) -> RunLayout:
-        """Refuse a run folder of another layout version; record the version in a new one (``create``)."""
+        """Refuse a run folder that cannot be resolved (a symbolic link loop) or of another layout version;
+        record the version in a new one (``create``)."""
+        _resolvable(self.root)
         found = self.version()
         if found is None:
             if create:
@@ -305,6 +307,24 @@ class RunLayout:
             raise ConfigError(f"{self.root}: this run folder uses run layout {found}, and this context-cda reads "
                               f"layout {LAYOUT_VERSION}. {upgrade_hint(self.root, found)}")
         return self
+
+
+def _resolvable(root: Path) -> None:
+    import errno
+    import os
+
+    try:
+        root.resolve()
+        os.stat(root)
+    except FileNotFoundError:
+        return
+    except RuntimeError as e:  # Path.resolve on a symbolic link loop
+        raise ConfigError(f"{root}: the run folder cannot be resolved ({e}); point --run-dir (run.run_dir) at a real "
+                          "folder, or remove the looping link.") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ConfigError(f"{root}: the run folder cannot be resolved (a symbolic link loop); point --run-dir "
+                              "(run.run_dir) at a real folder, or remove the looping link.") from None
 
 
 def upgrade_hint(root: Path, found: int) -> str:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ModelError
 from .io import atomic_dir, model_cache_dir, stable_id
+from .model_files import check_folder, check_gguf
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -86,6 +87,7 @@ def parse_ref(ref: str) -> ModelRef:
             return ModelRef(ref, "package", str(ggufs[0].parent), ggufs[0].name)
         configs = sorted(root.rglob("config.json"), key=lambda p: len(p.parts))
         if configs:
+            check_folder(configs[0].parent)
             return ModelRef(ref, "package", str(configs[0].parent))
         raise ModelError(f"{ref}: package found at {root} but it holds no .gguf file and no config.json.")
     p = Path(ref).expanduser()
@@ -97,27 +99,11 @@ def parse_ref(ref: str) -> ModelRef:
     if p.is_dir():
         if not (p / "config.json").is_file():
             raise ModelError(f"{ref}: folder has no config.json; pass a save_pretrained() folder.")
+        check_folder(p)
         return ModelRef(ref, "local", str(p.resolve()))
     if ref.startswith((".", "/", "~")) or os.sep in ref.strip("/").replace("/", "", 1):
         raise ModelError(f"{ref}: no such folder or file.")
     return ModelRef(ref, "hub", ref)
-
-
-GGUF_MAGIC = b"GGUF"
-
-
-def check_gguf(path: Path, ref: str) -> None:
-    """A ``.gguf`` file must start with the GGUF magic bytes (checked before transformers gets to parse it)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-    except OSError as e:
-        raise ModelError(f"{ref}: cannot read the GGUF file ({e.strerror}).") from None
-    if head != GGUF_MAGIC:
-        raise ModelError(
-            f"{ref}: not a GGUF file (it starts with {head!r}; GGUF files start with {GGUF_MAGIC!r}). Point the "
-            "config at a real .gguf file (or a save_pretrained folder, a hub id, package:NAME)."
-        )
 
 
 def resolve_pretrained(ref: str | ModelRef, cache: str | os.PathLike[str] | None = None) -> str:
@@ -137,6 +123,11 @@ def resolve_pretrained(ref: str | ModelRef, cache: str | os.PathLike[str] | None
     st = gguf.stat()
     dest = model_cache_dir(cache) / f"{gguf.stem}-{stable_id(gguf.name, st.st_size)}"
     if (dest / "config.json").is_file():
+        try:
+            check_folder(dest)
+        except ModelError as e:
+            raise ModelError(f"{e} (a damaged conversion of {gguf.name} in the model cache: delete {dest} and it is "
+                             "converted again)") from None
         return str(dest)
     _convert_gguf(gguf, dest)
     return str(dest)

@@ -30,11 +30,12 @@ from typing import Any
 
 from . import stages as T
 from .config import Config
-from .errors import CCDAError, ConfigError, InputError, ItemErrors
+from .errors import ConfigError, InputError, ItemErrors
 from .io import file_lock, json_hash, path_hash, write_json
 from .layout import LOCK_FILE, RESUME_DIRS, RunLayout
 from .progress import activity
 from .progress import step as progress_step
+from .signals import Terminated
 from .stages import get_stage
 
 MARKER = ".ccda-step.json"
@@ -260,11 +261,11 @@ def _run_one(step: Step, config: Config, vanilla: dict[str, dict[str, float]], n
     extra = {"vanilla_metrics": vanilla[target]} if step.row.step == "finetune" and target in vanilla else {}
     try:
         summary = run_step(step, config, **extra)
-    except BaseException:
+    except BaseException as exc:
         res = StepResult(step, "failed", time.perf_counter() - t0, {})
         notify("failed", step, res)
         if tracked:
-            _finish_tracking(config, "FAILED")
+            _finish_tracking(config, "KILLED" if isinstance(exc, Terminated | KeyboardInterrupt) else "FAILED")
         raise
     if step.row.step == "finetune":
         v = _epoch0_metrics(step.out_dir)
@@ -303,12 +304,14 @@ def to_run(steps: list[Step], config: Config) -> list[Step]:
 
 
 def check_requirements(config: Config, steps: list[Step]) -> None:
-    """Before any step runs, everything the ``steps`` need, each problem one line naming the key to change
-    (all of them in one error): the benchmark names and datasets they read (:func:`preflight_problems`; a named
-    dataset neither mirrored nor cached is downloaded now), the model references they load (a missing folder, a
-    file that is not GGUF, an uninstalled package fail here, not after an hour of earlier steps) and
-    ``run.device`` when a step uses it. No model is loaded."""
-    from .models import check_device, parse_ref
+    """Before any step runs, everything the ``steps`` need (:mod:`context_cda.preflight`): the benchmark names and
+    datasets they read, each problem one line naming the key to change, all of them in one error
+    (:func:`preflight_problems`; a named dataset neither mirrored nor cached is downloaded now); the model
+    references they load and their files (a missing folder, a truncated GGUF or safetensors file, a folder without
+    its tokenizer fail here, not after an hour of earlier steps); ``run.device`` when a step uses it; the tracking
+    server and S3 endpoint the steps talk to; the benchmark files they evaluate on. No model is loaded."""
+    from .models import check_device
+    from .preflight import check_benchmark_files, check_model_files, check_services
 
     problems = preflight_problems(config, steps)
     found = [p for p in problems if not p.startswith("to fix:")]
@@ -317,24 +320,11 @@ def check_requirements(config: Config, steps: list[Step]) -> None:
     if found:
         raise InputError(f"pre-flight: {len(found)} problems found before the first step (nothing was run):\n  "
                          + "\n  ".join(problems))
-    refs: dict[str, str] = {}
-    for s in steps:
-        if "target" in s.keys and s.row.step in ("entropy", "finetune", "evaluate-vanilla"):
-            refs[f"run.targets.{s.keys['target']}"] = config.run.targets[s.keys["target"]]
-        if s.row.step == "augment-part" and config.augment.backend != "openai":
-            refs["augment.model"] = config.augment.model
-        if s.row.step == "sample-part":
-            backend, model = config.sample_generator()
-            if backend != "openai":
-                refs["entropy.generator_model" if config.entropy.generator_model else "augment.model"] = model
-            refs["entropy.judge_model"] = config.entropy.judge_model
-    for key, ref in refs.items():
-        try:
-            parse_ref(ref)
-        except CCDAError as e:
-            raise type(e)(f"{key}: {e}") from None
+    check_model_files(config, steps)
     if config.run.device not in ("auto", "cpu") and any(s.row.gpu != "no" for s in steps):
         check_device(config.run.device)
+    check_services(config, steps, TRACKED)
+    check_benchmark_files(config, steps)
 
 
 def preflight_problems(config: Config, steps: list[Step]) -> list[str]:

@@ -1,8 +1,11 @@
-"""Pre-flight of a run: the datasets and benchmark names the planned steps need, checked before the first step.
+"""Pre-flight of a run: everything the planned steps need, checked before the first step starts.
 
 ``ccda run`` (:func:`context_cda.pipeline.check_requirements`) calls these before anything runs, so a misspelt
-benchmark or a partial data mirror stops the run at once instead of twenty minutes in. Each helper returns one
-line per problem, naming the config key (or the flag) the user would change; the runner raises them together.
+benchmark, a partial data mirror, a damaged model file or a server that does not answer stops the run at once
+instead of twenty minutes in. Nothing here loads a model; each check takes seconds.
+
+Data and names — one line per problem, naming the config key (or the flag) the user would change; the runner
+raises them together:
 
 * :func:`needed_datasets` — what a configuration reads: the ingest corpus and every configured benchmark's
   datasets, with the config key of each one's explicit path (``ccda data list`` prints the same rows);
@@ -10,13 +13,27 @@ line per problem, naming the config key (or the flag) the user would change; the
 * :func:`check_datasets` — every dataset a planned step reads is there: an explicit path exists, else the
   mirror (``$CCDA_DATA_DIR``) or the data cache holds it intact, else it is downloaded now (the step would do the
   same later; a failed download is found here, with every other missing dataset).
+
+Models, services and benchmark files — each failure one :class:`~context_cda.errors.CCDAError` naming the key,
+the file or the URL, and the fix:
+
+* :func:`check_model_files` - every model reference the steps load resolves and its files are whole
+  (:func:`context_cda.models.parse_ref`: GGUF and safetensors headers against their sizes, tokenizer files;
+  :mod:`context_cda.model_files`);
+* :func:`check_services` - the MLflow tracking server (an ``http(s)://`` tracking URI, when a step logs to it)
+  and the S3 endpoint (when a location the steps read is ``s3://``) answer within seconds
+  (:func:`context_cda.services.probe`; MLflow's own client retries an unreachable server for minutes before it
+  says anything);
+* :func:`check_benchmark_files` - the intrinsic benchmarks the steps evaluate on are parsed and checked
+  (a malformed or duplicated item stops the run before any model loads).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import CCDAError
 
@@ -27,7 +44,11 @@ if TYPE_CHECKING:  # pragma: no cover
 CORPUS_STEPS = ("ingest",)
 BENCHMARK_STEPS = ("evaluate", "evaluate-vanilla")
 PER_EPOCH_STEPS = ("finetune",)
+#: steps that score the intrinsic benchmarks (finetune: every epoch)
+EVALUATING_STEPS = (*PER_EPOCH_STEPS, *BENCHMARK_STEPS)
 INGEST = "ingest"
+
+# ------------------------------------------------------------------------------------------------ data and names
 
 
 def needed_datasets(config: Config) -> list[tuple[str, str, str, str | None]]:
@@ -67,7 +88,7 @@ def check_benchmarks(config: Config, steps: Iterable[str]) -> list[str]:
     """One line when a planned step scores benchmarks and ``evaluate.benchmarks`` names an unknown one."""
     from .evaluate import check_names
 
-    if not set(steps) & {*BENCHMARK_STEPS, *PER_EPOCH_STEPS}:
+    if not set(steps) & set(EVALUATING_STEPS):
         return []
     try:
         check_names(config.evaluate.benchmarks, "evaluate.benchmarks")
@@ -136,3 +157,87 @@ def fetch_hint(names: list[str]) -> str:
     return (f"to fix: on a machine with network access, `ccda data fetch {' '.join(dict.fromkeys(names))}{to}` "
             f"brings {'them' if len(names) > 1 else 'it'}{' into the mirror' if mirror else ''}"
             f"{'' if mirror else f'; bring that folder here and set {DATA_DIR_ENV} to it'}.")
+
+
+# ------------------------------------------------------------------------------------------------ models
+
+#: steps that load their target model (the generator and the entailment judge: ``sample-part``)
+TARGET_STEPS = ("entropy", "finetune", "evaluate-vanilla")
+
+
+def _step(s: Any) -> str:
+    return s.row.step
+
+
+def model_refs(config: Config, steps: Iterable[Any]) -> dict[str, str]:
+    """``{config key: model reference}`` of every model the steps load."""
+    refs: dict[str, str] = {}
+    for s in steps:
+        if "target" in s.keys and _step(s) in TARGET_STEPS:
+            refs[f"run.targets.{s.keys['target']}"] = config.run.targets[s.keys["target"]]
+        if _step(s) == "augment-part" and config.augment.backend != "openai":
+            refs["augment.model"] = config.augment.model
+        if _step(s) == "sample-part":
+            backend, model = config.sample_generator()
+            if backend != "openai":
+                refs["entropy.generator_model" if config.entropy.generator_model else "augment.model"] = model
+            refs["entropy.judge_model"] = config.entropy.judge_model
+    return refs
+
+
+def check_model_files(config: Config, steps: Iterable[Any]) -> None:
+    """Every model the steps load resolves and its files are whole; the error names the config key."""
+    from .models import parse_ref
+
+    for key, ref in model_refs(config, steps).items():
+        try:
+            parse_ref(ref)
+        except CCDAError as e:
+            raise type(e)(f"{key}: {e}") from None
+
+
+# ------------------------------------------------------------------------------------------------ services
+
+
+def s3_locations(config: Config, steps: Iterable[Any]) -> list[str]:
+    """The ``s3://`` locations the steps read: model references, the corpus, benchmark files, the data mirror."""
+    from .s3 import is_s3
+
+    values: list[Any] = [*model_refs(config, steps).values(), config.ingest.path, config.evaluate.stereoset_path,
+                         config.evaluate.crows_path, os.environ.get("CCDA_DATA_DIR")]
+    return [str(v) for v in values if v and is_s3(v)]
+
+
+def check_services(config: Config, steps: Iterable[Any], tracked: Iterable[str]) -> None:
+    """The tracking server when a step of ``tracked`` runs (:func:`context_cda.tracking.runs.check_server`), and
+    the S3 endpoint when an input is on S3 (:func:`context_cda.s3.check_endpoint`)."""
+    steps = list(steps)
+    if any(_step(s) in set(tracked) for s in steps):
+        from .tracking.runs import check_server
+
+        check_server(config)
+    found = s3_locations(config, steps)
+    if found:
+        from .s3 import check_endpoint
+
+        check_endpoint(found[0])
+
+
+# ------------------------------------------------------------------------------------------------ benchmarks
+
+
+def check_benchmark_files(config: Config, steps: Iterable[Any]) -> None:
+    """Parse the intrinsic benchmarks (StereoSet, CrowS-Pairs) when a step evaluates on them and their files are
+    here (an explicit path, the mirror or the data cache; a dataset still to download is the data check's, and
+    the evaluating step's, to find). The parsed items are memoised, so the first evaluation reuses them."""
+    if not any(_step(s) in EVALUATING_STEPS for s in steps):
+        return
+    from .evaluate import load_items
+    from .evaluate.data import local_benchmark_file
+
+    cfg = config.evaluate
+    for name in ("stereoset", "crows"):
+        wanted = name in cfg.benchmarks or (name == "stereoset" and "next-token" in cfg.benchmarks)
+        path = local_benchmark_file(name, getattr(cfg, f"{name}_path"), config.run.data_cache) if wanted else None
+        if path is not None:
+            load_items(name, cfg, path, config.run.data_cache)

@@ -57,6 +57,14 @@ def endpoint() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
+def check_endpoint(location: str) -> None:
+    """The S3 endpoint (:func:`endpoint`, else AWS) answers within seconds (:func:`context_cda.services.probe`)."""
+    from .services import probe
+
+    probe(endpoint() or "https://s3.amazonaws.com", f"the S3 endpoint for {location} (AWS_ENDPOINT_URL)",
+          "Start the object store, set AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) to its URL, or use local paths.")
+
+
 def client():
     """A boto3 S3 client for :func:`endpoint` (None: AWS itself), with bounded retries and timeouts."""
     try:

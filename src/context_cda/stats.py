@@ -127,8 +127,9 @@ class Difference:
 
     def text(self, digits: int = 2) -> str:
         """``-3.40 [-6.10, -0.80], p=0.012``."""
+        p = _p(self.p)
         return (f"{_f(self.point, digits, sign=True)} [{_f(self.low, digits, sign=True)}, "
-                f"{_f(self.high, digits, sign=True)}], p={_p(self.p)}")
+                f"{_f(self.high, digits, sign=True)}], p{'' if p[0] == '<' else '='}{p}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"diff": _j(self.point), "ci": [_j(self.low), _j(self.high)], "p": _j(self.p), "n": self.n,
@@ -260,9 +261,16 @@ class Means:
 Metrics = Callable[[Means], Mapping[str, np.ndarray]]
 
 
-def _evaluate(metric: Metrics, items: Items, lay: _Layout, index: np.ndarray | None) -> dict[str, np.ndarray]:
+#: how the metrics of several runs (pooled seeds) are combined: the mean (the recipe's average run), or the
+#: smallest / largest run's value (its worst seed on a one-sided check)
+RUNS = {"mean": np.mean, "min": np.min, "max": np.max}
+
+
+def _evaluate(metric: Metrics, items: Items, lay: _Layout, index: np.ndarray | None,
+              runs: str = "mean") -> dict[str, np.ndarray]:
     """The metrics on resamples ``index`` (``(B, n)`` item indices) or, with None, on the original items; for
-    several runs, the mean over runs of each run's metrics (so |SS - 50| of two seeds at 30 and 70 is 20, not 0)."""
+    several runs, the mean over runs of each run's metrics (so |SS - 50| of two seeds at 30 and 70 is 20, not 0),
+    or (``runs`` min / max) the smallest / largest run's value on each resample."""
     idx = lay.order[None, :] if index is None else index
     per_run = []
     for cols in items.runs or (items.columns,):
@@ -270,15 +278,16 @@ def _evaluate(metric: Metrics, items: Items, lay: _Layout, index: np.ndarray | N
         per_run.append({k: np.asarray(v, dtype=float) for k, v in metric(m).items()})
     if len(per_run) == 1:
         return per_run[0]
-    return {k: np.mean(np.stack([r[k] for r in per_run]), axis=0) for k in per_run[0]}
+    return {k: RUNS[runs](np.stack([r[k] for r in per_run]), axis=0) for k in per_run[0]}
 
 
-def _resampled(metric: Metrics, parts: Sequence[Items], lay: _Layout, settings: Settings) -> list[dict[str, np.ndarray]]:
+def _resampled(metric: Metrics, parts: Sequence[Items], lay: _Layout, settings: Settings,
+               runs: str = "mean") -> list[dict[str, np.ndarray]]:
     """The metrics of every part (items aligned position by position) over the same ``settings.resamples`` draws."""
     out: list[dict[str, list[np.ndarray]]] = [{} for _ in parts]
     for index in _blocks(lay, settings.resamples, settings.seed):
         for acc, items in zip(out, parts, strict=True):
-            for name, v in _evaluate(metric, items, lay, index).items():
+            for name, v in _evaluate(metric, items, lay, index, runs).items():
                 acc.setdefault(name, []).append(v)
     return [{name: np.concatenate(vs) for name, vs in acc.items()} for acc in out]
 
@@ -291,18 +300,25 @@ def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap(items: Items, metric: Metrics, settings: Settings | None = None) -> dict[str, Interval]:
-    """Point estimate and percentile interval of every metric ``metric`` returns."""
+def bootstrap(items: Items, metric: Metrics, settings: Settings | None = None,
+              runs: str = "mean") -> dict[str, Interval]:
+    """Point estimate and percentile interval of every metric ``metric`` returns (``runs``: how several runs
+    are combined, see :data:`RUNS`)."""
     st = settings or Settings()
     lay = _layout(items.groups)
-    point = _evaluate(metric, items, lay, None)
-    (boot,) = _resampled(metric, [items], lay, st)
+    point = _evaluate(metric, items, lay, None, runs)
+    (boot,) = _resampled(metric, [items], lay, st, runs)
     small = len(items) < st.min_items
     out = {}
     for k, v in point.items():
         lo, hi = _percentiles(boot[k], st.level) if len(items) else (math.nan, math.nan)
         out[k] = Interval(float(v[0]), lo, hi, len(items), st.level, small)
     return out
+
+
+def point(items: Items, metric: Metrics, runs: str = "mean") -> dict[str, float]:
+    """The metrics on the original items (no resampling)."""
+    return {k: float(v[0]) for k, v in _evaluate(metric, items, _layout(items.groups), None, runs).items()}
 
 
 def with_distances(metric: Metrics, ideals: Mapping[str, float]) -> Metrics:
@@ -356,6 +372,60 @@ def paired(a: Items, b: Items, metric: Metrics, settings: Settings | None = None
         out[k] = Difference(float(pa[k][0] - pb[k][0]), lo, hi, p_value(d) if len(a2) else math.nan, len(a2),
                             st.level, small)
     return out
+
+
+@dataclass(frozen=True)
+class SignFlip:
+    """The paired sign-flip (randomization) test of "a and b score the same": ``p`` (two-sided), how many items
+    the two models score differently (``discordant``) of ``n``, and ``exact`` (False: a seeded Monte Carlo)."""
+
+    p: float
+    discordant: int
+    n: int
+    exact: bool
+
+    def text(self, unit: str = "items") -> str:
+        how = "" if self.exact else ", Monte Carlo"
+        p = _p(self.p)
+        return f"sign-flip test on {self.discordant} of {self.n} {unit} that differ: p{'' if p[0] == '<' else '='}{p}{how}"
+
+
+#: largest number of differing items whose 2**k sign patterns are enumerated (beyond: a seeded Monte Carlo)
+EXACT_FLIPS = 16
+FLIP_DRAWS = 20_000
+
+
+def sign_flip(a: Items, b: Items, column: str, settings: Settings | None = None) -> SignFlip:
+    """Exact paired test of the macro-average of ``column`` (the mean over groups of each group's mean, as
+    ``Means(column)``): under "no difference" each item's two scores are exchangeable, so each item's weighted
+    difference d_i = (a_i - b_i) / (G * n_group) is as likely positive as negative; p = P(|sum of e_i * d_i| >=
+    |sum d_i|) over random signs e_i. With equal weights (one group: CrowS) this is the exact two-sided sign test
+    (McNemar's exact test) on the discordant items; up to :data:`EXACT_FLIPS` differing items every sign pattern
+    is counted; beyond, :data:`FLIP_DRAWS` seeded draws (``settings.seed``). Pooled runs compare their per-item
+    averages. Unlike a bootstrap percentile interval it does not call 4 of 4 items changed one way significant
+    (p = 0.125)."""
+    st = settings or Settings()
+    a2, b2 = align(a, b)
+    _, codes, sizes = np.unique(a2.groups.astype(str), return_inverse=True, return_counts=True)
+    weights = 1.0 / (len(sizes) * sizes[codes.reshape(-1)]) if len(a2) else np.zeros(0)
+    d = (a2.columns[column] - b2.columns[column]) * weights
+    d = np.abs(d[np.abs(d) > 1e-12])
+    k = int(d.size)
+    observed = abs(float(((a2.columns[column] - b2.columns[column]) * weights).sum()))
+    if k == 0:
+        return SignFlip(1.0, 0, len(a2), True)
+    tol = 1e-9 * float(d.sum())
+    if np.allclose(d, d[0]):  # equal weights: the binomial sign test
+        t = round(observed / d[0])
+        tail = sum(math.comb(k, j) for j in range(k + 1) if abs(2 * j - k) >= t)
+        return SignFlip(min(1.0, tail / 2.0**k), k, len(a2), True)
+    if k <= EXACT_FLIPS:
+        signs = 1 - 2 * ((np.arange(2**k)[:, None] >> np.arange(k)[None, :]) & 1)
+        sums = np.abs(signs @ d)
+        return SignFlip(float(np.mean(sums >= observed - tol)), k, len(a2), True)
+    rng = np.random.default_rng(st.seed)
+    sums = np.abs(rng.choice([-1.0, 1.0], size=(FLIP_DRAWS, k)) @ d)
+    return SignFlip(float((np.count_nonzero(sums >= observed - tol) + 1) / (FLIP_DRAWS + 1)), k, len(a2), False)
 
 
 def pooled(parts: Sequence[Items]) -> Items:

@@ -31,14 +31,15 @@ class Case:
     id: str
     build: Callable[[Path], list[str]]  # tmp folder -> argv (files it needs written there)
     expect: str  # regex the one error line must match (file, row or key named, and the fix)
+    env: dict[str, str] | None = None  # environment variables the case sets
 
 
 CASES: list[Case] = []
 
 
-def case(id: str, expect: str):  # noqa: A002
+def case(id: str, expect: str, env: dict[str, str] | None = None):  # noqa: A002
     def deco(fn):
-        CASES.append(Case(id, fn, expect))
+        CASES.append(Case(id, fn, expect, env))
         return fn
 
     return deco
@@ -869,6 +870,448 @@ def _(t):
     return ["run", *base(t, f"ingest.path={table(t / 'i.parquet', {'text': [1, 2]})}")]
 
 
+# ------------------------------------------------------------------------------------------------ text encodings
+
+
+def utf16(path: Path, text: str) -> Path:
+    """``text`` saved as UTF-16 (with its byte-order mark), as Windows editors offer to."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-16"))
+    return path
+
+
+def raw(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+GENDERED = "He said that his mother was tired after work today.\n"
+
+
+@case("ingest UTF-16 text file", r"u16\.txt: a UTF-16 text file .*save it as UTF-8")
+def _(t):
+    return ["ingest", *base(t), "--path", str(utf16(t / "u16.txt", GENDERED * 3))]
+
+
+@case("ingest UTF-8 BOM under --encoding latin-1", r"bom\.txt: starts with a UTF-8 byte-order mark, but the encoding "
+      r"is latin-1; pass --encoding utf-8")
+def _(t):
+    return ["ingest", *base(t), "--path", str(raw(t / "bom.txt", b"\xef\xbb\xbf" + GENDERED.encode())),
+            "--encoding", "latin-1"]
+
+
+@case("ingest truncated .txt.gz", r"cut\.txt\.gz: truncated or damaged gzip file after line \d+ .*gzip -t")
+def _(t):
+    import gzip
+
+    data = gzip.compress((GENDERED * 400).encode())
+    return ["ingest", *base(t), "--path", str(raw(t / "cut.txt.gz", data[: len(data) // 2]))]
+
+
+@case("runner truncated .jsonl.gz", r"cut\.jsonl\.gz: truncated or damaged gzip file")
+def _(t):
+    import gzip
+
+    data = gzip.compress((json.dumps({"text": GENDERED.strip()}) + "\n").encode() * 400)
+    return ["run", *base(t, f"ingest.path={raw(t / 'cut.jsonl.gz', data[: len(data) - 20])}")]
+
+
+@case("ingest CSV with bytes that are not UTF-8", r"c\.csv:2: bytes that are not valid utf-8 .*--encoding-errors "
+      r"replace")
+def _(t):
+    return ["ingest", *base(t), "--path", str(raw(t / "c.csv", b"text\nHe said his m\xf6ther was tired today.\n"))]
+
+
+@case("lexicon TSV with bytes that are not UTF-8", r"lex\.tsv:2: bytes that are not valid utf-8 .*Save the file as "
+      r"utf-8")
+def _(t):
+    return ["cda", *base(t), "--lexicon", str(raw(t / "lex.tsv", b"he\tshe\nk\xf6nig\tk\xf6nigin\n"))]
+
+
+@case("runner lexicon TSV saved as UTF-16", r"lex\.tsv: a UTF-16 text file")
+def _(t):
+    return run(t, f"lexicon.source={utf16(t / 'lex.tsv', 'he' + chr(9) + 'she' + chr(10))}")
+
+
+@case("profile YAML saved as UTF-16", r"p\.yaml: a UTF-16 text file")
+def _(t):
+    return ["ingest", "--params", str(PARAMS), "--profile", str(utf16(t / "p.yaml", "train:\n  epochs: 2\n"))]
+
+
+@case("evaluate StereoSet JSONL with bytes that are not UTF-8", r"ss\.jsonl:2: bytes that are not valid utf-8")
+def _(t):
+    line = json.dumps({"type": "intrasentence", "target": "nurse", "bias_type": "gender", "context": "A BLANK.",
+                       "stereotype": "A x.", "anti-stereotype": "A y.", "unrelated": "A z."}).encode()
+    p = raw(t / "ss.jsonl", line + b"\n" + line.replace(b"nurse", b"n\xfcrse") + b"\n")
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "stereoset", "--stereoset-path", str(p)]
+
+
+@case("evaluate CrowS CSV saved as UTF-16", r"crows\.csv: a UTF-16 text file")
+def _(t):
+    p = utf16(t / "crows.csv", (ROOT / "tests/fixtures/evaluate/crows_tiny.csv").read_text())
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "crows", "--crows-path", str(p)]
+
+
+@case("runner CrowS CSV saved as UTF-16 (pre-flight)", r"crows\.csv: a UTF-16 text file")
+def _(t):
+    p = utf16(t / "crows.csv", (ROOT / "tests/fixtures/evaluate/crows_tiny.csv").read_text())
+    return run(t, f"evaluate.crows_path={p}")
+
+
+@case("cda names file saved as UTF-16", r"names\.json: a UTF-16 text file")
+def _(t):
+    names = utf16(t / "names.json", json.dumps([["John", "Mary"]]))
+    src = table(t / "s.parquet", {"id": ["a"], "text": ["He said that John was tired."]})
+    return ["cda", *base(t), "--input", str(src), "--swap-names", "--names-path", str(names)]
+
+
+@case("augment review JSONL saved as UTF-16", r"out\.jsonl: a UTF-16 text file")
+def _(t):
+    p = utf16(t / "out.jsonl", json.dumps({"counterfactual": "She went.", "output": "She went home."}) + "\n")
+    return ["augment", "review", "--params", str(PARAMS), "--input", str(p)]
+
+
+# ------------------------------------------------------------------------------------------------ model files
+
+
+def small_gguf(path: Path, tensors: int = 1) -> Path:
+    """A real, small GGUF file (gguf's own writer): a little metadata and ``tensors`` float32 tensors."""
+    import gguf
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_string("general.name", "tiny")
+    for i in range(tensors):
+        w.add_tensor(f"t{i}", np.ones((16, 16), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def cut(path: Path, keep: int) -> Path:
+    """``path`` shortened to its first ``keep`` bytes (negative: all but the last -keep)."""
+    data = path.read_bytes()
+    path.write_bytes(data[:keep])
+    return path
+
+
+def tiny_model(t: Path, name: str = "model") -> Path:
+    """A copy of the tiny random GPT-2 (config, safetensors weights, tokenizer files)."""
+    import shutil
+
+    from context_cda.models import resolve_pretrained
+
+    dest = t / name
+    shutil.copytree(resolve_pretrained("tiny:gpt2"), dest)
+    return dest
+
+
+def without_tokenizer(folder: Path) -> Path:
+    for f in list(folder.iterdir()):
+        if f.name.startswith(("tokenizer", "vocab", "merges", "special_tokens")) or f.suffix == ".model":
+            f.unlink()
+    return folder
+
+
+@case("finetune target GGUF truncated", r"cut\.gguf: truncated GGUF file: \d+ bytes, but its 1 tensors need \d+; "
+      r"download it again")
+def _(t):
+    return finetune(t, f"run.targets={{'tiny-gpt2': '{cut(small_gguf(t / 'cut.gguf'), -200)}'}}")
+
+
+@case("runner target GGUF truncated", r"run\.targets\.tiny-gpt2: .*cut\.gguf: truncated GGUF file")
+def _(t):
+    return run(t, f"run.targets={{'tiny-gpt2': '{cut(small_gguf(t / 'cut.gguf'), -200)}'}}")
+
+
+@case("evaluate model GGUF with a header only", r"head\.gguf: a GGUF file without tensors \(header only")
+def _(t):
+    return ["evaluate", *base(t), "--model", str(small_gguf(t / "head.gguf", 0)), "--benchmarks", "stereoset"]
+
+
+@case("runner generator GGUF with a header only", r"augment\.model: .*head\.gguf: a GGUF file without tensors")
+def _(t):
+    return run(t, "augment.backend=hf", f"augment.model={small_gguf(t / 'head.gguf', 0)}")
+
+
+@case("entropy target GGUF cut inside its header", r"h\.gguf: truncated GGUF file: its header runs past the end")
+def _(t):
+    return entropy(t, f"run.targets={{'t': '{cut(small_gguf(t / 'h.gguf'), 30)}'}}")
+
+
+@case("finetune target GGUF of version 1", r"v1\.gguf: damaged GGUF header \(GGUF version 1; only versions 2 and 3")
+def _(t):
+    p = small_gguf(t / "v1.gguf")
+    data = p.read_bytes()
+    p.write_bytes(data[:4] + (1).to_bytes(4, "little") + data[8:])
+    return finetune(t, f"run.targets={{'tiny-gpt2': '{p}'}}")
+
+
+@case("finetune target safetensors truncated", r"model\.safetensors: truncated safetensors file: \d+ bytes, but its "
+      r"\d+ tensors end at byte \d+")
+def _(t):
+    d = tiny_model(t)
+    cut(d / "model.safetensors", -1000)
+    return finetune(t, f"run.targets={{'tiny-gpt2': '{d}'}}")
+
+
+@case("runner target safetensors truncated", r"run\.targets\.tiny-gpt2: .*model\.safetensors: truncated or not a "
+      r"safetensors file \(100 bytes; its header length reads \d+\)")
+def _(t):
+    d = tiny_model(t)
+    cut(d / "model.safetensors", 100)
+    return run(t, f"run.targets={{'tiny-gpt2': '{d}'}}")
+
+
+@case("evaluate model folder without tokenizer files", r"model: no tokenizer files .*tokenizer\.save_pretrained")
+def _(t):
+    return ["evaluate", *base(t), "--model", str(without_tokenizer(tiny_model(t))), "--benchmarks", "crows"]
+
+
+@case("runner judge folder without tokenizer files", r"entropy\.judge_model: .*judge: no tokenizer files")
+def _(t):
+    return run(t, f"entropy.judge_model={without_tokenizer(tiny_model(t, 'judge'))}")
+
+
+@case("runner target folder without weights", r"run\.targets\.tiny-gpt2: .*model: no model weights")
+def _(t):
+    d = tiny_model(t)
+    (d / "model.safetensors").unlink()
+    return run(t, f"run.targets={{'tiny-gpt2': '{d}'}}")
+
+
+@case("evaluate model shard index naming a missing shard", r"model\.safetensors\.index\.json: names shard "
+      r"model-00002-of-00002\.safetensors, which is not in .*copy every shard")
+def _(t):
+    d = tiny_model(t)
+    (d / "model.safetensors").rename(d / "model-00001-of-00002.safetensors")
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    text_file(d / "model.safetensors.index.json", json.dumps(index))
+    return ["evaluate", *base(t), "--model", str(d), "--benchmarks", "crows"]
+
+
+# ------------------------------------------------------------------------------------------------ numbers
+
+
+@case("train.learning_rate=.inf (runner)", r"train\.learning_rate: Input should be a finite number \(got inf\)")
+def _(t):
+    return run(t, "train.learning_rate=.inf")
+
+
+@case("train.learning_rate=.inf (finetune)", r"train\.learning_rate: Input should be a finite number \(got inf\)")
+def _(t):
+    return finetune(t, "train.learning_rate=.inf")
+
+
+@case("train.learning_rate=5 (runner)", r"train\.learning_rate: Input should be less than or equal to 1 \(got 5\)")
+def _(t):
+    return run(t, "train.learning_rate=5")
+
+
+@case("train.weight_decay=.nan (finetune)", r"train\.weight_decay: Input should be a finite number")
+def _(t):
+    return finetune(t, "train.weight_decay=.nan")
+
+
+@case("augment.sampling.temperature=.inf (augment)", r"augment\.sampling\.temperature: Input should be a finite number")
+def _(t):
+    return augment(t, table(t / "c.parquet", cda_rows(2)), "augment.sampling.temperature=.inf")
+
+
+@case("entropy.temperature=100 (sample)", r"entropy\.temperature: Input should be less than or equal to 10")
+def _(t):
+    return sample(t, table(t / "a.parquet", {"id": ["a"], "augmented": ["She went home."]}), "entropy.temperature=100")
+
+
+@case("evaluate.bootstrap.seed=-1 (evaluate)", r"evaluate\.bootstrap\.seed: Input should be greater than or equal to 0")
+def _(t):
+    return ["evaluate", *base(t, "evaluate.bootstrap.seed=-1"), "--model", "tiny:gpt2"]
+
+
+@case("filter.threshold=.nan (filter)", r"filter\.threshold: Input should be a finite number")
+def _(t):
+    return ["filter", *base(t, "filter.threshold=.nan")]
+
+
+@case("filter.k=[.inf] (runner)", r"filter\.k\.0: Input should be a finite number")
+def _(t):
+    return run(t, "filter.k=[.inf]")
+
+
+@case("evaluate.stsb.thresholds=[9] (runner)", r"evaluate\.stsb\.thresholds\.0: Input should be less than or equal "
+      r"to 5")
+def _(t):
+    return run(t, "evaluate.stsb.thresholds=[9]")
+
+
+@case("evaluate.nli_bias.thresholds=[1.5] (evaluate)", r"evaluate\.nli_bias\.thresholds\.0: Input should be less "
+      r"than or equal to 1")
+def _(t):
+    return ["evaluate", *base(t, "evaluate.nli_bias.thresholds=[1.5]"), "--model", "tiny:gpt2"]
+
+
+@case("augment min_length_ratio above max_length_ratio", r"augment: .*min_length_ratio \(5\) must not exceed "
+      r"max_length_ratio \(4\)")
+def _(t):
+    return augment(t, table(t / "c.parquet", cda_rows(2)), "augment.min_length_ratio=5")
+
+
+@case("validate min_chars above max_chars", r"validate: .*min_chars \(50\) must not exceed max_chars \(20\)")
+def _(t):
+    return ["validate", "--stage", "cda", *base(t, "validate.min_chars=50", "validate.max_chars=20")]
+
+
+@case("tracking.promotion.min_effect=60 (register)", r"tracking\.promotion\.min_effect: Input should be less than or "
+      r"equal to 50")
+def _(t):
+    return ["register", *base(t, "tracking.promotion.min_effect=60")]
+
+
+# ------------------------------------------------------------------------------------------------ YAML, run folders
+
+
+@case("profile YAML with a duplicated section (runner)", r"dup\.yaml: line 5: key 'train' is repeated \(first at "
+      r"line 1\); YAML keeps only the last one")
+def _(t):
+    p = text_file(t / "dup.yaml", "train:\n  epochs: 3\ningest:\n  sample_n: 5\ntrain:\n  learning_rate: 0.1\n")
+    return ["run", "--params", str(PARAMS), "--profile", str(p), "--run-dir", str(t / "run")]
+
+
+@case("profile YAML with a duplicated key (ingest)", r"dup\.yaml: line 3: key 'epochs' is repeated \(first at line 2\)")
+def _(t):
+    p = text_file(t / "dup.yaml", "train:\n  epochs: 3\n  epochs: 4\n")
+    return ["ingest", "--params", str(PARAMS), "--profile", str(p), "--run-dir", str(t / "run")]
+
+
+@case("params file with a duplicated key", r"params\.yaml: line 4: key 'seed' is repeated \(first at line 2\)")
+def _(t):
+    p = text_file(t / "params.yaml", "run:\n  seed: 1\n  device: cpu\n  seed: 2\n")
+    return ["ingest", "--params", str(p), "--run-dir", str(t / "run")]
+
+
+@case("--set mapping with a repeated key (runner)", r"--set .*key 'a' is repeated")
+def _(t):
+    return run(t, "run.targets={'a': 'tiny:gpt2', 'a': 'tiny:bert'}")
+
+
+@case("--run-dir '' (ingest)", r"run\.run_dir: .*empty: name the run folder")
+def _(t):
+    return ["ingest", *base(t), "--path", str(CORPUS), "--run-dir", ""]
+
+
+@case("--run-dir '' (runner)", r"run\.run_dir: .*empty: name the run folder")
+def _(t):
+    return [*run(t), "--run-dir", ""]
+
+
+def symlink_loop(t: Path) -> Path:
+    (t / "loop-a").symlink_to(t / "loop-b")
+    (t / "loop-b").symlink_to(t / "loop-a")
+    return t / "loop-a" / "run"
+
+
+@case("run folder behind a symbolic link loop (ingest)", r"loop-a/run: the run folder cannot be resolved .*point "
+      r"--run-dir")
+def _(t):
+    return ["ingest", *base(t), "--path", str(CORPUS), "--run-dir", str(symlink_loop(t))]
+
+
+@case("run folder behind a symbolic link loop (runner)", r"loop-a/run: the run folder cannot be resolved")
+def _(t):
+    return [*run(t), "--run-dir", str(symlink_loop(t))]
+
+
+# ------------------------------------------------------------------------------------------------ benchmark items
+
+
+def stereoset_line(target: str = "nurse", context: str = "The nurse was BLANK.") -> str:
+    return json.dumps({"type": "intrasentence", "target": target, "bias_type": "gender", "context": context,
+                       "stereotype": context.replace("BLANK", "caring"),
+                       "anti-stereotype": context.replace("BLANK", "rude"),
+                       "unrelated": context.replace("BLANK", "pencil")})
+
+
+@case("evaluate StereoSet JSONL with a repeated cluster", r"ss\.jsonl:3: duplicate cluster id '[0-9a-f]+' \(first at "
+      r".*ss\.jsonl:1\); each item must appear once")
+def _(t):
+    p = text_file(t / "ss.jsonl", "\n".join([stereoset_line(), stereoset_line("man", "The man was BLANK."),
+                                             stereoset_line()]) + "\n")
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "stereoset", "--stereoset-path", str(p)]
+
+
+@case("evaluate StereoSet JSON with a repeated cluster id", r"data\.intrasentence\[\d+\]: duplicate cluster id 'c1'")
+def _(t):
+    doc = json.loads(STEREOSET.read_text())
+    doc["data"]["intrasentence"].append(doc["data"]["intrasentence"][0])
+    p = text_file(t / "ss.json", json.dumps(doc))
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "stereoset", "--stereoset-path", str(p)]
+
+
+@case("evaluate CrowS CSV with a repeated pair id", r"crows\.csv:3: duplicate pair id 'crows-0' \(first at .*crows\.csv"
+      r":2\)")
+def _(t):
+    lines = (ROOT / "tests/fixtures/evaluate/crows_tiny.csv").read_text().splitlines()
+    p = text_file(t / "crows.csv", "\n".join([lines[0], lines[1], lines[1], *lines[2:]]) + "\n")
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "crows", "--crows-path", str(p)]
+
+
+@case("runner StereoSet with a repeated cluster (pre-flight)", r"ss\.jsonl:2: duplicate cluster id")
+def _(t):
+    p = text_file(t / "ss.jsonl", stereoset_line() + "\n" + stereoset_line() + "\n")
+    return run(t, f"evaluate.stereoset_path={p}")
+
+
+@case("finetune with a malformed CrowS file (before its model)", r"crows\.csv: line 1: missing column\(s\) sent_more")
+def _(t):
+    bad = text_file(t / "crows.csv", "a,b\n1,2\n")
+    return ["finetune", *base(t, f"evaluate.crows_path={bad}"), "--input", str(good_corpus(t)), "--arm", "cda"]
+
+
+# ------------------------------------------------------------------------------------------------ services
+
+
+DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
+
+
+@case("runner tracking server down", r"tracking\.uri: the MLflow tracking server at http://127\.0\.0\.1:9/health does "
+      r"not answer \(Connection refused\)\. Start it .*tracking\.enabled=false")
+def _(t):
+    return run(t, f"tracking.uri={DOWN}")
+
+
+@case("runner MLFLOW_TRACKING_URI down", r"MLFLOW_TRACKING_URI: the MLflow tracking server at http://127\.0\.0\.1:9",
+      env={"MLFLOW_TRACKING_URI": DOWN})
+def _(t):
+    return run(t)
+
+
+@case("finetune tracking server down", r"tracking\.uri: the MLflow tracking server at .* does not answer")
+def _(t):
+    return finetune(t, f"tracking.uri={DOWN}")
+
+
+@case("register tracking server down", r"tracking\.uri: the MLflow tracking server at .* does not answer")
+def _(t):
+    return ["register", *base(t, f"tracking.uri={DOWN}")]
+
+
+@case("runner S3 endpoint down (corpus on S3)", r"the S3 endpoint for s3://bucket/corpus\.txt \(AWS_ENDPOINT_URL\) at "
+      r"http://127\.0\.0\.1:9 does not answer", env={"AWS_ENDPOINT_URL": DOWN})
+def _(t):
+    return ["run", *base(t, "ingest.path=s3://bucket/corpus.txt")]
+
+
+@case("runner S3 endpoint down (target on S3)", r"the S3 endpoint for s3://models/tiny/ .*does not answer",
+      env={"AWS_ENDPOINT_URL": DOWN})
+def _(t):
+    return run(t, "run.targets={'tiny-gpt2': 's3://models/tiny/'}")
+
+
+
 # ------------------------------------------------------------------------------------------------ the test
 
 
@@ -887,6 +1330,8 @@ def test_bad_input_is_one_clear_line(c: Case, tmp_path, capsys, monkeypatch):
             pytest.skip("this machine has CUDA")
     monkeypatch.chdir(ROOT)
     monkeypatch.delenv("CCDA_PARAMS", raising=False)
+    for k, v in (c.env or {}).items():
+        monkeypatch.setenv(k, v)
     argv = c.build(tmp_path)
     capsys.readouterr()
     code = main(argv)
@@ -933,7 +1378,7 @@ def test_read_only_run_folder_is_one_clear_line(tmp_path, capsys, monkeypatch):
 
 
 def test_the_catalogue_is_large_and_covers_both_doors(tmp_path):
-    assert len(CASES) >= 60 and len({c.id for c in CASES}) == len(CASES)
+    assert len(CASES) >= 180 and len({c.id for c in CASES}) == len(CASES)
     doors = []
     for i, c in enumerate(CASES):
         (tmp_path / str(i)).mkdir()
@@ -941,3 +1386,236 @@ def test_the_catalogue_is_large_and_covers_both_doors(tmp_path):
     assert doors.count("run") >= 20  # the runner
     assert set(doors) >= {"ingest", "cda", "validate", "augment", "sample", "entropy", "filter", "finetune",
                           "evaluate", "register", "report"}  # every stage command
+
+
+# ------------------------------------------------------------------------------------------------ read as text
+
+
+@dataclass
+class Works:
+    """An input a user's editor may produce (a UTF-8 byte-order mark, CRLF or CR line ends) that must read
+    exactly like the plain UTF-8 / LF file: ``check(tmp, stdout)`` looks at what the command wrote."""
+
+    id: str
+    build: Callable[[Path], list[str]]
+    check: Callable[[Path, str], None]
+
+
+WORKS: list[Works] = []
+
+
+def works(id: str, check: Callable[[Path, str], None]):  # noqa: A002
+    def deco(fn):
+        WORKS.append(Works(id, fn, check))
+        return fn
+
+    return deco
+
+
+BOM_BYTES = b"\xef\xbb\xbf"
+LINES = ["He said that his mother was tired after the long day.", "She told her brother that the king had left.",
+         "The actress thanked her father for the advice he gave."]
+
+
+def editor_file(path: Path, lines: list[str], ending: str = "\r\n") -> Path:
+    """``lines`` as a Windows editor saves them: a UTF-8 byte-order mark and ``ending`` after every line."""
+    return raw(path, BOM_BYTES + "".join(ln + ending for ln in lines).encode("utf-8"))
+
+
+def sentences(t: Path) -> list[str]:
+    return sorted(pd.read_parquet(t / "run" / "ingest" / "sentences.parquet")["text"])
+
+
+def same_sentences_as_plain(t: Path, _out: str) -> None:
+    got = sentences(t)
+    assert got == sorted(LINES), got  # every line kept, nothing of the mark or the line ends left in the text
+    rejected = pd.read_parquet(t / "run" / "ingest" / "rejected.parquet")
+    assert not any(str(x).startswith(("invalid-json", "missing-text")) for x in rejected["reason"])
+
+
+def ingest_of(t: Path, corpus: Path) -> list[str]:
+    return ["ingest", *base(t, "ingest.min_words=3", "ingest.sample_n=null"), "--path", str(corpus)]
+
+
+@works("ingest .txt with a BOM and CRLF line ends", same_sentences_as_plain)
+def _(t):
+    return ingest_of(t, editor_file(t / "c.txt", LINES))
+
+
+@works("ingest .txt with CR (old Mac) line ends", same_sentences_as_plain)
+def _(t):
+    return ingest_of(t, editor_file(t / "c.txt", LINES, ending="\r"))
+
+
+@works("ingest .jsonl with a BOM: its first row is kept", same_sentences_as_plain)
+def _(t):
+    return ingest_of(t, editor_file(t / "c.jsonl", [json.dumps({"text": ln}) for ln in LINES]))
+
+
+@works("ingest .csv with a BOM: the text column is found", same_sentences_as_plain)
+def _(t):
+    return ingest_of(t, editor_file(t / "c.csv", ["text", *(f'"{ln}"' for ln in LINES)]))
+
+
+@works("ingest .txt.gz with a BOM and CRLF", same_sentences_as_plain)
+def _(t):
+    import gzip
+
+    return ingest_of(t, raw(t / "c.txt.gz", gzip.compress(editor_file(t / "plain.bin", LINES).read_bytes())))
+
+
+@works("ingest .parquet whose cells start with U+FEFF: removed, and the copy is a duplicate", same_sentences_as_plain)
+def _(t):
+    return ingest_of(t, table(t / "c.parquet", {"text": ["\ufeff" + LINES[0], *LINES]}))
+
+
+def first_row_swapped(t: Path, _out: str) -> None:
+    cf = pd.read_parquet(t / "run" / "cda" / "counterfactuals.parquet")
+    assert cf["counterfactual"].iloc[0].startswith("She said that her"), cf["counterfactual"].iloc[0]
+    manifest = json.loads((t / "run" / "cda" / "manifest.json").read_text())
+    assert manifest["summary"].get("lexicon_issues", 0) == 0
+
+
+def cda_of(t: Path, lexicon: Path) -> list[str]:
+    src = table(t / "s.parquet", {"id": ["a"], "text": ["He said that his mother was tired."]})
+    return ["cda", *base(t), "--input", str(src), "--lexicon", str(lexicon)]
+
+
+@works("lexicon TSV with a BOM and CRLF: its first pair swaps", first_row_swapped)
+def _(t):
+    return cda_of(t, editor_file(t / "lex.tsv", ["he\tshe", "his\ther", "mother\tfather"]))
+
+
+@works("lexicon JSON with a BOM", first_row_swapped)
+def _(t):
+    return cda_of(t, editor_file(t / "lex.json", [json.dumps([["he", "she"], ["his", "her"], ["mother", "father"]])]))
+
+
+def shows_three_epochs(_t: Path, out: str) -> None:
+    assert "epochs: 3" in out and "\r" not in out
+
+
+@works("profile YAML with a BOM and CRLF", shows_three_epochs)
+def _(t):
+    return ["config", "show", "--params", str(PARAMS), "--profile", str(editor_file(t / "p.yaml", ["train:",
+                                                                                                 "  epochs: 3"]))]
+
+
+@works("params.yaml with a BOM", shows_three_epochs)
+def _(t):
+    return ["config", "show", "--params", str(editor_file(t / "params.yaml", ["train:", "  epochs: 3"]))]
+
+
+def scored_every_item(t: Path, _out: str) -> None:
+    import csv
+
+    with open(ROOT / "tests/fixtures/evaluate/crows_tiny.csv", newline="") as f:
+        gender = [f"crows-{r['']}" for r in csv.DictReader(f) if r["bias_type"] == "gender"]
+    for bench, ids in (("stereoset", None), ("crows", gender)):
+        pred = pd.read_parquet(next((t / "run").rglob(f"{bench}/predictions.parquet")))
+        assert len(pred) == (len(ids) if ids else 2) and pred["id"].is_unique, pred
+        assert ids is None or sorted(pred["id"]) == sorted(ids)  # the unnamed id column was read through the BOM
+
+
+@works("evaluate StereoSet JSONL and CrowS CSV with BOMs and CRLF", scored_every_item)
+def _(t):
+    ss = editor_file(t / "ss.jsonl", [stereoset_line(), stereoset_line("man", "The man was BLANK.")])
+    crows = editor_file(t / "crows.csv", (ROOT / "tests/fixtures/evaluate/crows_tiny.csv").read_text().splitlines())
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "stereoset,crows", "--stereoset-path",
+            str(ss), "--crows-path", str(crows), "--name", "m"]
+
+
+def reviewed_both(t: Path, _out: str) -> None:
+    verdicts = pd.read_parquet(t / "out.review.parquet")
+    assert len(verdicts) == 2
+
+
+@works("augment review JSONL with a BOM: both rows reviewed", reviewed_both)
+def _(t):
+    rows = [json.dumps({"counterfactual": "She went home.", "output": "She went home early."})] * 2
+    return ["augment", "review", "--params", str(PARAMS), "--input", str(editor_file(t / "out.jsonl", rows)),
+            "--set", "augment.review.meaning='off'"]
+
+
+@pytest.mark.parametrize("w", WORKS, ids=[w.id for w in WORKS])
+def test_editor_files_read_like_plain_utf8(w: Works, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("CCDA_PARAMS", raising=False)
+    argv = w.build(tmp_path)
+    capsys.readouterr()
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, f"exit {code}, stderr:\n{err}"
+    w.check(tmp_path, out)
+
+
+# ------------------------------------------------------------------------------------------------ at run time
+
+
+def test_a_diverging_training_run_stops_naming_the_learning_rate(tmp_path, capsys, monkeypatch):
+    """A target whose weights hold NaN makes the first training loss NaN: the step stops with one line naming
+    train.learning_rate, before the optimizer writes NaN anywhere; no final model, no checkpoint."""
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    monkeypatch.chdir(ROOT)
+    d = tiny_model(tmp_path)
+    weights = load_file(d / "model.safetensors")
+    name = next(k for k in weights if k.endswith("wte.weight"))
+    weights[name] = np.full_like(weights[name], np.nan)
+    save_file(weights, d / "model.safetensors", metadata={"format": "pt"})
+    capsys.readouterr()
+    code = main(finetune(tmp_path, f"run.targets={{'tiny-gpt2': '{d}'}}", "tracking.enabled=false"))
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert code == 2 and len(err) == 1, err
+    assert re.search(r"finetune: the training loss is nan at epoch 1, optimizer step 1: the run diverged\. Lower "
+                     r"train\.learning_rate", err[0]), err[0]
+    step = tmp_path / "run" / "finetune" / "tiny-gpt2" / "cda" / "seed-13"
+    assert not (step / "final").exists() and not list(step.glob("checkpoints/epoch-*"))
+
+
+@pytest.mark.parametrize("door", ["evaluate", "finetune", "run"])
+def test_benchmark_files_are_parsed_before_any_model_loads(door, tmp_path, capsys, monkeypatch):
+    """A malformed benchmark file stops each door before it loads a model (the README promises so)."""
+    import context_cda.scoring as scoring
+    import context_cda.train.finetune as ft
+
+    def no_model(*a, **k):
+        raise AssertionError("a model was loaded before the benchmark files were checked")
+
+    monkeypatch.setattr(scoring, "load_scorer", no_model)
+    monkeypatch.setattr(ft, "load_target", no_model)
+    monkeypatch.setattr("context_cda.generation.make_generator", no_model)
+    monkeypatch.chdir(ROOT)
+    bad = text_file(tmp_path / "ss.jsonl", stereoset_line() + "\n{oops\n")
+    argv = {"evaluate": ["evaluate", *base(tmp_path, f"evaluate.stereoset_path={bad}"), "--model", "tiny:gpt2"],
+            "finetune": ["finetune", *base(tmp_path, f"evaluate.stereoset_path={bad}"), "--input",
+                         str(good_corpus(tmp_path)), "--arm", "cda"],
+            "run": run(tmp_path, f"evaluate.stereoset_path={bad}")}[door]
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert re.search(r"ss\.jsonl: line 2: not valid JSON", capsys.readouterr().err)
+
+
+def test_an_unreachable_tracking_server_is_found_within_seconds(tmp_path, capsys, monkeypatch):
+    """`ccda run --only finetune` against a tracking server that never answers (a socket that accepts and stays
+    silent): the pre-flight gives up after its probe timeout instead of MLflow's minutes of retries."""
+    import socket
+    import time
+
+    import context_cda.services as services
+
+    monkeypatch.setattr(services, "PROBE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(services.probe, "__defaults__", (1.0, ()))
+    monkeypatch.chdir(ROOT)
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+        t0 = time.time()
+        code = main([*run(tmp_path, f"tracking.uri={url}"), "--only", "finetune"])
+        seconds = time.time() - t0
+    err = capsys.readouterr().err
+    assert code == 2 and f"tracking.uri: the MLflow tracking server at {url}/health does not answer (no answer " \
+        "within 1 s)" in err, err
+    assert seconds < 30, seconds

@@ -249,3 +249,46 @@ def test_one_item_groups_are_resampled_together():
     names, starts = S.group_layout(mixed)
     assert names[0] == "big" and starts[0] == 0
     assert (idx[:, :10] < 10).all() and (idx[:, 10:] >= 10).all()
+
+
+def test_sign_flip_hand_computed():
+    """Equal weights: the exact two-sided sign test on the discordant items (5 of 5 one way: p = 2/32); unequal
+    weights (macro-average over groups): every sign pattern counted; identical models: p = 1."""
+    a = np.zeros(40)
+    b = a.copy()
+    b[:5] = 1.0
+    t = S.sign_flip(S.Items.build(range(40), None, v=a), S.Items.build(range(40), None, v=b), "v")
+    assert (t.p, t.discordant, t.n, t.exact) == (0.0625, 5, 40, True)
+    b[:6] = 1.0  # 6 of 6: p = 2/64
+    assert S.sign_flip(S.Items.build(range(40), None, v=a), S.Items.build(range(40), None, v=b), "v").p == 0.03125
+    same = S.Items.build(range(40), None, v=b)
+    assert S.sign_flip(same, same, "v").p == 1.0
+    # two groups: group g0 has 2 items (weight 1/4 each), g1 has 4 (weight 1/8 each); items 0 (g0) and 2, 3 (g1)
+    # differ: d = (+1/4, -1/8, -1/8), sum 0: every one of the 8 sign patterns has |sum| >= 0, so p = 1
+    groups = ["g0", "g0", "g1", "g1", "g1", "g1"]
+    x, y = np.array([1, 0, 0, 0, 0, 0.0]), np.array([0, 0, 1, 1, 0, 0.0])
+    t = S.sign_flip(S.Items.build(range(6), groups, v=x), S.Items.build(range(6), groups, v=y), "v")
+    assert t.p == 1.0 and t.discordant == 3 and t.exact
+    # d = (+1/4, +1/8, +1/8): |sum| = 1/2 is reached by 2 of the 8 patterns (all +, all -)
+    y = np.array([0, 0, 0, 0, 0, 0.0])
+    x = np.array([1, 0, 1, 1, 0, 0.0])
+    t = S.sign_flip(S.Items.build(range(6), groups, v=x), S.Items.build(range(6), groups, v=y), "v")
+    assert t.p == pytest.approx(0.25)
+    # many differing items of unequal weight: a seeded Monte Carlo, reproducible
+    g = [f"t{i % 7}" for i in range(300)]
+    x, y = (np.arange(300) % 3 == 0).astype(float), (np.arange(300) % 5 == 0).astype(float)
+    t1 = S.sign_flip(S.Items.build(range(300), g, v=x), S.Items.build(range(300), g, v=y), "v")
+    t2 = S.sign_flip(S.Items.build(range(300), g, v=x), S.Items.build(range(300), g, v=y), "v")
+    assert not t1.exact and t1.discordant > S.EXACT_FLIPS and t1.p == t2.p and 0 < t1.p <= 1
+
+
+def test_runs_min_takes_the_worst_seed_on_every_resample():
+    n = 50
+    lo, hi = np.zeros(n), np.zeros(n)
+    lo[:10], hi[:40] = 1.0, 1.0
+    both = S.pooled([S.Items.build(range(n), None, v=lo), S.Items.build(range(n), None, v=hi)])
+    fn = lambda m: {"x": 100 * m("v")}  # noqa: E731
+    assert S.point(both, fn)["x"] == pytest.approx(50.0)
+    assert S.point(both, fn, runs="min")["x"] == pytest.approx(20.0)
+    iv = S.bootstrap(both, fn, runs="min")["x"]
+    assert iv.point == pytest.approx(20.0) and iv.high < 50.0

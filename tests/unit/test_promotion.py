@@ -42,9 +42,9 @@ def test_a_clearly_better_model_is_promoted_without_and_with_a_champion():
     better = evidence(share(0.50), share(0.52))
     d = decide(better, None, VANILLA, POLICY)
     assert d.promote and d.aliases == ["candidate", "champion"], d.reasons
-    assert any("|SS-50| vs vanilla" in r and "less biased" in r for r in d.reasons)
+    assert any(r.startswith("SS (gender) vs vanilla") and r.endswith("less biased") for r in d.reasons)
     assert any("no champion yet" in r for r in d.reasons)
-    # the reasons quote numbers and intervals: "... difference -20.00 [-25.00, -15.00], p=0.002 ..."
+    # the reasons quote numbers and intervals: "... shift toward 50 +22.00 [+16.50, +27.50], p=0.002 ..."
     assert all("[" in r and "p=" in r for r in d.reasons if "vs vanilla" in r)
     assert d.candidate[SS] == pytest.approx(50.0) and d.vanilla[SS] == pytest.approx(72.0)
     assert d.comparisons["vs_vanilla"][SS]["significant"]
@@ -52,7 +52,8 @@ def test_a_clearly_better_model_is_promoted_without_and_with_a_champion():
     champion = evidence(share(0.62), share(0.62))
     d = decide(better, champion, VANILLA, POLICY, champion_version="3")
     assert d.promote, d.reasons
-    assert any("vs champion v3" in r and "significantly better" in r for r in d.reasons)
+    assert any("vs champion v3" in r and ("less biased" in r or "significantly better" in r) for r in d.reasons)
+    assert d.comparisons["vs_champion"][SS]["outcome"] == "better"
 
 
 def test_an_identical_model_never_displaces_the_champion():
@@ -71,7 +72,8 @@ def test_a_model_worse_than_vanilla_is_never_promoted(champion):
     champ = evidence(share(0.90), share(0.90)) if champion else None  # even a champion worse still
     d = decide(worse, champ, VANILLA, POLICY, champion_version="1")
     assert not d.promote
-    assert any("|SS-50| vs vanilla" in r and "not shown less biased" in r for r in d.reasons)
+    assert any("SS (gender) vs vanilla" in r and "shifted away from 50" in r and "more biased" in r
+               for r in d.reasons), d.reasons
     # a model *less* biased on SS but more biased on CS is not promoted either
     mixed = evidence(share(0.50), share(0.84))
     assert not decide(mixed, champ, VANILLA, POLICY, champion_version="1").promote
@@ -103,9 +105,9 @@ def test_lms_non_inferiority_and_its_margin():
 def test_min_effect_raises_the_bar():
     slightly = evidence(share(0.60), share(0.60))
     assert decide(slightly, None, VANILLA, POLICY).promote
-    strict = PromotionPolicy(min_effect=15.0)  # |SS-50| must fall by more than 15 points with confidence
+    strict = PromotionPolicy(min_effect=15.0)  # the shift toward 50 must exceed 15 points with confidence
     d = decide(slightly, None, VANILLA, strict)
-    assert not d.promote and any("below -15" in r for r in d.reasons)
+    assert not d.promote and any("not above 15" in r for r in d.reasons), d.reasons
 
 
 def test_champion_not_worse_suffices_without_require_improvement():
@@ -119,7 +121,7 @@ def test_significantly_worse_than_the_champion_on_one_metric_refuses():
     cand = evidence(share(0.50), share(0.66))  # CS |16| vs |0|: worse on CS, equal on SS
     d = decide(cand, champion, VANILLA, POLICY, champion_version="2")
     assert not d.promote
-    assert any("significantly worse than champion v2 on |CS-50|" in r for r in d.reasons)
+    assert any("significantly worse than champion v2 on CS" in r for r in d.reasons)
 
 
 def test_fewer_than_min_items_refuses_with_that_reason():
@@ -171,7 +173,8 @@ def test_policy_from_config_and_evidence_table_round_trip():
 
 
 def test_seeds_biased_in_opposite_directions_do_not_cancel():
-    """Seed 0 at SS = CS = 30 and seed 1 at 70 are each 20 points from 50: worse than vanilla at 60, not better."""
+    """Seed 0 at SS = CS = 30 and seed 1 at 70 are each 20 points from 50: worse than vanilla at 60, not better
+    (their mean, 50, would look ideal)."""
     from context_cda.stats import pooled
 
     vanilla = evidence(share(0.60), share(0.60))
@@ -179,7 +182,8 @@ def test_seeds_biased_in_opposite_directions_do_not_cancel():
     arm = Evidence({b: pooled([s0.items[b], s1.items[b]]) for b in ("stereoset", "crows")})
     d = decide(arm, None, vanilla, POLICY)
     assert not d.promote, d.reasons
-    assert any("|SS-50| vs vanilla: 20.00" in r and "not shown less biased" in r for r in d.reasons)
+    assert any(r.startswith("SS (gender) vs vanilla: SS 50.00") and "seed farthest past 50 (of 2) overshoots 50" in r
+               and "more biased" in r for r in d.reasons), d.reasons
     # stored with the registered version and read back as the champion's evidence: the seeds survive
     back = from_table(to_table(arm))
     assert len(back.items["stereoset"].runs) == 2

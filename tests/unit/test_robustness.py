@@ -392,3 +392,67 @@ def test_a_second_register_of_a_target_is_refused(tmp_path, capsys):
                      str(run_dir)])
     err = capsys.readouterr().err
     assert code == 75 and f"pid {holder.pid}" in err and "register[tiny-gpt2] cannot start" in err, err
+
+
+# ------------------------------------------------------------------------------------------------ SIGTERM
+
+
+def test_sigterm_in_a_step_stops_the_run_and_the_rerun_resumes_from_it(cfg, calls, monkeypatch):  # noqa: F811
+    """A real SIGTERM while the runner is inside a step (under the CLI's handler): the run stops there, the step's
+    lock is released, the pipeline's MLflow run is marked KILLED, the step gets no up-to-date marker; the next
+    run skips the steps that finished and starts from the interrupted one."""
+    from context_cda.signals import EXIT_CODE, Terminated, sigterm_raises
+
+    fake = pipeline.get_stage
+    seen: list[str] = []
+
+    def get_stage(step):
+        fn = fake(step)
+        if step != "finetune":
+            return fn
+
+        def interrupted(config, inputs, out_dir, **options):
+            seen.append(str(out_dir))
+            if len(seen) == 1:
+                os.kill(os.getpid(), signal.SIGTERM)  # delivered at the next instruction: inside the step
+                time.sleep(5)
+            return fn(config, inputs, out_dir, **options)
+
+        return interrupted
+
+    monkeypatch.setattr(pipeline, "get_stage", get_stage)
+    with sigterm_raises(), pytest.raises(Terminated) as info:
+        pipeline.run_pipeline(cfg)
+    assert info.value.exit_code == EXIT_CODE == 143 and calls[-1] == "tracking:KILLED"
+    first = Path(seen[0])
+    assert not list(cfg.run_dir().rglob(L.LOCK_FILE)) and not (first / pipeline.MARKER).exists()
+    ran_before = [c for c in calls if not c.startswith("tracking")]
+    results = pipeline.run_pipeline(cfg, until="finetune")
+    status = {r.step.name: r.status for r in results}
+    before = [r.step.name for r in results if r.step.row.step != "finetune"]
+    assert before and all(status[n] == "skipped" for n in before), status  # finished steps are not redone
+    assert seen[1] == seen[0] and all(r.status == "ran" for r in results if r.step.row.step == "finetune")
+    assert len([c for c in calls if not c.startswith("tracking")]) - len(ran_before) == len(seen) - 1
+
+
+def test_sigterm_waits_for_a_deferred_block_and_a_second_one_is_ignored():
+    from context_cda.signals import Terminated, deferred, sigterm_raises
+
+    done = []
+    with sigterm_raises(), pytest.raises(Terminated):
+        with deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            done.append("the block finished")
+        done.append("not reached")
+    assert done == ["the block finished"]
+    with sigterm_raises(), pytest.raises(Terminated):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)  # while unwinding: ignored, the clean-up goes on
+            time.sleep(0.05)
+            done.append("clean-up finished")
+    assert done[-1] == "clean-up finished"
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the previous handler is back

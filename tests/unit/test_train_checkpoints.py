@@ -167,3 +167,58 @@ def test_pruning_never_leaves_a_half_pruned_resumable_folder(tmp_path):
     assert loop.last_checkpoint(tmp_path)[0] == 3
     assert not (ck / "epoch-2" / "state.json").exists() and (ck / "epoch-2" / "model.safetensors").exists()
     assert loop.prune_checkpoints(tmp_path, keep=1) == []  # weights-only folders are no longer states
+
+
+@pytest.mark.parametrize("keep_weights", [False, True])
+def test_what_a_killed_run_left_half_written_is_removed_at_the_next_start(tmp_path, keep_weights):
+    """A checkpoint being written (.epoch-N.tmp), an epoch folder whose pruning was cut short (state.json gone,
+    the optimizer state still there) and a temporary of final/ are removed (or, with keep_epoch_weights, reduced
+    to the weights, as the pruning would have left it) when training starts again."""
+    from context_cda.train import run_finetune
+
+    out = tmp_path / "o"
+    ck = out / "checkpoints"
+    (ck / ".epoch-2.tmp").mkdir(parents=True)
+    (ck / ".epoch-2.tmp" / "optimizer.bin").write_bytes(b"o" * 100)
+    (ck / "epoch-7").mkdir()
+    (ck / "epoch-7" / "model.safetensors").write_bytes(b"w")
+    (ck / "epoch-7" / "optimizer.bin").write_bytes(b"o" * 100)
+    (out / ".final.abc123.tmp").mkdir()
+    cfg = _run_cfg(tmp_path, epochs=1, keep_epoch_weights=keep_weights)
+    res = run_finetune(cfg, {"corpus": _corpus(tmp_path)}, out, "tg", "context-cda", token_budget=150,
+                       evaluate=False)
+    assert res["resumed_from_epoch"] is None  # nothing half-written was taken for a checkpoint
+    assert not (ck / ".epoch-2.tmp").exists() and not (out / ".final.abc123.tmp").exists()
+    if keep_weights:
+        assert sorted(f.name for f in (ck / "epoch-7").iterdir()) == ["model.safetensors"]
+    else:
+        assert not (ck / "epoch-7").exists()
+    assert loop.remove_partial(out, keep_weights) == []  # idempotent
+
+
+def test_a_checkpoint_being_written_is_finished_before_a_sigterm_stops_training(tmp_path, monkeypatch):
+    """A SIGTERM that arrives while epoch 1's checkpoint is written waits until it is complete (and pruned)."""
+    import signal
+
+    from context_cda.signals import Terminated, sigterm_raises
+    from context_cda.train import run_finetune
+
+    real = loop._save_checkpoint
+
+    def save(acc, out, epoch, *a, **k):
+        if epoch == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-save
+        return real(acc, out, epoch, *a, **k)
+
+    monkeypatch.setattr(loop, "_save_checkpoint", save)
+    out = tmp_path / "o"
+    with sigterm_raises(), pytest.raises(Terminated):
+        run_finetune(_run_cfg(tmp_path), {"corpus": _corpus(tmp_path)}, out, "tg", "context-cda", token_budget=150,
+                     evaluate=False)
+    assert (out / "checkpoints" / "epoch-1" / "state.json").is_file()
+    assert not list((out / "checkpoints").glob(".epoch-*.tmp")) and not (out / "checkpoints" / "epoch-2").exists()
+    assert not (out / ".ccda-lock").exists()
+    monkeypatch.setattr(loop, "_save_checkpoint", real)
+    res = run_finetune(_run_cfg(tmp_path), {"corpus": _corpus(tmp_path)}, out, "tg", "context-cda", token_budget=150,
+                       evaluate=False)
+    assert res["resumed_from_epoch"] == 1 and res["epochs"] == 3

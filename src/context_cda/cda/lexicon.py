@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, InputError
+from ..io import read_text
 
 #: pronoun forms handled by rule in the swapper: word -> counterparts by syntactic role
 PRONOUNS: dict[str, dict[str, str]] = {
@@ -195,10 +196,10 @@ def default_pairs() -> list[Pair]:
 def load_json_pairs(path: Path, key: str | None = None) -> list[Pair]:
     """A JSON list of [male, female] pairs (Lu et al. via Hall Maudslay et al.), or ``{key: [...]}``
     (bias-bench's ``bias_attribute_words.json``, key ``gender``)."""
+    if not Path(path).exists():
+        raise InputError(f"{path}: word-list file not found.")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise InputError(f"{path}: word-list file not found.") from e
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: line {e.lineno}: not valid JSON ({e.msg}).") from e
     if isinstance(data, dict):
@@ -218,11 +219,11 @@ def load_json_pairs(path: Path, key: str | None = None) -> list[Pair]:
 
 def load_aligned_files(male_file: Path, female_file: Path) -> list[Pair]:
     """Zhao et al. (2018): line i of the male file pairs with line i of the female file."""
-    try:
-        males = Path(male_file).read_text(encoding="utf-8").splitlines()
-        females = Path(female_file).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError as e:
-        raise InputError(f"{e.filename}: word-list file not found.") from e
+    for f in (male_file, female_file):
+        if not Path(f).exists():
+            raise InputError(f"{f}: word-list file not found.")
+    males = read_text(male_file).splitlines()
+    females = read_text(female_file).splitlines()
     while males and not males[-1].strip():
         males.pop()
     while females and not females[-1].strip():
@@ -244,11 +245,9 @@ def load_tsv_pairs(path: Path) -> list[Pair]:
     (``actress<TAB>actor`` after ``actor<TAB>actress``) are folded into one pair."""
     out = []
     seen: set[frozenset[str]] = set()
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError as e:
-        raise InputError(f"{path}: word-list file not found.") from e
-    for i, line in enumerate(lines, start=1):
+    if not Path(path).exists():
+        raise InputError(f"{path}: word-list file not found.")
+    for i, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = [p.strip() for p in line.split("\t") if p.strip()]

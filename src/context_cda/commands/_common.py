@@ -16,8 +16,8 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override any config value: --set section.key=value (repeatable)."),
 ]
-RunDirOpt = Annotated[
-    Path | None, typer.Option("--run-dir", help="Run folder (default: run.run_dir from the config).")
+RunDirOpt = Annotated[  # a str, not a Path: Path("") would silently become the current folder
+    str | None, typer.Option("--run-dir", help="Run folder (default: run.run_dir from the config).")
 ]
 TargetsOpt = Annotated[
     list[str] | None, typer.Option("--target", help="Target short name (repeatable; default: all).")
@@ -38,7 +38,7 @@ ParamsOpt = Annotated[
 def resolve_config(
     profile: str | None,
     sets: list[str] | None,
-    run_dir: Path | None = None,
+    run_dir: str | Path | None = None,
     params: Path | None = None,
     **section_flags: dict[str, Any],
 ) -> Config:

@@ -31,6 +31,7 @@ __all__ = [
     "evaluate_model",
     "evaluate_scorer",
     "get_benchmark",
+    "load_benchmarks",
     "load_items",
     "metric_specs",
     "run_evaluate",
@@ -69,32 +70,46 @@ def load_items(
     return items[: cfg.max_items] if cfg.max_items else items
 
 
+def load_benchmarks(
+    cfg: EvaluateConfig,
+    paths: Mapping[str, str | Path] | None = None,
+    data_cache: str | None = None,
+    per_epoch_only: bool = False,
+) -> dict[str, list[Any]]:
+    """Every configured benchmark's items (``per_epoch_only``: the cheap ones), parsed and checked: a malformed
+    or duplicated item stops here, before a model is loaded (the evaluate and finetune doors and ``ccda run``'s
+    pre-flight call this first)."""
+    return {name: load_items(name, cfg, (paths or {}).get(name), data_cache) for name in cfg.benchmarks
+            if not per_epoch_only or get_benchmark(name).per_epoch}
+
+
 def evaluate_scorer(
     scorer: Scorer,
     cfg: EvaluateConfig,
     paths: Mapping[str, str | Path] | None = None,
     data_cache: str | None = None,
     per_epoch_only: bool = False,
+    loaded: Mapping[str, list[Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Run every configured benchmark (``per_epoch_only``: the cheap ones):
-    ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``."""
+    """Run every configured benchmark (``per_epoch_only``: the cheap ones; ``loaded``: items already parsed by
+    :func:`load_benchmarks`): ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``."""
     from ..progress import Progress
 
     results: dict[str, dict[str, Any]] = {}
-    names = [n for n in check_names(cfg.benchmarks) if not per_epoch_only or get_benchmark(n).per_epoch]
+    check_names(cfg.benchmarks)
+    loaded = loaded if loaded is not None else load_benchmarks(cfg, paths, data_cache, per_epoch_only)
+    names = [n for n in cfg.benchmarks if n in loaded]
     with Progress(len(names), "benchmarks", "benchmark", bar=False) as bar:
         for name in names:
             bar.set_postfix_str(name)
-            results[name] = _score_one(scorer, cfg, name, (paths or {}).get(name), data_cache)
+            results[name] = _score_one(scorer, cfg, name, loaded[name])
             bar.update(1)
     return results
 
 
-def _score_one(scorer: Scorer, cfg: EvaluateConfig, name: str, path: str | Path | None,
-               data_cache: str | None) -> dict[str, Any]:
-    """One benchmark: its items scored and aggregated."""
+def _score_one(scorer: Scorer, cfg: EvaluateConfig, name: str, items: list[Any]) -> dict[str, Any]:
+    """One benchmark: its (parsed) items scored and aggregated."""
     bench = get_benchmark(name)
-    items = load_items(name, cfg, path, data_cache)
     t0 = time.perf_counter()
     rows, rejected, info = bench.score(scorer, items, cfg)
     secs = time.perf_counter() - t0
@@ -177,14 +192,15 @@ def run_evaluate(
         inputs=files,
         versions=("torch", "transformers"),
     )
+    with rec.timed("load_benchmarks"):  # a bad benchmark file fails before the model is loaded
+        loaded = load_benchmarks(cfg, {b: p for b, p in paths.items() if p}, config.run.data_cache)
     with rec.timed("load_model"), activity(f"load {model}"):
         scorer = load_scorer(
             model, device=config.run.device, batch_size=cfg.batch_size, cache=config.run.model_cache,
             progress=progress,
         )
     with rec.timed("score"):
-        results = evaluate_scorer(scorer, cfg, paths={b: p for b, p in paths.items() if p},
-                                  data_cache=config.run.data_cache)
+        results = evaluate_scorer(scorer, cfg, data_cache=config.run.data_cache, loaded=loaded)
     summary = {"model": model, "name": name, "family": scorer.family, "bias_type": cfg.bias_type}
     return _write_results(results, summary, out, rec)
 

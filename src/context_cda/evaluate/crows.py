@@ -25,11 +25,13 @@ seeded bootstrap intervals over pairs (:func:`item_scores`, :func:`metrics`, :mo
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .data import CrowsPair
+from .stereoset import NON_FINITE
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -111,6 +113,9 @@ def score(
     for k, i in enumerate(ok):
         p = pairs[i]
         sm, sl = more[k], less[k]
+        if not (math.isfinite(sm) and math.isfinite(sl)):  # NaN/inf weights: never counted as a preference
+            rejected.append({"id": p.id, "source": p.source, "reason": NON_FINITE})
+            continue
         if mode in ("nangia", "bias-bench") and scorer.family != "causal":
             sm, sl = round(sm, 3), round(sl, 3)
         rows.append(

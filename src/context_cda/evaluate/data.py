@@ -9,17 +9,18 @@ datasets the configured benchmarks read (``ccda data list --profile ...``).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import string
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..datasets import resolve
 from ..errors import InputError
-from ..io import stable_id
+from ..io import json_objects, read_text, stable_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import EvaluateConfig
@@ -40,6 +41,18 @@ def benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache:
     if not p.is_file():
         raise InputError(f"{p}: {name} file not found (set evaluate.{name}_path to an existing file).")
     return p
+
+
+def local_benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache: str | None = None) -> Path | None:
+    """The local file of benchmark ``name`` when it is here without a download: ``path`` (a local file), else its
+    dataset in the mirror or the data cache; None otherwise (an ``s3://`` path, a dataset not fetched yet)."""
+    from .. import datasets, s3
+
+    if path:
+        return None if s3.is_s3(path) else Path(path).expanduser()
+    ds = datasets.get(DATASETS[name])
+    root = datasets.find(ds, cache)
+    return ds.location(root) if root is not None else None
 
 
 def benchmark_datasets(cfg: EvaluateConfig) -> list[tuple[str, str, str, str | None]]:
@@ -114,7 +127,7 @@ def load_stereoset(
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: StereoSet file not found.")
-    text = p.read_text(encoding="utf-8")
+    text = read_text(p)
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{p}: empty StereoSet file.")
@@ -128,6 +141,7 @@ def load_stereoset(
             else:
                 raise InputError(f"{p}: line {e.lineno}: not valid JSON ({e.msg}).") from e
     examples = _stereoset_flat(p, text, split) if flat else _stereoset_original(p, doc, split)
+    unique_ids(examples, "cluster")
     want = _bias_filter(bias_type)
     if want is not None:
         kept = [e for e in examples if e.bias_type == want]
@@ -138,27 +152,22 @@ def load_stereoset(
     return examples
 
 
-def json_objects(
-    p: Path, lines: Iterable[tuple[int, str]], keys: Sequence[str]
-) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each non-blank JSON line, each an object holding ``keys``; errors name the line."""
-    for lineno, line in lines:
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{p}: line {lineno}: not valid JSON ({e.msg}).") from e
-        if not isinstance(row, dict):
-            raise InputError(f"{p}: line {lineno}: expected a JSON object, got {type(row).__name__}.")
-        missing = [k for k in keys if k not in row]
-        if missing:
-            raise InputError(f"{p}: line {lineno}: missing key(s) {', '.join(missing)}; expected {', '.join(keys)}.")
-        yield lineno, row
+def _flat_id(row: dict, taken: dict[str, tuple]) -> str:
+    """A flattened cluster's id: a hash of its target, context and stereotype sentence (stable across versions of
+    the file); two different clusters that share those three (StereoSet dev has such pairs, differing in the
+    anti-stereotype) get the id of all five sentences for the later one. An exact copy keeps its id (and is
+    refused as a duplicate)."""
+    content = tuple(row[k] for k in ("target", "context", *GOLD_LABELS))
+    cid = stable_id("stereoset", row["target"], row["context"], row["stereotype"])
+    if cid in taken and taken[cid] != content:
+        cid = stable_id("stereoset", *content)
+    taken.setdefault(cid, content)
+    return cid
 
 
 def _stereoset_flat(p: Path, text: str, split: str) -> list[StereoSetExample]:
-    out = []
+    out: list[StereoSetExample] = []
+    taken: dict[str, tuple] = {}
     keys = ("type", "target", "bias_type", "context", *GOLD_LABELS)
     for lineno, row in json_objects(p, enumerate(text.splitlines(), 1), keys):
         bad = [k for k in keys if not isinstance(row[k], str)]
@@ -168,7 +177,7 @@ def _stereoset_flat(p: Path, text: str, split: str) -> list[StereoSetExample]:
             continue
         if split == "intrasentence" and "BLANK" not in row["context"]:
             raise InputError(f"{p}: line {lineno}: intrasentence context has no BLANK: {row['context']!r}")
-        cid = stable_id("stereoset", row["target"], row["context"], row["stereotype"])
+        cid = _flat_id(row, taken)
         out.append(
             StereoSetExample(
                 id=cid,
@@ -253,7 +262,7 @@ def load_crows(path: str | os.PathLike[str], bias_type: str | None = "gender") -
     want = _bias_filter(bias_type)
     want = CROWS_ALIASES.get(want, want) if want else None
     out, seen_types = [], set()
-    with open(p, encoding="utf-8", newline="") as f:
+    with io.StringIO(read_text(p), newline="") as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
         missing = [c for c in CROWS_COLUMNS if c not in header]
@@ -294,4 +303,16 @@ def load_crows(path: str | os.PathLike[str], bias_type: str | None = "gender") -
             raise InputError(f"{p}: line {reader.line_num}: malformed CSV ({e}).") from e
     if want is not None and not out and seen_types:
         raise InputError(f"{p}: no pairs with bias_type {want!r}; found: {', '.join(sorted(seen_types))}.")
+    unique_ids(out, "pair")
     return out
+
+
+def unique_ids(items: Sequence[StereoSetExample] | Sequence[CrowsPair], what: str) -> None:
+    """Every benchmark item once: an id seen twice (a copied cluster or pair) would be scored twice and count
+    double in SS / CS, so it is an :class:`InputError` naming both places."""
+    first: dict[str, str] = {}
+    for it in items:
+        if it.id in first:
+            raise InputError(f"{it.source}: duplicate {what} id {it.id!r} (first at {first[it.id]}); each item must "
+                             f"appear once, or it is scored twice. Remove one of the two.")
+        first[it.id] = it.source

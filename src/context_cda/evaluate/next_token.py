@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..datasets import resolve
 from ..errors import InputError, ModelError
+from ..io import read_text
 from .next_token_vocab import CANDIDATES, VocabMap, _encode, gender_vocab
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,12 +96,9 @@ class GenderWords:
 
 
 def _read_words(path: Path) -> list[str]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError as e:
-        raise InputError(f"{path}: word-list file not found.") from e
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text ({e.reason}); expected one word per line.") from e
+    if not path.exists():
+        raise InputError(f"{path}: word-list file not found.")
+    lines = read_text(path, fix="Save it as UTF-8, one word per line.").splitlines()
     return [w.strip() for w in lines if w.strip() and not w.lstrip().startswith("#")]
 
 

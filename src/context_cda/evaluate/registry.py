@@ -41,10 +41,14 @@ class Benchmark:
 
     def flat(self, agg: dict[str, Any]) -> dict[str, float]:
         """``{stereoset_ss: ..., ...}`` from an aggregate (overall block); metrics it lacks (e.g. a GLUE task that
-        was not run) are left out. Metrics with a bootstrap interval (the overall block's ``ci``) add
-        ``<name>_ci_low`` and ``<name>_ci_high``."""
+        was not run) are left out, and so is a value that is not a finite number (a benchmark that scored no
+        item): no NaN is ever logged or registered as a metric. Metrics with a bootstrap interval (the overall
+        block's ``ci``) add ``<name>_ci_low`` and ``<name>_ci_high``."""
+        import math
+
         overall = agg.get("overall", {})
-        out = {m.name: float(overall[m.key]) for m in self.metrics if overall.get(m.key) is not None}
+        out = {m.name: float(overall[m.key]) for m in self.metrics
+               if isinstance(overall.get(m.key), int | float) and math.isfinite(overall[m.key])}
         ci = overall.get("ci") or {}
         for m in self.metrics:
             bounds = ci.get(m.key)

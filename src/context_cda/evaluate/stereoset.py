@@ -73,6 +73,9 @@ def score(scorer: Scorer, examples: Sequence[StereoSetExample], start_token: str
         sent_scores = _score_causal(scorer, examples, rejected, scorer.start_token(start_token, "bias-bench").id)
     else:
         sent_scores = _score_seq2seq(scorer, examples, rejected)
+    for i, ex in enumerate(examples):  # a model with NaN/inf weights scores NaN: never counted as a preference
+        if any((i, lab) in sent_scores and not math.isfinite(sent_scores[(i, lab)]) for lab in GOLD_LABELS):
+            _reject(rejected, i, ex, NON_FINITE)
     bad = {r["index"] for r in rejected}
     rows = []
     for i, ex in enumerate(examples):
@@ -90,6 +93,10 @@ def score(scorer: Scorer, examples: Sequence[StereoSetExample], start_token: str
     for r in rejected:
         r.pop("index", None)
     return rows, rejected
+
+
+#: the reason of an item whose scores are not finite numbers
+NON_FINITE = "non-finite score: the model's probabilities are NaN or infinite (are its weights finite?)"
 
 
 def _reject(rejected: list, i: int, ex: StereoSetExample, reason: str) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -135,7 +136,8 @@ def _metrics_json(path: Path | str) -> dict[str, float]:
     out = {}
     for k, v in data.items():
         with contextlib.suppress(TypeError, ValueError):
-            out[str(k)] = float(v)
+            if math.isfinite(float(v)):
+                out[str(k)] = float(v)
     return out
 
 
@@ -152,7 +154,7 @@ def metrics_from_csv(path: Path | str) -> tuple[dict[str, float], dict[str, floa
     cols = [c for c in df.columns if c not in ("epoch", "arm", "target", "seed")]
 
     def row(r) -> dict[str, float]:
-        return {c: float(r[c]) for c in cols if pd.notna(r[c])}
+        return {c: float(r[c]) for c in cols if pd.notna(r[c]) and math.isfinite(float(r[c]))}
 
     first = df.iloc[0]
     vanilla = row(first) if int(first["epoch"]) == 0 else {}
@@ -211,7 +213,8 @@ def _context(config: Config, inputs, out_dir, target: str, arm: str, discover: b
         raise InputError(f"register {target}/{arm}: {model_dir} is not a save_pretrained folder; run finetune.")
     final, vanilla = flat_metrics(given)
     cand, van = gate_evidence(given)
-    policy = PromotionPolicy.from_config(config.tracking.promotion, config.evaluate.bootstrap)
+    policy = PromotionPolicy.from_config(config.tracking.promotion, config.evaluate.bootstrap,
+                                         config.evaluate.bias_type)
     return _Context(config, target, arm, seed, Path(out_dir), given, model_dir, final, vanilla, cand, van, policy)
 
 
@@ -229,6 +232,10 @@ def run_register(
     With ``discover`` (default), inputs not named in ``inputs`` are filled in from the run directory when they
     exist *now* (see :func:`register_inputs`): the evaluate stage's aggregates and predictions, summaries.
     """
+    if config.tracking.enabled and config.tracking.register_model:
+        from .runs import check_server
+
+        check_server(config)  # an unreachable server: one line now, not minutes of the client's retries
     ctx = _context(config, inputs, out_dir, target, arm, discover, seed)
     rec = StageRecorder("register", ctx.out, {"tracking": config.tracking.model_dump(mode="json"),
                                               "bootstrap": config.evaluate.bootstrap.model_dump(mode="json"),
@@ -285,8 +292,9 @@ def _register_version(ctx: _Context, client, tracker) -> tuple[str, str]:
     version, flavor = log_model_version(client, tracking_uri(ctx.config), ctx.model_dir, family, tracker.run_id,
                                         ctx.name, ctx.config.tracking.model_flavor)
     # full precision: the tags are the version's metrics as the evaluation measured them
-    tags = {k: repr(float(v)) for k, v in ctx.final.items() if k in TAG_METRICS}
-    tags.update({"vanilla_" + k: repr(float(v)) for k, v in ctx.vanilla.items() if k in TAG_METRICS})
+    tags = {k: repr(float(v)) for k, v in ctx.final.items() if k in TAG_METRICS and math.isfinite(v)}
+    tags.update({"vanilla_" + k: repr(float(v)) for k, v in ctx.vanilla.items() if k in TAG_METRICS
+                 and math.isfinite(v)})
     tags.update({"target": ctx.target, "arm": ctx.arm, "family": family, "flavor": flavor, "run_id": tracker.run_id,
                  "run_dir": str(ctx.config.run_dir().resolve()), "registered_seed": str(ctx.seed),
                  "evidence_seeds": ",".join(map(str, ctx.candidate.seeds)) if ctx.candidate else ""})

@@ -49,13 +49,66 @@ def _is_local(uri: str) -> bool:
     return uri.startswith(("sqlite:", "file:")) or "://" not in uri
 
 
+_ANSWERED: set[str] = set()  # tracking servers that answered a probe in this process
+
+
+def server_url(config: Config) -> str | None:
+    """The tracking server's URL when tracking goes to one over HTTP (None: a local store or tracking off)."""
+    uri = tracking_uri(config)
+    return uri.rstrip("/") if config.tracking.enabled and uri.startswith(("http://", "https://")) else None
+
+
+def check_server(config: Config) -> None:
+    """An HTTP tracking server must answer its ``/health`` within seconds (:func:`context_cda.services.probe`),
+    checked once per process: otherwise MLflow's client retries for minutes in silence."""
+    from ..services import probe
+
+    url = server_url(config)
+    if url and url not in _ANSWERED:
+        key = "tracking.uri" if config.tracking.uri else "MLFLOW_TRACKING_URI"
+        probe(f"{url}/health", f"{key}: the MLflow tracking server",
+              "Start it (mlflow server), fix the URI, or run without tracking (--set tracking.enabled=false).",
+              refuse=(404,))
+        _ANSWERED.add(url)
+
+
 def get_client(config: Config):
     from mlflow.tracking import MlflowClient
 
+    check_server(config)
     uri = tracking_uri(config)
     if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        _create_sqlite_store(uri, Path(uri[len("sqlite:///") :]))
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+_SQLITE_READY: set[str] = set()
+
+
+def _create_sqlite_store(uri: str, db: Path) -> None:
+    """Open a local SQLite store once per process, one process at a time.
+
+    The first opener of a new ``mlflow.db`` creates its tables and runs MLflow's schema migrations; two stages
+    doing that at once (parallel finetune tasks under kfp.local, two seeds on one node) both migrate and one fails
+    ("duplicate column name"). An exclusive ``flock`` on ``mlflow.db.lock`` orders the first opens; later ones
+    find the schema current and do no work.
+    """
+    import fcntl
+
+    key = str(db.resolve())
+    if key in _SQLITE_READY:
+        return
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            from mlflow.tracking import MlflowClient
+
+            client = MlflowClient(tracking_uri=uri, registry_uri=uri)  # creates or migrates the schema
+            client.search_experiments(max_results=1)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _SQLITE_READY.add(key)
 
 
 def experiment_id(client, config: Config) -> str:

@@ -214,7 +214,7 @@ def run_finetune(
     """
     seed = config.train.seeds[0] if seed is None else int(seed)
     out, say = Path(out_dir), log or logger.info
-    check_inputs(config, inputs, target, arm, seed)
+    check_inputs(config, inputs, target, arm, seed, benchmarks=evaluate and evaluate_fn is None)
     main_rank = os.environ.get("RANK", "0") == "0"  # under DDP every rank runs this; the main one holds the lock
     lock = file_lock(out / L.LOCK_FILE, f"finetune[{target}/{arm}/seed-{seed}]")
     with lock if main_rank else contextlib.nullcontext():
@@ -222,9 +222,11 @@ def run_finetune(
                          evaluate_fn if evaluate else None, evaluate, vanilla_metrics, on_step, say)
 
 
-def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, arm: str, seed: int) -> None:
-    """What can be checked without loading anything: the seed, the inputs, the model reference, the device and
-    the size of the arm's corpus (``train.min_rows``)."""
+def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, arm: str, seed: int,
+                 benchmarks: bool = False) -> None:
+    """What can be checked without loading a model: the seed, the inputs, the model reference and its files, the
+    device, the size of the arm's corpus (``train.min_rows``) and, with ``benchmarks``, the files of the
+    per-epoch benchmarks (parsed once, memoised for the evaluations)."""
     from ..models import check_device, parse_ref
 
     if not 0 <= seed < 2**32:
@@ -235,6 +237,10 @@ def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, 
     parse_ref(model_ref(config, target))
     if config.run.device not in ("auto", "cpu"):
         check_device(config.run.device)
+    if config.tracking.enabled:  # an unreachable tracking server: now, not after loading and minutes of retries
+        from ..tracking.runs import check_server
+
+        check_server(config)
     kind, path = arm_corpus(inputs, arm, config.train.k)
     if not path.exists():
         raise InputError(f"finetune {arm}: its corpus {path} does not exist; run the earlier stages first.")
@@ -245,6 +251,10 @@ def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, 
             f"{config.train.min_rows}. Earlier steps lost items (their errors, rejected and quarantine tables say "
             "why): rerun them (error items are retried), or lower train.min_rows."
         )
+    if benchmarks:
+        from ..evaluate import load_benchmarks
+
+        load_benchmarks(config.evaluate, data_cache=config.run.data_cache, per_epoch_only=True)
 
 
 def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: int, token_budget, evaluate_fn,
@@ -322,6 +332,8 @@ def _train(config, model, tok, family, corpus: _Corpus, out: Path, target, arm, 
     tcfg = config.train
     acc = make_accelerator(tcfg, config.run.device)
     main = acc.is_main_process  # under DDP only the main process logs and writes files
+    if main:
+        _remove_leftovers(out, say)
     tracker = tracker_for(config, target=target, arm=arm, seed=seed) if main else NullTracker()
     fingerprint = data_fingerprint(corpus.examples, tcfg, seed, family)
     ckpt = last_checkpoint(out)
@@ -350,6 +362,16 @@ def _train(config, model, tok, family, corpus: _Corpus, out: Path, target, arm, 
             tracker.log_metrics({"train_loss": loss}, step=epoch)
     acc.wait_for_everyone()
     return result, metrics_log, tracker, main
+
+
+def _remove_leftovers(out: Path, say) -> None:
+    """Temporary files and folders of atomic writes a killed run cut short (``final/``, ``adapter/``,
+    ``metrics.csv``); the step's lock is held, so no one else is writing them."""
+    import shutil
+
+    for p in sorted(out.glob(".*.tmp")):
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        say(f"removed {p}: left half-written by an interrupted run")
 
 
 def _epoch_evaluator(config, evaluate_fn, evaluate: bool, vanilla_metrics, metrics_log: MetricsLog, tracker, say,
@@ -451,11 +473,13 @@ def _record(rec: StageRecorder, out: Path, corpus: _Corpus, summary: dict[str, A
 
 @contextlib.contextmanager
 def _mark_failed_on_error(tracker) -> Iterator[None]:
+    from ..signals import Terminated
+
     try:
         yield
-    except BaseException:
-        with contextlib.suppress(Exception):
-            tracker.finish("FAILED")  # a rerun resumes into the same MLflow run and marks it FINISHED
+    except BaseException as exc:
+        with contextlib.suppress(Exception):  # a rerun resumes into the same MLflow run and marks it FINISHED
+            tracker.finish("KILLED" if isinstance(exc, Terminated | KeyboardInterrupt) else "FAILED")
         raise
 
 

@@ -12,7 +12,10 @@
 * Retention: once a checkpoint is complete, only the newest ``train.keep_checkpoints`` full states are kept
   (default 1: resuming needs the last one only); an older epoch's folder is deleted, or with
   ``train.keep_epoch_weights`` reduced to its model weights (``state.json`` goes first, so a half-pruned folder
-  is never taken for a resumable one).
+  is never taken for a resumable one, and the next start finishes the pruning: :func:`remove_partial`).
+* Interruptions: a SIGTERM (:mod:`context_cda.signals`) stops the epoch in flight, but never the writing or
+  pruning of a checkpoint (deferred until it is complete); a training loss that is not finite stops the step
+  with :class:`TrainingDiverged` naming the key to change, before the optimizer writes NaN into the weights.
 """
 
 from __future__ import annotations
@@ -34,9 +37,15 @@ from ..epochs import evaluates_after
 from ..errors import ConfigError
 from ..io import write_json
 from ..optim import epoch_batches, linear_schedule, param_groups
+from ..signals import deferred
 from .objectives import Objective
 
 CHECKPOINTS = "checkpoints"
+
+
+class TrainingDiverged(ConfigError):
+    """The training loss stopped being a finite number (a learning rate too high, fp16 overflow)."""
+
 STATE_FILE = "state.json"
 
 # evaluate(model, tokenizer, epoch) -> metrics; called on the main process with the model in eval mode
@@ -169,6 +178,7 @@ class _Session:
     resumed: int | None = None
     epoch_losses: dict[int, float] = field(default_factory=dict)
     losses: list[float] = field(default_factory=list)
+    keep_weights: bool = False  # train.keep_epoch_weights
 
 
 def train(
@@ -218,9 +228,10 @@ def train(
         last = epoch == tcfg.epochs or (tcfg.max_steps is not None and run.global_step >= tcfg.max_steps)
         if evaluate is not None and evaluates_after(epoch, tcfg.eval_every, last):
             _run_eval(acc, run.model, tokenizer, evaluate, epoch)
-        _save_checkpoint(acc, out, epoch, run.global_step, {"epoch_losses": run.epoch_losses}, fingerprint)
-        if acc.is_main_process:
-            prune_checkpoints(out, tcfg.keep_checkpoints, tcfg.keep_epoch_weights)
+        with deferred():  # a SIGTERM waits until the epoch's checkpoint is complete and the old ones pruned
+            _save_checkpoint(acc, out, epoch, run.global_step, {"epoch_losses": run.epoch_losses}, fingerprint)
+            if acc.is_main_process:
+                prune_checkpoints(out, tcfg.keep_checkpoints, tcfg.keep_epoch_weights)
         acc.wait_for_everyone()
         epochs_done = epoch
     acc.wait_for_everyone()
@@ -255,12 +266,35 @@ def _prepare(acc, model, tokenizer, family: str, tcfg, n_examples: int) -> _Sess
     # accelerate's prepared scheduler advances num_processes times per optimizer step: scale the schedule
     scheduler = linear_schedule(optimizer, int(tcfg.warmup_ratio * total_steps) * world, total_steps * world)
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
-    return _Session(acc, model, optimizer, scheduler, objective, world, rank)
+    return _Session(acc, model, optimizer, scheduler, objective, world, rank, keep_weights=tcfg.keep_epoch_weights)
+
+
+def remove_partial(out_dir: Path | str, keep_weights: bool = False) -> list[Path]:
+    """What a killed run left in ``checkpoints/``: a checkpoint being written (``.epoch-N.tmp``) and an epoch
+    folder whose pruning was cut short (its ``state.json`` gone, its optimizer state still there), which is
+    deleted, or with ``keep_weights`` reduced to its weights as the pruning would have. Returns what it removed.
+    Call holding the step's lock."""
+    root = Path(out_dir) / CHECKPOINTS
+    removed = []
+    for d in sorted(root.glob(".epoch-*.tmp")) if root.is_dir() else []:
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    for d in sorted(root.glob("epoch-*")) if root.is_dir() else []:
+        if d.is_dir() and not (d / STATE_FILE).is_file() and (not keep_weights or _reduce_to_weights(d)):
+            if not keep_weights:
+                shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
 
 
 def _resume(run: _Session, out: Path, fingerprint: str | None, say: Callable[[str], None]) -> None:
-    """Continue from the last complete checkpoint of the same fingerprint (others are discarded)."""
+    """Continue from the last complete checkpoint of the same fingerprint (others are discarded); first remove
+    what a killed run left half-written (:func:`remove_partial`)."""
     acc = run.acc
+    if acc.is_main_process:
+        for d in remove_partial(out, run.keep_weights):
+            say(f"removed {d}: left half-written by an interrupted run")
+    acc.wait_for_everyone()
     ckpt = last_checkpoint(out)
     if ckpt is not None and fingerprint is not None and checkpoint_fingerprint(ckpt[1]) != fingerprint:
         say(f"{ckpt[1]}: written for other data or settings; starting afresh")
@@ -293,7 +327,7 @@ def _train_epoch(run: _Session, examples, tcfg, seed: int, epoch: int, max_grad_
     with Progress(len(groups), f"train epoch {epoch}/{tcfg.epochs}", "step", bar=main,
                   every=None if main else 0) as bar:
         for group in groups:
-            step_loss = _optimizer_step(run, examples, group, seed, epoch, max_grad_norm)
+            step_loss = _optimizer_step(run, examples, group, seed, epoch, tcfg, max_grad_norm)
             ep_loss, ep_n = ep_loss + step_loss, ep_n + 1
             bar.update(1)
             bar.set_postfix(loss=f"{step_loss:.3f}", step=run.global_step)
@@ -304,7 +338,7 @@ def _train_epoch(run: _Session, examples, tcfg, seed: int, epoch: int, max_grad_
     run.epoch_losses[epoch] = ep_loss / max(ep_n, 1)
 
 
-def _optimizer_step(run: _Session, examples, group, seed: int, epoch: int, max_grad_norm: float) -> float:
+def _optimizer_step(run: _Session, examples, group, seed: int, epoch: int, tcfg, max_grad_norm: float) -> float:
     """One optimizer step over the micro-batches of ``group``; returns its loss."""
     acc, model = run.acc, run.model
     step_loss = 0.0
@@ -318,6 +352,7 @@ def _optimizer_step(run: _Session, examples, group, seed: int, epoch: int, max_g
             loss = model(**batch).loss / len(group)
             acc.backward(loss)
         step_loss += float(loss.detach())
+    check_finite(step_loss, epoch, run.global_step + 1, tcfg)
     if max_grad_norm and max_grad_norm > 0:
         acc.clip_grad_norm_(model.parameters(), max_grad_norm)
     run.optimizer.step()
@@ -326,6 +361,18 @@ def _optimizer_step(run: _Session, examples, group, seed: int, epoch: int, max_g
     run.global_step += 1
     run.losses.append(step_loss)
     return step_loss
+
+
+def check_finite(loss: float, epoch: int, step: int, tcfg) -> None:
+    """A training loss that is NaN or infinite stops the step before the optimizer writes NaN into the weights;
+    the finished epochs' checkpoints stay, the error names the keys to change."""
+    if math.isfinite(loss):
+        return
+    hint = (f"lower train.learning_rate (now {tcfg.learning_rate:g}; fine-tuning uses ~1e-5 to 1e-4)"
+            + (f" or train.precision={tcfg.precision} -> fp32" if tcfg.precision in ("fp16", "bf16") else "")
+            + ", or check the corpus and the target model's weights")
+    raise TrainingDiverged(f"finetune: the training loss is {loss} at epoch {epoch}, optimizer step {step}: the "
+                           f"run diverged. {hint[0].upper() + hint[1:]}; the finished epochs' checkpoints are kept.")
 
 
 def _run_eval(acc, model, tokenizer, evaluate: EpochEval, epoch: int) -> None:
@@ -376,10 +423,7 @@ def prune_checkpoints(out_dir: Path | str, keep: int = 1, keep_weights: bool = F
         if not keep_weights:
             shutil.rmtree(d, ignore_errors=True)
         else:
-            weights = {f for pattern in WEIGHT_FILES for f in d.glob(pattern)}
-            for f in d.iterdir():
-                if f not in weights:
-                    shutil.rmtree(f, ignore_errors=True) if f.is_dir() else f.unlink()
+            _reduce_to_weights(d)
         pruned.append(d)
     return pruned
 
@@ -399,3 +443,12 @@ def drop_resume_state(out_dir: Path | str, keep_weights: bool = False) -> int:
         shutil.rmtree(root, ignore_errors=True)
     after = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
     return before - after
+
+
+def _reduce_to_weights(d: Path) -> bool:
+    """Delete everything but the model weights in an epoch folder; whether anything was deleted."""
+    weights = {f for pattern in WEIGHT_FILES for f in d.glob(pattern)}
+    extra = [f for f in d.iterdir() if f not in weights]
+    for f in extra:
+        shutil.rmtree(f, ignore_errors=True) if f.is_dir() else f.unlink()
+    return bool(extra)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import os
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,8 +25,7 @@ from typing import TypeVar
 
 from ...datasets import local_path, resolve
 from ...errors import InputError
-from ...io import stable_id
-from ..data import json_objects
+from ...io import json_objects, read_text, stable_id, text_lines
 
 PathArg = str | os.PathLike[str]
 T = TypeVar("T")
@@ -108,17 +108,11 @@ class _Ids:
 
 
 def _lines(p: Path) -> Iterator[tuple[int, str]]:
-    """(line number, line) with the line ending removed; only ``\\n`` ends a line (a stray ``\\r`` inside a
-    sentence stays text), CRLF files are fine. Undecodable bytes are an InputError naming the line."""
-    with open(p, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputError(f"{p}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start}).") from e
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")
-            yield lineno, line.rstrip("\n").rstrip("\r")
+    """(line number, line) with the line ending removed (:func:`context_cda.io.text_lines`); only ``\\n`` ends a
+    line (a stray ``\\r`` inside a sentence stays text), CRLF files are fine. Undecodable bytes are an InputError
+    naming the line."""
+    for line in text_lines(p, split_cr=False):
+        yield line.number, line.text
 
 
 def _tsv_rows(p: Path, *, header: bool = True, ragged: bool = False) -> Iterator[tuple[int, list[str], list[str]]]:
@@ -573,7 +567,7 @@ def _norm_gender(raw: object, where: str) -> str:
 def _read_bios_csv(p: Path) -> list[_Bio]:
     out: list[_Bio] = []
     want = ("hard_text", "profession", "gender")
-    with open(p, encoding="utf-8-sig", newline="") as f:
+    with io.StringIO(read_text(p), newline="") as f:  # a byte-order mark removed, line ends normalised
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
         missing = [c for c in want if c not in header]

@@ -31,7 +31,7 @@ from typing import Literal
 
 from ...datasets import resolve
 from ...errors import InputError
-from ...io import stable_id
+from ...io import read_text, stable_id
 from .data import PathArg
 
 NLI_WORDS_DATASET = "nli-bias-words"  # its name in context_cda.datasets (the authors' repository, pinned commit)
@@ -77,7 +77,7 @@ def load_nli_word_lists(path: PathArg | None = None, cache: str | None = None) -
             f = root / sub / name
             if not f.is_file():
                 raise InputError(f"{f}: NLI-bias word list missing (expected {sub}/{name} under {root}).")
-            words = {line.strip() for line in f.read_text(encoding="utf-8").splitlines() if line.strip()}
+            words = {line.strip() for line in read_text(f).splitlines() if line.strip()}
             if not words:
                 raise InputError(f"{f}: empty word list.")
             group[name] = tuple(sorted(words))

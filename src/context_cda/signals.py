@@ -1,0 +1,100 @@
+"""SIGTERM as a clean stop: what Kubernetes, Docker, systemd and batch schedulers send before they kill.
+
+Without a handler a SIGTERM ends the process on the spot (exit 143, no message, the shard in flight lost). The
+CLI (:func:`context_cda.cli.main`) holds :func:`sigterm_raises` for the whole command, so a SIGTERM raises
+:class:`Terminated` in the main thread at the next Python instruction, wherever the stage is. The stage then
+unwinds like after any error: every finished shard and epoch is already on disk (written atomically), the item or
+batch in flight is dropped (its temporary file removed), step locks are released by their context managers,
+MLflow runs are marked KILLED, and the command exits with :data:`EXIT_CODE` and one line saying how to resume.
+The next run of the same command (``ccda run`` included) resumes from what was kept.
+
+:class:`Terminated` derives from ``BaseException``, like ``KeyboardInterrupt``: an ``except Exception`` that turns
+a generator's failure into an error item must not swallow it. Code that must not be cut in half (a training
+checkpoint being written or pruned) runs inside :func:`deferred`: a SIGTERM there is held until the block ends.
+A second SIGTERM while the first unwinds is ignored, so the clean-up itself is never interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+
+#: exit code after a SIGTERM (128 + 15, what a shell reports for a process ended by SIGTERM; Kubernetes and
+#: Argo read it as "terminated", and retry the task)
+EXIT_CODE = 128 + signal.SIGTERM
+
+logger = logging.getLogger(__name__)
+
+
+class Terminated(BaseException):
+    """The process received SIGTERM; raised in the main thread at a Python instruction boundary."""
+
+    exit_code = EXIT_CODE
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+class _State:
+    def __init__(self) -> None:
+        self.depth = 0  # nested deferred() blocks
+        self.pending: int | None = None  # a signal that arrived inside one
+        self.raised = False  # Terminated was raised once: further signals are ignored
+
+
+_state = _State()
+
+
+def _handler(signum: int, _frame: object) -> None:
+    if _state.raised:
+        logger.warning("%s again: already stopping (finished work is kept)", signal.Signals(signum).name)
+        return
+    if _state.depth:
+        _state.pending = signum
+        return
+    _state.raised = True
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """For the block, SIGTERM raises :class:`Terminated` (in the main thread; elsewhere a no-op, as Python
+    delivers signals to the main thread only). The previous handler is restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _handler)
+    _state.raised, _state.pending = False, None
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """A block a SIGTERM must not cut in half: a signal that arrives inside is raised when the block ends."""
+    _state.depth += 1
+    try:
+        yield
+    finally:
+        _state.depth -= 1
+    if _state.depth == 0 and _state.pending is not None and not _state.raised:
+        signum, _state.pending = _state.pending, None
+        _state.raised = True
+        raise Terminated(signum)
+
+
+def resume_hint(argv: list[str] | None) -> str:
+    """The one line the CLI prints after a SIGTERM."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    cmd = " ".join(["ccda", *args])
+    cmd = cmd if len(cmd) <= 300 else cmd[:297] + "..."
+    return (f"stopped by SIGTERM: every finished shard and epoch is kept and the step's lock is released; run the "
+            f"same command again to resume ({cmd}).")
