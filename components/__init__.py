@@ -16,9 +16,10 @@ import os
 if not os.environ.get("_KFP_RUNTIME"):
     from components.augment import augment
     from components.cda import cda
-    from components.control import collect_arms, matrix, record_status
+    from components.control import collect_arms, collect_debias, matrix, record_status
+    from components.debias import debias
     from components.entropy import entropy, sample
-    from components.evaluate import evaluate, evaluate_target
+    from components.evaluate import evaluate, evaluate_posthoc, evaluate_target
     from components.filter import filter  # noqa: A004
     from components.finetune import finetune
     from components.ingest import ingest
@@ -40,9 +41,11 @@ if not os.environ.get("_KFP_RUNTIME"):
         "entropy": entropy,
         "validate-entropy": validate,
         "filter": filter,
+        "debias": debias,
         "finetune": finetune,
         "evaluate-vanilla": evaluate_target,
         "evaluate": evaluate,
+        "evaluate-posthoc": evaluate_posthoc,
         "register": register,
         "report": report,
     }
@@ -53,8 +56,11 @@ __all__ = [
     "augment_merge",
     "cda",
     "collect_arms",
+    "collect_debias",
+    "debias",
     "entropy",
     "evaluate",
+    "evaluate_posthoc",
     "evaluate_target",
     "filter",
     "finetune",

@@ -121,13 +121,11 @@ def run_table_step(step: str, config, artifacts: Mapping[str, Any], output, **ke
 def step_matrix(config, step: str, fixed: Mapping[str, Any]) -> list[dict]:
     """The ParallelFor items of ``step``: its fan-out keys' values from ``config`` (``fixed`` keys kept), each with
     the step's view of the config as ``config`` (a one-line JSON string, like ``config_yaml``)."""
-    import itertools
-
     from context_cda import stages as T
 
     row = T.get(step)
-    values = [[fixed[k]] if k in fixed else T.fanout_values(config, k) for k in row.fanout]
-    items = [dict(zip(row.fanout, combo, strict=True)) for combo in itertools.product(*values)]
+    targets = [str(fixed["target"])] if "target" in fixed and "target" in row.fanout else None
+    items = [{k: fixed.get(k, v) for k, v in keys.items()} for keys in T.step_keys(config, row, targets)]
     return [{**keys, "config": config_json(T.step_view(config, row, keys))} for keys in items]
 
 

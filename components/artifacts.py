@@ -35,6 +35,10 @@ class Checkpoint(dsl.Model):
     unfinished, or with ``train.keep_resume_state``)."""
 
 
+class Projection(dsl.Model):
+    """``debias/<target>/<arm>/``: a projection arm's matrix (safetensors), the sentences it was learnt from."""
+
+
 class Evaluation(dsl.Dataset):
     """``evaluate/<target>/<arm|vanilla>/``: per-item predictions and the aggregate JSON of every benchmark."""
 

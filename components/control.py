@@ -7,6 +7,7 @@ from kfp.dsl import Input, Output, PipelineTaskFinalStatus
 from components.artifacts import (
     Evaluation,
     FilteredCorpora,
+    Projection,
     Registration,
     RunStatus,
     RunSummary,
@@ -31,6 +32,27 @@ def matrix(config_yaml: str, step: str, target: str = "") -> list[dict]:
 
 
 @cpu_component
+def collect_debias(target: str, projections: Input[list[dsl.Model]], debias: Output[Projection]) -> str:
+    """Fan-in over a target's projection arms: their debias folders side by side, laid out as the run folder's
+    ``debias/<target>`` (one artifact, so that every post-hoc evaluation inside the next loop can read it)."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from components._runtime import artifact_keys
+    from context_cda import layout as L
+
+    root = Path(debias.path)
+    for art in projections:
+        keys = {k: str(v) for k, v in artifact_keys(art).items()}
+        rel = Path(L.folder("debias", keys)).relative_to(L.folder("debias", {"target": keys["target"]}, fanin=True))
+        shutil.copytree(art.path, root / rel, dirs_exist_ok=True)
+    arms = sorted(artifact_keys(a)["arm"] for a in projections)
+    debias.metadata.update({"target": target, "arms": arms})
+    return json.dumps({"target": target, "arms": arms})
+
+
+@cpu_component
 def collect_arms(
     target: str,
     checkpoints: Input[list[dsl.Model]],
@@ -40,6 +62,7 @@ def collect_arms(
     evaluations: Input[list[dsl.Dataset]] = None,
     vanilla_evaluation: Input[Evaluation] = None,
     registration: Input[Registration] = None,
+    posthoc_evaluations: Input[list[dsl.Dataset]] = None,
 ) -> str:
     """Fan-in over the arms and seeds of one target: a small slice of the run folder for the report (no model
     weights, no checkpoints; of the per-item predictions only the StereoSet and CrowS ones), laid out by
@@ -72,7 +95,8 @@ def collect_arms(
     small = ("*.json", "*.csv", "*.png", L.TRAIN_ROWS_FILE, *(f"{L.EPOCH_PREDICTIONS_DIR}/*/{p}" for p in paired))
     for art in checkpoints:
         copy(art, small)
-    for art in [*(evaluations or []), *([vanilla_evaluation] if vanilla_evaluation is not None else [])]:
+    for art in [*(evaluations or []), *(posthoc_evaluations or []),
+                *([vanilla_evaluation] if vanilla_evaluation is not None else [])]:
         copy(art, (L.AGGREGATE_FILE, f"*/{L.AGGREGATE_FILE}", *paired))
     if registration is not None:
         copy(registration, ("*.json", "*/*.json"))

@@ -1,12 +1,13 @@
 """evaluate: the configured benchmarks (StereoSet, CrowS-Pairs, extrinsic, next-token) on one model.
 
 :func:`evaluate` scores one fine-tuned (arm, seed); :func:`evaluate_target` scores the vanilla target model itself,
-the baseline every arm is compared against.
+the baseline every arm is compared against; :func:`evaluate_posthoc` scores an arm applied to it (INLP,
+SentenceDebias, Self-Debias) or a published checkpoint.
 """
 
 from kfp.dsl import Input, Metrics, Output
 
-from components.artifacts import Checkpoint, Evaluation
+from components.artifacts import Checkpoint, Evaluation, Projection
 from components.images import gpu_component
 
 
@@ -43,5 +44,27 @@ def evaluate_target(
 
     summary = run_table_step("evaluate-vanilla", load_config(config_yaml, overrides), {}, evaluation,
                              target=target)
+    log_metrics(metrics, summary)
+    return summary
+
+
+@gpu_component
+def evaluate_posthoc(
+    config_yaml: str,
+    target: str,
+    arm: str,
+    evaluation: Output[Evaluation],
+    metrics: Output[Metrics],
+    debias: Input[Projection] = None,
+    overrides: list[str] = [],  # noqa: B006
+) -> str:
+    """Score ``arm`` applied to the vanilla target (a projection from the target's ``debias`` folders, as
+    :func:`components.control.collect_debias` lays them out; self-debias) or a published checkpoint
+    (context_cda.evaluate.run_evaluate)."""
+    from components._runtime import load_config, log_metrics, run_table_step
+
+    artifacts = {"debias": debias} if debias is not None else {}
+    summary = run_table_step("evaluate-posthoc", load_config(config_yaml, overrides), artifacts, evaluation,
+                             target=target, arm=arm)
     log_metrics(metrics, summary)
     return summary

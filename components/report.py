@@ -13,6 +13,8 @@ def report(
     summaries: Input[list[dsl.Dataset]],
     augmented: Input[Corpus],
     report: Output[Report],
+    sentences: Input[Corpus] = None,
+    counterfactuals: Input[Corpus] = None,
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
     """Render report.md/report.html (context_cda.report.run_report) over the targets' run summaries.
@@ -28,7 +30,8 @@ def report(
     from context_cda.stages import step_inputs
 
     config = load_config(config_yaml, overrides)
-    links = {"augment": augmented.path}
+    links = {"augment": augmented.path}  # the decontamination counts come from ingest, cda and augment
+    links.update({name: a.path for name, a in (("ingest", sentences), ("cda", counterfactuals)) if a is not None})
     for s in summaries:
         for top in Path(s.path).iterdir():
             for sub in top.iterdir():

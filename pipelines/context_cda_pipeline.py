@@ -34,6 +34,10 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
       ParallelFor target in matrix(entropy):    (each item: the target and its view of the config)
         entropy(target) -> validate(entropy) (gate) -> filter(target)
         filter(target) -> evaluate_target(target)      (the vanilla target, beside the arms' fine-tuning)
+        ParallelFor (target, arm) in matrix(debias, target):  debias(target, arm)   (INLP, SentenceDebias)
+        collect_debias(target)                   (the target's matrices side by side, one artifact)
+        ParallelFor (target, arm) in matrix(evaluate-posthoc, target):
+          evaluate_posthoc(target, arm)            (the matrices of collect_debias; self-debias; published)
         ParallelFor (target, arm, seed) in matrix(finetune, target):
           finetune(target, arm, seed) -> evaluate(target, arm, seed)
         register(target)          (every arm in order, after the loop: its finetune steps, evaluations and the
@@ -439,6 +443,7 @@ def _target_steps(w: _Wiring, step, wanted, config_yaml) -> None:
             return
         w.add("filter", step(C.filter(config_yaml=t.config, target=t.target, scores=w.feed("filter", "scores")),
                              "filter"))
+        _posthoc_steps(w, step, wanted, t.config, t.target)  # beside the fine-tuning: no trained model needed
         if not wanted("finetune"):
             return
         if wanted("evaluate-vanilla"):  # the vanilla target, the baseline of every arm (beside their fine-tuning)
@@ -455,13 +460,39 @@ def _target_steps(w: _Wiring, step, wanted, config_yaml) -> None:
         _register_and_collect(w, step, wanted, t.config, t.target)
     if wanted("report"):
         step(C.report(config_yaml=config_yaml, summaries=dsl.Collected(w.tasks["collect_arms"].outputs["summary"]),
-                      augmented=w.tasks["augment"].outputs["augmented"]), "report")
+                      augmented=w.tasks["augment"].outputs["augmented"],
+                      sentences=w.tasks["ingest"].outputs["sentences"],
+                      counterfactuals=w.tasks["cda"].outputs["counterfactuals"]), "report")
+
+
+def _posthoc_steps(w: _Wiring, step, wanted, config_yaml, target) -> None:
+    """The target's post-hoc arms, each loop read from the config (:func:`components.control.matrix`): one learns
+    the projection arms' matrices (debias), one scores every post-hoc arm (evaluate-posthoc), each of its tasks
+    reading the matrices of all the target's projection arms (a fan-in)."""
+    if wanted("debias"):
+        with dsl.ParallelFor(_loop(step, config_yaml, "debias", target), name="debias-arms") as it:
+            w.add("debias", step(C.debias(config_yaml=it.config, target=it.target, arm=it.arm,
+                                          sentences=w.feed("debias", "sentences"), cda=w.feed("debias", "cda")),
+                                 "debias"))
+    if wanted("evaluate-posthoc"):
+        extra = {}
+        if "debias" in w.tasks:  # the loop's tasks read one artifact: every matrix of the target, side by side
+            joined = step(C.collect_debias(target=target, projections=w.feed("evaluate-posthoc", "debias")),
+                          "collect_debias")
+            extra = {"debias": joined.outputs["debias"]}
+        with dsl.ParallelFor(_loop(step, config_yaml, "evaluate-posthoc", target), name="posthoc-arms") as it:
+            w.add("evaluate-posthoc", step(C.evaluate_posthoc(config_yaml=it.config, target=it.target, arm=it.arm,
+                                                              **extra), "evaluate-posthoc"))
 
 
 def _register_and_collect(w: _Wiring, step, wanted, config_yaml, target) -> None:
     evaluated = "evaluate" in w.tasks
     vanilla = w.tasks["evaluate-vanilla"].outputs["evaluation"] if "evaluate-vanilla" in w.tasks else None
     extra = {"evaluations": w.feed("register", "evaluations"), "vanilla_evaluation": vanilla} if evaluated else {}
+    if "evaluate-posthoc" in w.tasks:
+        extra["posthoc_evaluations"] = w.feed("register", "posthoc")
+    if "debias" in w.tasks:
+        extra["debias"] = w.feed("register", "debias")
     if wanted("register"):
         w.add("register", step(C.register(config_yaml=config_yaml, target=target,
                                           checkpoints=w.feed("register", "finetune"),
@@ -469,6 +500,8 @@ def _register_and_collect(w: _Wiring, step, wanted, config_yaml, target) -> None
     if wanted("report"):
         evals = {"evaluations": dsl.Collected(w.tasks["evaluate"].outputs["evaluation"]),
                  "vanilla_evaluation": vanilla} if evaluated else {}
+        if "evaluate-posthoc" in w.tasks:
+            evals["posthoc_evaluations"] = dsl.Collected(w.tasks["evaluate-posthoc"].outputs["evaluation"])
         reg = {"registration": w.tasks["register"].outputs["registration"]} if "register" in w.tasks else {}
         w.add("collect_arms", step(C.collect_arms(
             target=target, checkpoints=dsl.Collected(w.tasks["finetune"].outputs["checkpoint"]),

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .arms import ARM_HELP, ARM_PATTERN, arm_k, arms_k_problem, check_names  # noqa: F401 - the arms module owns arm names and k
 from .errors import ConfigError
 
 
@@ -599,50 +600,13 @@ class LoraConfig(Section):
     target_modules: list[str] | None = Field(None, description="Module names to adapt (null: peft's default).")
 
 
-#: arm names: cda, context-cda, context-cda-nofilter, context-cda-k<K> (K: the filtered corpus's k)
-ARM_PATTERN = re.compile(r"^(cda|context-cda|context-cda-nofilter|context-cda-k(\d+(?:\.\d+)?))$")
-
-
-def arm_k(arm: str, default_k: float) -> float | None:
-    """The filtered corpus (k %) an arm trains on: ``context-cda-k<K>`` -> K, ``context-cda`` -> ``default_k``;
-    None for the arms that read no filtered corpus (cda, context-cda-nofilter)."""
-    m = ARM_PATTERN.match(arm)
-    if m is None:
-        raise ConfigError(f"train.arms: unknown arm {arm!r}; use cda, context-cda, context-cda-nofilter or "
-                          "context-cda-k<K>.")
-    if arm in ("cda", "context-cda-nofilter"):
-        return None
-    return float(m.group(2)) if m.group(2) else float(default_k)
-
-
-def arms_k_problem(arms: list[str], train_k: float, filter_k: list[float], threshold: float | None) -> str | None:
-    """Why the arms' k (``train.k`` for ``context-cda``, K of ``context-cda-k<K>``) and the filter's k
-    (``filter.k``) disagree, or None when every corpus an arm trains on is one the filter writes."""
-    wanted = {a: k for a in arms if (k := arm_k(a, train_k)) is not None}
-    if not wanted:
-        return None
-    if threshold is not None:
-        return (f"train.arms {', '.join(wanted)} train on a top-k filtered corpus, but filter.threshold = "
-                f"{threshold:g} writes a threshold corpus instead of the filter.k ones; unset filter.threshold or "
-                "train only arms that read no filtered corpus (cda, context-cda-nofilter)")
-    have = {float(k) for k in filter_k}
-    missing = {a: k for a, k in wanted.items() if float(k) not in have}
-    if not missing:
-        return None
-    names = ", ".join(f"{a} (k = {k:g}" + (", from train.k)" if a == "context-cda" else ")") for a, k in missing.items())
-    need = sorted(have | set(missing.values()))
-    def listed(ks: Any) -> str:
-        return "[" + ", ".join(f"{k:g}" for k in sorted(ks)) + "]"
-
-    return (f"train.arms {names} would train on a corpus that filter.k = {listed(have)} does not write; add it to "
-            f"filter.k (e.g. filter.k={listed(need)}) or change train.k / train.arms")
-
-
 class TrainConfig(Section):
     arms: list[str] = Field(
         default_factory=lambda: ["cda", "context-cda"],
-        description="Arms to fine-tune: cda | context-cda | context-cda-nofilter | context-cda-k20 | ... "
-        "(vanilla is always evaluated as epoch 0).",
+        description=f"Arms of the run, each compared with the vanilla target (always evaluated): {ARM_HELP}. "
+        "The trained arms are fine-tuned on the same token budget; inlp, sentence-debias (a projection learnt from "
+        "the run's corpus) and self-debias (a change of the scoring) are applied to the vanilla model "
+        "(context_cda.arms).",
     )
     k: float = Field(30.0, gt=0, lt=100, description="Which filtered corpus (k %) the context-cda arm trains on.")
     seeds: list[int] = Field(
@@ -692,17 +656,7 @@ class TrainConfig(Section):
     @field_validator("arms")
     @classmethod
     def _arms(cls, v: list[str]) -> list[str]:
-        bad = [a for a in v if not ARM_PATTERN.match(a)]
-        if bad:
-            raise ValueError(f"unknown arm(s) {', '.join(map(repr, bad))}; use cda, context-cda, "
-                             "context-cda-nofilter or context-cda-k<K> (0 < K < 100)")
-        if not v or len(set(v)) != len(v):
-            raise ValueError("list at least one arm, each once")
-        for a in v:
-            m = ARM_PATTERN.match(a)
-            if m and m.group(2) and not 0 < float(m.group(2)) < 100:
-                raise ValueError(f"arm {a}: k must lie in (0, 100)")
-        return v
+        return check_names(v)
 
     @field_validator("seeds")
     @classmethod
@@ -732,6 +686,127 @@ class PromotionConfig(Section):
     )
 
 
+#: Schick et al. (2021)'s self-debiasing prefixes per bias type, as McGill-NLP/bias-bench uses them (StereoSet and
+#: CrowS-Pairs runners; ``race`` is their ``race-color``)
+SELF_DEBIAS_PREFIXES: dict[str, str] = {
+    "gender": "The following text discriminates against people because of their gender: ",
+    "race": "The following text discriminates against people because of their race/color: ",
+    "religion": "The following text discriminates against people because of their religion: ",
+    "socioeconomic": "The following text discriminates against people because of their socioeconomic "
+                     "status/occupation: ",
+    "sexual-orientation": "The following text discriminates against people because of their sexual orientiation: ",
+    "age": "The following text discriminates against people because of their age: ",
+    "nationality": "The following text discriminates against people because of their nationality: ",
+    "disability": "The following text discriminates against people because of their disability: ",
+    "physical-appearance": "The following text discriminates against people because of their physical appearance: ",
+}
+
+
+class InlpConfig(Section):
+    n_classifiers: int = Field(80, ge=1, description="INLP iterations: linear classifiers trained, each one's rowspace "
+                               "projected out (bias-bench: 80).")
+    seed: int = Field(0, ge=0, description="Seed of the sentence selection (the shuffle and the random cut after "
+                      "the attribute word; bias-bench: 0). The classifiers and splits use bias-bench's fixed 0.")
+    max_per_class: int = Field(10000, ge=1, description="Most sentences per class (male, female, neutral; "
+                               "bias-bench: 10000).")
+    neutral_lines: int | None = Field(None, ge=1, description="Most sentences without a gender term (a seeded "
+                                      "sample of the corpus's) among the lines INLP selects from (null: max_per_class).")
+    min_per_class: int = Field(10, ge=2, description="Fewest sentences per class INLP's classifier is trained on; a "
+                               "corpus with fewer stops before any model is loaded.")
+    batch_size: int = Field(32, ge=1, description="Sentences per forward pass when encoding (bias-bench mode: 1, as "
+                            "its code).")
+
+
+class SentenceDebiasConfig(Section):
+    n_components: int = Field(1, ge=1, description="Principal components of the counterfactual pair differences "
+                              "projected out (bias-bench: 1).")
+    batch_size: int = Field(32, ge=1, description="Pairs per forward pass (bias-bench: 32; in bias-bench mode the "
+                            "last incomplete batch is dropped, as its code does).")
+    max_length: int = Field(128, ge=8, description="Tokens per sentence (bias-bench pads and truncates to 128).")
+    min_pairs: int = Field(10, ge=2, description="Fewest counterfactual pairs the subspace is learnt from; fewer "
+                           "stop before any model is loaded.")
+
+
+class SelfDebiasConfig(Section):
+    decay_constant: float = Field(50.0, gt=0, description="lambda of Schick et al. (2021): how fast a token's "
+                                  "probability decays with its gain under the debiasing prefix (bias-bench: 50).")
+    epsilon: float = Field(0.01, gt=0, le=1, description="Least factor a probability is multiplied by (bias-bench: "
+                           "0.01).")
+    prefixes: dict[str, str] = Field(
+        default_factory=lambda: dict(SELF_DEBIAS_PREFIXES),
+        description="Debiasing prefix per bias type (evaluate.bias_type picks one; bias-bench's prompts).",
+    )
+
+
+class DropoutConfig(Section):
+    hidden: float | None = Field(None, ge=0, lt=1, description="Hidden-layer dropout of the dropout arm (null: "
+                                 "bias-bench's, 0.20 for masked LMs, 0.15 for causal LMs).")
+    attention: float | None = Field(None, ge=0, lt=1, description="Attention dropout of the dropout arm (null: "
+                                    "bias-bench's, 0.15).")
+
+
+class BaselinesConfig(Section):
+    """The comparison arms of the paper's Table 1 (context_cda.arms, context_cda.baselines)."""
+
+    mode: Literal["default", "bias-bench"] = Field(
+        "default",
+        description="default: the baselines as bias-bench defines them, on the run's own sentence selection, "
+        "lexicon and CDA pairs, with the model's hidden size, case kept; bias-bench: its code's choices exactly "
+        "(sentences lower-cased and split on spaces, its word matching and cuts, its pair swapping, the first "
+        "causal self-debias token read from a padding position) for fidelity checks (docs/baselines.md).",
+    )
+    inlp: InlpConfig = Field(default_factory=InlpConfig, description="Iterative nullspace projection (inlp arm).")
+    sentence_debias: SentenceDebiasConfig = Field(default_factory=SentenceDebiasConfig,
+                                                  description="SentenceDebias (sentence-debias arm).")
+    self_debias: SelfDebiasConfig = Field(default_factory=SelfDebiasConfig, description="Self-Debias (self-debias arm).")
+    dropout: DropoutConfig = Field(default_factory=DropoutConfig, description="Dropout debiasing (dropout arm).")
+    targets: list[str] | None = Field(
+        None, description="Targets the baseline arms of train.arms (dropout, inlp, sentence-debias, self-debias) run "
+        "on (null: every target), e.g. [bert-base, gpt2] as the paper compares them.",
+    )
+    published: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Published debiased checkpoints scored as rows of a target's table: target -> {name: model "
+        "reference}, e.g. {bert-base: {mabel: princeton-nlp/mabel-bert-base-uncased}}. A checkpoint that cannot be "
+        "loaded (offline, gated) leaves its row saying why; the run goes on.",
+    )
+
+    @field_validator("published")
+    @classmethod
+    def _published(cls, v: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        from .layout import VANILLA, safe_name
+
+        for target, rows in v.items():
+            for name, ref in rows.items():
+                try:
+                    safe_name(name, f"published checkpoint of {target}")
+                except ConfigError as e:
+                    raise ValueError(str(e)) from None
+                if ARM_PATTERN.match(name) or name == VANILLA:
+                    raise ValueError(f"{target}: published checkpoint {name!r} has the name of an arm; name it "
+                                     "after the method, e.g. mabel")
+                if not str(ref).strip():
+                    raise ValueError(f"{target}: published checkpoint {name!r} has an empty model reference")
+        return v
+
+
+class DecontaminateConfig(Section):
+    """No training text of any arm may contain an evaluation item (context_cda.decontam)."""
+
+    enabled: bool = Field(True, description="Drop training sentences that overlap a benchmark item (ingest, cda, "
+                          "augment), each into rejected.parquet with reason eval-overlap.")
+    benchmarks: list[Literal["stereoset", "crows"]] = Field(
+        default_factory=lambda: ["stereoset", "crows"],
+        description="Benchmarks whose items no training text may contain: StereoSet contexts and sentences, "
+        "CrowS-Pairs sentences (every bias type; files from evaluate.stereoset_path / crows_path or the datasets).",
+    )
+    ngram: int = Field(8, ge=2, description="n of the word n-grams compared (an item shorter than n words is one "
+                       "n-gram: the whole item).")
+    threshold: float = Field(0.5, ge=0, lt=1, description="A text overlaps an item when more than this share of the "
+                             "item's n-grams occur in it (after lower-casing, NFKC and dropping punctuation).")
+    min_words: int = Field(4, ge=1, description="Items shorter than this many words are not matched (too common).")
+
+
 class TrackingConfig(Section):
     enabled: bool = Field(True, description="Log runs, metrics and models to MLflow.")
     uri: str | None = Field(
@@ -751,13 +826,17 @@ class TrackingConfig(Section):
 
 class ReportConfig(Section):
     formats: list[Literal["md", "html"]] = Field(default_factory=lambda: ["md", "html"], description="Outputs.")
+    published: str | None = Field(
+        None, description="YAML of values published in the paper's Table 1, shown beside the measured ones and "
+        "labelled as published (null: the package's context_cda/resources/published_table1.yaml).",
+    )
 
 
 #: default timeouts (seconds) of the long stage-table steps on the cluster; the others get default_timeout_s
 STEP_TIMEOUTS: dict[str, int] = {
     "ingest": 2 * 3600, "augment-part": 24 * 3600, "sample-part": 24 * 3600, "entropy": 24 * 3600,
     "finetune": 48 * 3600,
-    "evaluate-vanilla": 12 * 3600, "evaluate": 12 * 3600,
+    "evaluate-vanilla": 12 * 3600, "evaluate": 12 * 3600, "debias": 12 * 3600, "evaluate-posthoc": 12 * 3600,
 }
 
 
@@ -839,6 +918,8 @@ STAGE_SECTIONS: dict[str, type[Section]] = {
     "filter": FilterConfig,
     "evaluate": EvaluateConfig,
     "train": TrainConfig,
+    "baselines": BaselinesConfig,
+    "decontaminate": DecontaminateConfig,
     "tracking": TrackingConfig,
     "report": ReportConfig,
     "pipeline": PipelineSection,
@@ -858,6 +939,8 @@ class Config(Section):
     filter: FilterConfig = Field(default_factory=FilterConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
+    decontaminate: DecontaminateConfig = Field(default_factory=DecontaminateConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
     pipeline: PipelineSection = Field(default_factory=PipelineSection)
@@ -865,6 +948,15 @@ class Config(Section):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True, allow_inf_nan=False)
 
     profile: str | None = Field(None, description="Name of the profile this config was resolved with.")
+
+    @model_validator(mode="after")
+    def _published_targets(self) -> Config:
+        for key, names in (("published", self.baselines.published), ("targets", self.baselines.targets or [])):
+            unknown = sorted(set(names) - set(self.run.targets))
+            if unknown:
+                raise ValueError(f"baselines.{key} names target(s) {', '.join(unknown)} that run.targets does not "
+                                 f"have ({', '.join(self.run.targets)}); name configured targets")
+        return self
 
     def section(self, name: str) -> Section:
         return getattr(self, "validate_" if name == "validate" else name)
@@ -1106,9 +1198,9 @@ def _explain(err: ValidationError, sources: dict[str, str]) -> str:
             sec = STAGE_SECTIONS.get(loc[0])
             known = ", ".join(sec.model_fields) if sec and len(loc) == 2 else ""
             msg = f"unknown key. Known keys in {loc[0]}: {known}" if known else "unknown key"
-        else:
+        elif loc:
             msg = f"{msg} (got {item.get('input')!r})"
-        lines.append(f"{origin}: {key}: {msg}")
+        lines.append(f"{origin}: {key}: {msg}" if key else msg.removeprefix("Value error, "))
     if len(lines) == 1:
         return f"Invalid configuration: {lines[0]}"
     return "Invalid configuration:\n  " + "\n  ".join(lines)

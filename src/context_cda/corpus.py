@@ -7,7 +7,8 @@ Inputs: ``.txt`` (one sentence or paragraph per line), ``.jsonl``, ``.csv``, ``.
 
 Nothing is dropped silently: every line or sentence that does not make it into ``sentences.parquet`` is in
 ``rejected.parquet`` with a reason (``line-too-long``, ``invalid-json``, ``missing-text``, ``too-short``,
-``too-long``, ``no-gender-term``, ``duplicate``, ``not-sampled``), and the summary counts them.
+``too-long``, ``eval-overlap`` (the sentence holds a benchmark item: :mod:`context_cda.decontam`),
+``no-gender-term``, ``duplicate``, ``not-sampled``), and the summary counts them.
 """
 
 from __future__ import annotations
@@ -208,13 +209,15 @@ def normalise(text: str, cfg: Config) -> str | None:
 class _Selection:
     """The sentences kept so far (by id, first occurrence wins) and every rejected line or sentence, with why."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, index: Any = None) -> None:
         from .cda import Swapper, load_lexicon
 
         self.ic = config.ingest
         self.swapper = Swapper(load_lexicon(config.lexicon))
+        self.index = index  # decontamination (context_cda.decontam.EvalIndex), None: off
         self.kept: dict[str, dict[str, Any]] = {}
         self.rejected: list[dict[str, Any]] = []
+        self.overlaps: Counter = Counter()
 
     def reject(self, text: str | None, source: str, line: int, reason: str, rid: str | None = None) -> None:
         self.rejected.append({S.ID: rid or stable_id("rejected", source, line, text), S.TEXT: text,
@@ -224,13 +227,23 @@ class _Selection:
         n_words, sid = len(sent.split()), stable_id("sentence", sent)
         terms = self.swapper.find_terms(sent)
         reason = ("too-short" if n_words < self.ic.min_words else "too-long" if n_words > self.ic.max_words
-                  else "no-gender-term" if self.ic.require_gendered and not terms
-                  else "duplicate" if sid in self.kept else None)
+                  else self._overlap(sent) or ("no-gender-term" if self.ic.require_gendered and not terms
+                                               else "duplicate" if sid in self.kept else None))
         if reason:
             self.reject(sent, source, line, reason, sid)
             return
         self.kept[sid] = {S.ID: sid, S.TEXT: sent, S.SOURCE: source, S.LINE: line, S.N_WORDS: n_words,
                           S.GENDER_TERMS: terms}
+
+
+    def _overlap(self, sent: str) -> str | None:
+        """``eval-overlap: ...`` when the sentence holds an evaluation item (checked before the gender filter, so
+        the neutral sentences INLP reads from the rejected rows are clean too)."""
+        match = self.index.match(sent) if self.index is not None else None
+        if match is None:
+            return None
+        self.overlaps[match.benchmark] += 1
+        return match.reason
 
 
 def _read_sentences(files: list[Path], config: Config, sel: _Selection, stats: Counter) -> None:
@@ -290,7 +303,10 @@ def run_ingest(
     ic = config.ingest
     rec = StageRecorder("ingest", out, {"ingest": ic.model_dump(), "lexicon": config.lexicon.model_dump(),
                                         "seed": config.run.seed}, {f"corpus:{f.name}": f for f in files})
-    sel, stats = _Selection(config), Counter()
+    from .decontam import index_for
+
+    with rec.timed("decontamination_index"):
+        sel, stats = _Selection(config, index_for(config)), Counter()
     with rec.timed("read_split_filter"):
         _read_sentences(files, config, sel, stats)
     if stats["lines"] == 0:
@@ -311,6 +327,8 @@ def run_ingest(
         "rows_rejected": len(rejected),
         "rejected_by_reason": dict(sorted(reasons.items())),
         "lines_with_replaced_bytes": stats["lines_with_replaced_bytes"],
+        "eval_overlap": sum(sel.overlaps.values()),
+        "eval_overlap_by_benchmark": dict(sel.overlaps),
         "top_gender_terms": dict(Counter(t for r in rows for t in r[S.GENDER_TERMS]).most_common(10)),
     }
     rec.finish(

@@ -219,21 +219,30 @@ def _entropy(config, table, a, c) -> StepCost:
                     {"samples_scored": n * m * len(targets)})
 
 
+def _trained_runs(config, target: str) -> int:
+    """The finetune steps of one target: its trained arms (dropout among them: continued pre-training, same token
+    budget) x seeds, as the stage table fans them out (the post-hoc arms train nothing)."""
+    return len(T.arm_values(config, "finetune", target)) * len(config.train.seeds)
+
+
 def _finetune(config, table, a, c) -> StepCost:
     t = config.train
-    runs = len(t.arms) * len(t.seeds)
     budget = t.token_budget or c["kept"] * a.sentence_tokens  # the smallest arm: the filtered corpus
     # every run evaluates the epochs after training that train.loop does; epoch 0 (the untouched model) once per
     # target: the runner hands the first run's epoch-0 metrics to the target's other runs (pipeline._run_one)
-    n_evals = runs * len(evaluated_epochs(t.epochs, t.eval_every, vanilla=False)) + 1
-    hours, evals = 0.0, 0.0
-    for ref in config.run.targets.values():
+    per_run = len(evaluated_epochs(t.epochs, t.eval_every, vanilla=False))
+    hours, evals, runs, n_evals = 0.0, 0.0, 0, {}
+    for name, ref in config.run.targets.items():
         r_train, _ = rate(table, "train", ref)
         r_score, _ = rate(table, "score", ref)
-        hours += runs * budget * t.epochs / r_train / 3600
-        evals += n_evals * benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) / r_score / 3600
-    return StepCost("finetune", len(config.run.targets) * runs,
-                    f"{budget:,.0f} tokens x {t.epochs} epochs x {runs} runs x {len(config.run.targets)} targets",
+        n = _trained_runs(config, name)
+        runs += n
+        n_evals[name] = n * per_run + 1
+        hours += n * budget * t.epochs / r_train / 3600
+        evals += (n * per_run + 1) * benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) \
+            / r_score / 3600
+    return StepCost("finetune", runs,
+                    f"{budget:,.0f} tokens x {t.epochs} epochs x {runs} runs ({len(config.run.targets)} targets)",
                     hours + evals, {"train_hours": hours, "per_epoch_eval_hours": evals,
                                     "evaluations_per_target": n_evals})
 
@@ -281,20 +290,69 @@ def model_family(table: Mapping[str, Any], model: str) -> str:
     return "masked"
 
 
-def _evaluate(config, table, a, c) -> StepCost:
-    models = len(config.run.targets) * (1 + len(config.train.arms) * len(config.train.seeds))
+def _evaluation_seconds(config, table, a, ref: str, passes: float = 1.0) -> float:
+    """One evaluation of one model on one GPU: StereoSet and CrowS (``passes`` x their tokens) and the extrinsic
+    heads' training (~3 tasks each)."""
     heads = [b for b in config.evaluate.benchmarks if b in ("glue", "biasbios", "stsb", "nli-bias")]
-    hours = 0.0
-    for ref in config.run.targets.values():
-        r_train, _ = rate(table, "train", ref)
-        r_score, _ = rate(table, "score", ref)
-        per_model = benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) / r_score
-        per_model += len(heads) * 3 * a.extrinsic_examples * 2 * a.sentence_tokens / r_train  # ~3 tasks each
-        hours += (models / len(config.run.targets)) * per_model / 3600
+    r_train, _ = rate(table, "train", ref)
+    r_score, _ = rate(table, "score", ref)
+    seconds = passes * benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) / r_score
+    return seconds + len(heads) * 3 * a.extrinsic_examples * 2 * a.sentence_tokens / r_train
+
+
+def _evaluate(config, table, a, c) -> StepCost:
+    """The vanilla target and every fine-tuned (arm, seed) after training."""
+    hours, models = 0.0, 0
+    for name, ref in config.run.targets.items():
+        n = 1 + _trained_runs(config, name)
+        models += n
+        hours += n * _evaluation_seconds(config, table, a, ref) / 3600
     return StepCost("evaluate", models, f"{models} models x {len(config.evaluate.benchmarks)} benchmarks", hours)
 
 
-_STEPS = {"augment": _augment, "sample": _sample, "entropy": _entropy, "finetune": _finetune, "evaluate": _evaluate}
+def _debias(config, table, a, c) -> StepCost:
+    """The projection arms' fit: forward passes only (INLP: one per selected sentence, at most
+    ``max_per_class`` per class; SentenceDebias: both sentences of each CDA pair); INLP's linear classifiers fit on
+    the CPU (no GPU time: n_classifiers LinearSVC fits on d-dimensional features)."""
+    b = config.baselines
+    gendered = c["sentences"]
+    inlp = min(gendered, 2 * b.inlp.max_per_class) + min(b.inlp.neutral_lines or b.inlp.max_per_class,
+                                                          b.inlp.max_per_class)
+    sentences = {"inlp": inlp, "sentence-debias": 2 * gendered}
+    hours, tasks, encoded = 0.0, 0, 0.0
+    for name, ref in config.run.targets.items():
+        r_score, _ = rate(table, "score", ref)
+        for arm in T.arm_values(config, "debias", name):
+            tasks += 1
+            encoded += sentences[arm]
+            hours += sentences[arm] * a.sentence_tokens / r_score / 3600
+    return StepCost("debias", tasks, f"{encoded:,.0f} sentences encoded ({tasks} projections fitted)", hours,
+                    {"sentences": encoded, "inlp_classifiers": b.inlp.n_classifiers, "classifiers_on": "cpu"})
+
+
+def _evaluate_posthoc(config, table, a, c) -> StepCost:
+    """The post-hoc arms scored on the vanilla weights: a projection or a published checkpoint costs one
+    evaluation; self-debias two passes per scored position (the regular row and the prefixed one, in one batch)
+    on StereoSet and CrowS only (the extrinsic benchmarks do not apply to it)."""
+    from . import arms as A
+
+    hours, tasks = 0.0, 0
+    for name, ref in config.run.targets.items():
+        published = A.published_refs(config, name)
+        for arm in T.arm_values(config, "evaluate-posthoc", name):
+            tasks += 1
+            kind = A.parse(arm, config.train.k, published).kind
+            if kind == "scoring":
+                r_score, _ = rate(table, "score", ref)
+                hours += 2 * benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) / r_score / 3600
+            else:
+                # a published checkpoint is priced at its target's rates (the same architecture, e.g. MABEL's BERT)
+                hours += _evaluation_seconds(config, table, a, ref) / 3600
+    return StepCost("evaluate-posthoc", tasks, f"{tasks} post-hoc arms scored (no training)", hours)
+
+
+_STEPS = {"augment": _augment, "sample": _sample, "entropy": _entropy, "debias": _debias, "finetune": _finetune,
+          "evaluate": _evaluate, "evaluate-posthoc": _evaluate_posthoc}
 
 
 def wall_hours(costs: list[StepCost], gpus: int) -> float:

@@ -67,9 +67,9 @@ def stage_entry(row: T.Stage, config: Config) -> dict[str, Any]:
     folder = f"{RUN_DIR}/{L.folder(row.step, names)}"
     cmd = " ".join(["ccda", row.command, *row.cli_args, *(f"--{k} {v}" for k, v in names.items())])
     entry: dict[str, Any] = {}
-    if row.fanout:
-        # generation parts: a literal list (DVC's matrix needs one; regenerate after changing the count)
-        entry["matrix"] = {k: MATRIX.get(k) or T.fanout_values(config, k) for k in row.fanout}
+    items = _items(row, config)
+    if isinstance(items, dict):
+        entry["matrix"] = items
     entry["cmd"] = cmd
     deps = [_rel(row, i) for i in row.inputs if not i.optional or T.get(i.step).enabled(config)]
     files = [str(v) for k in row.config_files if (v := T.config_value(config, k))]  # e.g. a local corpus
@@ -83,7 +83,25 @@ def stage_entry(row: T.Stage, config: Config) -> dict[str, Any]:
         entry["metrics"] = _files(row.metrics, folder)
     if row.plots:
         entry["plots"] = _files(row.plots, folder, x="epoch", template="linear")
-    return entry
+    return {"foreach": items, "do": entry} if isinstance(items, list) else entry
+
+
+def _items(row: T.Stage, config: Config) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """What a fanned-out row iterates: a ``matrix`` (each key's list: ``params.yaml``'s where the row runs every
+    value of it, else a literal list - generation parts; the arms of one kind, when ``train.arms`` mixes kinds),
+    or a ``foreach`` list of key combinations when a row's arms differ by target (published checkpoints,
+    ``baselines.targets``). Regenerate after changing what the literal lists hold."""
+    if not row.fanout:
+        return None
+    combos = T.step_keys(config, row)
+    values = {k: list(dict.fromkeys(c[k] for c in combos)) for k in row.fanout}
+    product = 1
+    for v in values.values():
+        product *= len(v)
+    if product != len(combos):
+        return [{k: c[k] for k in row.fanout} for c in combos]
+    plain = {"target": list(config.run.targets), "arm": list(config.train.arms), "seed": list(config.train.seeds)}
+    return {k: MATRIX[k] if k in MATRIX and values[k] == plain[k] else values[k] for k in row.fanout}
 
 
 def dvc_yaml(config: Config) -> str:

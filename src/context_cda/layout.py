@@ -20,6 +20,10 @@ this module for paths; none of them joins a file name of its own::
                                                     (per-epoch intrinsic scores: epoch 0 and the last epoch)
     <run>/evaluate/<target>/vanilla/                aggregate.json, <benchmark>/{predictions.parquet,aggregate.json}
     <run>/evaluate/<target>/<arm>/seed-<seed>/      (the same, for a fine-tuned model)
+    <run>/debias/<target>/<arm>/                    a projection arm's matrix (projection.safetensors or
+                                                    bias_direction.safetensors), debias_rows.parquet, lines.txt
+    <run>/evaluate/<target>/<arm>/posthoc/          (the same as evaluate, for an arm applied to the vanilla
+                                                    model: a projection, self-debias, a published checkpoint)
     <run>/register/<target>/<arm>/                  promotion.json, evidence.parquet
     <run>/report/                                   report.md, report.html, table1.csv, ...
 
@@ -72,6 +76,10 @@ EPOCH_PREDICTIONS_DIR = "predictions"
 REPORT_FILE = "report.md"
 ERRORS_FILE = "errors.parquet"  # items that failed for a transient reason (retried by the next run)
 LOCK_FILE = ".ccda-lock"  # held while a process works in a step folder (context_cda.io.file_lock)
+PROJECTION_FILE = "projection.safetensors"  # the inlp arm's projection matrix (debias step)
+BIAS_DIRECTION_FILE = "bias_direction.safetensors"  # the sentence-debias arm's bias subspace (debias step)
+DEBIAS_ROWS_FILE = "debias_rows.parquet"  # the sentences / pairs a projection was learnt from, with their class
+DEBIAS_LINES_FILE = "lines.txt"  # the corpus lines handed to the learner, one per line (bias-bench's input file)
 #: step -> the folders inside its step folder that only a resume of that unfinished step needs: fine-tuning's full
 #: training states, which a finished fine-tuning deletes (final/ holds the model; train.keep_resume_state keeps them)
 RESUME_STATE: dict[str, tuple[str, ...]] = {"finetune": (CHECKPOINTS_DIR,)}
@@ -100,6 +108,8 @@ FOLDERS: dict[str, str] = {
     "finetune": "finetune/{target}/{arm}/seed-{seed}",
     "evaluate-vanilla": "evaluate/{target}/vanilla",
     "evaluate": "evaluate/{target}/{arm}/seed-{seed}",
+    "debias": "debias/{target}/{arm}",
+    "evaluate-posthoc": "evaluate/{target}/{arm}/posthoc",
     "register": "register/{target}",
     "report": "report",
 }
@@ -266,9 +276,15 @@ class RunLayout:
         return self.step_dir("finetune", target=target, arm=arm, seed=seed) / METRICS_FILE
 
     def evaluation_dir(self, target: str, arm: str = VANILLA, seed: int | None = None) -> Path:
+        """vanilla's, a fine-tuned arm's (with its seed) or a post-hoc arm's (``seed=None``) evaluation folder."""
         if arm == VANILLA:
             return self.step_dir("evaluate-vanilla", target=target)
+        if seed is None:
+            return self.step_dir("evaluate-posthoc", target=target, arm=arm)
         return self.step_dir("evaluate", target=target, arm=arm, seed=seed)
+
+    def debias_dir(self, target: str, arm: str) -> Path:
+        return self.step_dir("debias", target=target, arm=arm)
 
     def register_dir(self, target: str, arm: str | None = None) -> Path:
         d = self.step_dir("register", target=target)

@@ -154,6 +154,42 @@ def _convert_gguf(gguf: Path, dest: Path) -> None:
         tok.save_pretrained(tmp)
 
 
+def local_folder(ref: str, cache: str | os.PathLike[str] | None = None) -> str:
+    """A local ``save_pretrained`` folder of ``ref``: what :func:`resolve_pretrained` gives, a hub id's snapshot in
+    the hub cache (downloaded unless ``HF_HUB_OFFLINE=1``)."""
+    path = resolve_pretrained(ref, cache)
+    if Path(path).is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return str(snapshot_download(path))
+    except Exception as e:  # noqa: BLE001 - offline, gated, gone: one message
+        raise ModelError(_load_hint(ref, e)) from None
+
+
+def peek_family(ref: str, cache: str | os.PathLike[str] | None = None) -> Family | None:
+    """The family of ``ref`` when its config can be read without a download or a conversion (a local folder, a
+    tiny model, a converted GGUF, a hub id in the local cache), else None."""
+    from transformers import AutoConfig
+
+    mref = parse_ref(ref)
+    if mref.kind in ("s3",):
+        return None
+    if mref.gguf_file is not None:
+        gguf = Path(mref.location) / mref.gguf_file
+        dest = model_cache_dir(cache) / f"{gguf.stem}-{stable_id(gguf.name, gguf.stat().st_size)}"
+        path = str(dest) if (dest / "config.json").is_file() else None
+    else:
+        path = resolve_pretrained(mref, cache) if mref.kind == "tiny" else mref.location
+    if path is None:
+        return None
+    try:
+        return family_of_config(AutoConfig.from_pretrained(path, local_files_only=True))
+    except (OSError, ValueError, ModelError):
+        return None
+
+
 # ------------------------------------------------------------------------------------------------------ families
 
 

@@ -20,7 +20,6 @@ its error items.
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -110,9 +109,7 @@ def plan(config: Config, targets: Iterable[str] | None = None) -> list[Step]:
     for row in T.TABLE:
         if not row.enabled(config):
             continue
-        values = [T.fanout_values(config, k, names) for k in row.fanout]
-        for combo in itertools.product(*values):
-            keys = dict(zip(row.fanout, combo, strict=True))
+        for keys in T.step_keys(config, row, names):
             inputs = T.step_inputs(config, row.step, layout, **keys)
             inputs.update({k: Path(v) for k in row.config_files if (v := T.config_value(config, k))})
             steps.append(Step(row, keys, layout.step_dir(row.step, **keys), inputs, T.step_options(row, keys)))
@@ -321,10 +318,28 @@ def check_requirements(config: Config, steps: list[Step]) -> None:
         raise InputError(f"pre-flight: {len(found)} problems found before the first step (nothing was run):\n  "
                          + "\n  ".join(problems))
     check_model_files(config, steps)
+    check_arm_families(config, steps)
     if config.run.device not in ("auto", "cpu") and any(s.row.gpu != "no" for s in steps):
         check_device(config.run.device)
     check_services(config, steps, TRACKED)
     check_benchmark_files(config, steps)
+
+
+def check_arm_families(config: Config, steps: list[Step]) -> None:
+    """Every post-hoc arm a step will apply is defined for its target's family (e.g. no self-debias on a seq2seq
+    model), checked from the target's config where it can be read without a download."""
+    from .arms import check_family
+    from .models import peek_family
+
+    seen: dict[str, str | None] = {}
+    for s in steps:
+        target, arm = s.keys.get("target"), s.keys.get("arm")
+        if s.row.step not in ("debias", "evaluate-posthoc") or target is None or arm is None:
+            continue
+        if target not in seen:
+            seen[target] = peek_family(config.run.targets[target], config.run.model_cache)
+        if seen[target] is not None and arm not in config.baselines.published.get(target, {}):
+            check_family(arm, str(seen[target]), target)
 
 
 def preflight_problems(config: Config, steps: list[Step]) -> list[str]:

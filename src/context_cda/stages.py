@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import arms as A
 from . import layout as L
 from .errors import ConfigError
 
@@ -84,7 +85,10 @@ class Stage:
         return {k: values[k] for k in self.fanout}
 
     def enabled(self, config: Config) -> bool:
-        return self.when is None or bool(config_value(config, self.when))
+        """Switched on by its ``when`` key, and (a row that fans out over arms) with an arm of its kinds."""
+        if self.when is not None and not config_value(config, self.when):
+            return False
+        return "arm" not in self.fanout or any(arm_values(config, self.step, t) for t in config.run.targets)
 
 
 #: a placeholder in ``Stage.outs`` -> the config list it stands for: one out per value (``dvc.yaml`` is written with
@@ -96,6 +100,9 @@ _PER_BENCHMARK = {"outs": ("{benchmark}",), "metrics": (L.AGGREGATE_FILE,)}
 _GEN = ("generation", "models.py", "tiny.py")
 _VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_FILE,)}
 _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
+#: what decontamination reads (context_cda.decontam): its settings, and the benchmark files it compares with
+_DECONTAM = ("decontaminate", "evaluate.stereoset_path", "evaluate.crows_path")
+_EVAL_FILES = ("evaluate.stereoset_path", "evaluate.crows_path")
 #: the entropy settings the sample step reads (the samples and their clusters: drawn and judged once per run) and
 #: the ones each target's entropy step reads (scoring); together every field of ``entropy`` (a test keeps it so)
 SAMPLE_KEYS = tuple(f"entropy.{k}" for k in (
@@ -104,10 +111,11 @@ SAMPLE_KEYS = tuple(f"entropy.{k}" for k in (
 SCORE_KEYS = tuple(f"entropy.{k}" for k in ("estimator", "length_normalised", "batch_size", "shard_size"))
 
 TABLE: tuple[Stage, ...] = (
-    Stage("ingest", "ingest", "context_cda.corpus:run_ingest", ("run.seed", "lexicon", "ingest"),
-          code=("corpus.py", "cda"), artifact="sentences", config_files=("ingest.path",)),
-    Stage("cda", "cda", "context_cda.cda:run_cda", ("run.seed", "lexicon", "cda"),
-          (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda",), artifact="counterfactuals"),
+    Stage("ingest", "ingest", "context_cda.corpus:run_ingest", ("run.seed", "lexicon", "ingest", *_DECONTAM),
+          code=("corpus.py", "cda", "decontam.py"), artifact="sentences", config_files=("ingest.path", *_EVAL_FILES)),
+    Stage("cda", "cda", "context_cda.cda:run_cda", ("run.seed", "lexicon", "cda", *_DECONTAM),
+          (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda", "decontam.py"), artifact="counterfactuals",
+          config_files=_EVAL_FILES),
     Stage("validate-cda", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "cda"),
           (Input("cda", "cda", L.COUNTERFACTUALS_FILE),), options={"boundary": "cda"}, code=("validation",),
           artifact="validated", cli_args=("--stage", "cda"), **_VALIDATED),
@@ -119,9 +127,10 @@ TABLE: tuple[Stage, ...] = (
           code=("augment", *_GEN, "shards.py", "items.py", "judges.py"), artifact="part", cli_args=("--no-progress",),
           generates=True),
     Stage("augment", "augment", "context_cda.augment:run_augment_merge",
-          ("lexicon", "augment", "pipeline.generation_shards"),
+          ("lexicon", "augment", "pipeline.generation_shards", *_DECONTAM),
           (Input("parts", "augment-part"), Input("counterfactuals", "validate-cda", L.VALID_FILE)),
-          code=("augment", "shards.py", "items.py"), artifact="augmented", cli_args=("--merge",)),
+          code=("augment", "shards.py", "items.py", "decontam.py"), artifact="augmented", cli_args=("--merge",),
+          config_files=_EVAL_FILES),
     Stage("validate-augment", "validate", "context_cda.validation:run_validate", ("lexicon", "validate", "augment"),
           (Input("augment", "augment", L.AUGMENTED_FILE),), options={"boundary": "augment"},
           code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_VALIDATED),
@@ -144,11 +153,16 @@ TABLE: tuple[Stage, ...] = (
     Stage("filter", "filter", "context_cda.entropy:run_filter", ("filter",),
           (Input("scores", "validate-entropy", L.VALID_FILE, ("target",)),), fanout=("target",),
           code=("entropy/filter.py",), artifact="filtered"),
+    Stage("debias", "debias", "context_cda.baselines:run_debias",
+          ("run.device", "run.targets.{target}", "lexicon", "cda.mode", "baselines", "evaluate.bias_type"),
+          (Input("sentences", "ingest"), Input("cda", "validate-cda", L.VALID_FILE)),
+          fanout=("target", "arm"), gpu="yes", code=("baselines", "arms.py", "cda", *_MODEL), artifact="debias",
+          cli_args=("--no-progress",)),
     Stage("finetune", "finetune", "context_cda.train:run_finetune",
-          ("run.seed", "run.device", "run.targets.{target}", "cda.mode", "train", "evaluate"),
+          ("run.seed", "run.device", "run.targets.{target}", "cda.mode", "train", "evaluate", "baselines.dropout"),
           (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "validate-augment", L.VALID_FILE),
            Input("filtered", "filter", None, ("target",))),
-          fanout=("target", "arm", "seed"), gpu="yes", code=("train", "optim.py", "cda", "evaluate", *_MODEL),
+          fanout=("target", "arm", "seed"), gpu="yes", code=("train", "optim.py", "cda", "evaluate", "arms.py", *_MODEL),
           artifact="checkpoint", outs=(L.FINAL_DIR, L.TRAIN_ROWS_FILE, L.EPOCH_PREDICTIONS_DIR),
           metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,)),
     Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
@@ -159,19 +173,28 @@ TABLE: tuple[Stage, ...] = (
           (Input("model", "finetune", L.FINAL_DIR, ("target", "arm", "seed")),),
           fanout=("target", "arm", "seed"), gpu="yes", code=("evaluate", "optim.py", *_MODEL),
           artifact="evaluation", when="evaluate.after_training", cli_args=("--no-progress",), **_PER_BENCHMARK),
+    Stage("evaluate-posthoc", "evaluate", "context_cda.evaluate:run_evaluate",
+          ("run.seed", "run.device", "run.targets.{target}", "evaluate", "baselines"),
+          (Input("debias", "debias", None, ("target",), optional=True),),
+          fanout=("target", "arm"), gpu="yes", code=("evaluate", "optim.py", "arms.py", *_MODEL),
+          artifact="evaluation", cli_args=("--no-progress",), fresh="context_cda.evaluate.posthoc:available",
+          **_PER_BENCHMARK),
     Stage("register", "register", "context_cda.tracking:run_register_target",
-          ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "tracking", "evaluate.bootstrap",
-           "evaluate.bias_type"),
-          (Input("finetune", "finetune", None, ("target",)),
+          ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
+           "evaluate.bootstrap", "evaluate.bias_type"),
+          (Input("finetune", "finetune", None, ("target",), optional=True),
            Input("evaluations", "evaluate", None, ("target",), optional=True),
-           Input("filtered", "filter", None, ("target",))),
+           Input("filtered", "filter", None, ("target",)),
+           Input("posthoc", "evaluate-posthoc", None, ("target",), optional=True),
+           Input("debias", "debias", None, ("target",), optional=True)),
           fanout=("target",), code=("tracking", "evaluate", "stats.py"), artifact="registration", when="tracking.enabled",
           side_effects=True, cache=False, fresh="context_cda.tracking:registered_versions_exist"),
     Stage("report", "report", "context_cda.report:run_report",
-          ("report", "tracking.enabled", "train.arms", "train.seeds", "evaluate.bootstrap"),
-          (Input("finetune", "finetune"), Input("evaluations", "evaluate", optional=True),
+          ("report", "tracking.enabled", "train.arms", "train.seeds", "baselines", "evaluate.bootstrap"),
+          (Input("finetune", "finetune", optional=True), Input("evaluations", "evaluate", optional=True),
            Input("registrations", "register", optional=True), Input("augment", "augment"),
-           Input("entropy", "entropy"), Input("filtered", "filter")),
+           Input("entropy", "entropy"), Input("filtered", "filter"),
+           Input("posthoc", "evaluate-posthoc", optional=True), Input("ingest", "ingest"), Input("cda", "cda")),
           code=("report", "stats.py"), artifact="report", cli_args=("${run.run_dir}",)),
 )
 
@@ -313,10 +336,22 @@ def step_inputs(config: Config, step: str, layout: L.RunLayout | None = None, **
     lay = layout or L.RunLayout.of(config)
     out = {}
     for inp in row.inputs:
-        if inp.optional and not get(inp.step).enabled(config):
+        if inp.optional and not (get(inp.step).enabled(config) and produced(config, inp, keys)):
             continue
         out[inp.name] = input_path(lay, inp, keys)
     return out
+
+
+def produced(config: Config, inp: Input, keys: Mapping[str, Any]) -> bool:
+    """Whether the producer of ``inp`` has a step for these keys (a step fanned out over arms runs for the arms of
+    its kinds only: the ``debias`` step exists for inlp, not for self-debias)."""
+    producer = get(inp.step)
+    if "arm" not in producer.fanout:
+        return True
+    if "arm" in inp.keys and "arm" in keys:
+        return str(keys["arm"]) in arm_values(config, producer.step, keys.get("target"))
+    target = keys.get("target")
+    return bool(arm_values(config, producer.step, target)) if "target" in inp.keys and target else True
 
 
 def step_dir(config: Config, step: str, layout: L.RunLayout | None = None, **keys: Any) -> Path:
@@ -338,18 +373,39 @@ def step_options(row: Stage, keys: Mapping[str, Any]) -> dict[str, Any]:
     return {**row.options, **{k: keys[k] for k in row.fanout}}
 
 
-def fanout_values(config: Config, key: str, targets: Iterable[str] | None = None) -> list[Any]:
-    """The values one fan-out key takes in a run."""
+def fanout_values(config: Config, key: str, targets: Iterable[str] | None = None, step: str | None = None,
+                  target: str | None = None) -> list[Any]:
+    """The values one fan-out key takes in a run (``arm``: the arms of ``step``'s kinds, of ``target`` or of any
+    target)."""
     if key == "target":
         names = list(targets) if targets is not None else list(config.run.targets)
         return [L.safe_name(t, "target") for t in names]
     if key == "arm":
-        return [L.safe_name(a, "arm") for a in config.train.arms]
+        names = [target] if target is not None else list(targets if targets is not None else config.run.targets)
+        return list(dict.fromkeys(a for t in names for a in arm_values(config, step, t)))
     if key == "seed":
         return list(config.train.seeds)
     if key == "shard":
         return list(range(config.pipeline.generation_shards))
     raise ConfigError(f"unknown fan-out key {key!r}.")
+
+
+def arm_values(config: Config, step: str | None, target: str | None) -> list[str]:
+    """The arms ``step`` runs for ``target`` (:data:`context_cda.arms.STEP_KINDS`; a step not listed there: the
+    trained ones; ``target`` None: every arm of train.arms of those kinds)."""
+    kinds = A.STEP_KINDS.get(step or "", ("trained",))
+    if target is None:
+        return [L.safe_name(a, "arm") for a in A.of_kinds(config.train.arms, kinds, config.train.k)]
+    return [L.safe_name(a, "arm") for a in A.for_target(config, target, kinds)]
+
+
+def step_keys(config: Config, row: Stage, targets: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Every key combination of ``row``'s fan-out in a run, in order (its arms follow each target's arms)."""
+    combos: list[dict[str, Any]] = [{}]
+    for key in row.fanout:
+        combos = [{**c, key: v} for c in combos
+                  for v in fanout_values(config, key, targets, row.step, c.get("target"))]
+    return combos
 
 
 # ---------------------------------------------------------------------------------------- documentation

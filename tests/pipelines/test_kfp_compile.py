@@ -34,6 +34,10 @@ GPU_EXECUTORS = ("exec-sample", "exec-entropy", "exec-finetune", "exec-evaluate"
                  "exec-evaluate-target")  # see the table test
 
 
+#: one arm of every kind (trained, dropout, projection, scoring): every row of the stage table is enabled
+ALL_ARMS = ["cda", "context-cda", "dropout", "inlp", "sentence-debias", "self-debias"]
+
+
 def _config(**overrides) -> Config:
     return load_config(None, overrides or None, params_file=ROOT / "params.yaml")
 
@@ -87,13 +91,21 @@ def test_one_component_per_stage_calling_the_library():
             assert names <= inputs or step == "register", (step, names, inputs)
 
 
-def test_gpu_steps_follow_the_stage_table(gpu):
-    spec, _ = gpu
+def test_gpu_steps_follow_the_stage_table(tmp_path):
+    # every arm kind, so that every row of the table is in the pipeline (debias and evaluate-posthoc are compiled
+    # only for a config with a projection / post-hoc arm)
+    cfg = _config(train={"arms": ALL_ARMS})
+    spec, _ = _compile(tmp_path, "gpu", cfg)
     ex = _executors(spec)
+    checked = set()
     for row in T.TABLE:
+        if not row.enabled(cfg):
+            continue
         name = "exec-" + components.STAGE_COMPONENTS[row.step].component_spec.name.replace("_", "-")
         wants_gpu = row.gpu == "yes"  # "generator": only with augment_mode in-process (the default is service)
         assert ("accelerator" in ex[name]["container"].get("resources", {})) == wants_gpu, row.step
+        checked.add(row.step)
+    assert {"debias", "evaluate-posthoc", "finetune", "register", "report"} <= checked, checked
 
 
 def test_components_have_typed_artifacts_and_project_images():
@@ -365,7 +377,8 @@ def test_cpu_variant_has_no_cluster_settings(cpu):
 
 @pytest.mark.parametrize("last", DAG_STAGES)
 def test_truncated_pipelines_compile(tmp_path, last):
-    spec, _ = _compile(tmp_path, "cpu", last_stage=last)
+    # every arm kind: every step of the table up to `last` is in the DAG (debias and evaluate-posthoc need one)
+    spec, _ = _compile(tmp_path, "cpu", _config(train={"arms": ALL_ARMS}), last_stage=last)
     used = {t["componentRef"]["name"] for t in _all_tasks(spec).values()}
     for step in DAG_STAGES:  # the DAG holds exactly the steps up to `last` (validation going with its step)
         comp = "comp-" + components.STAGE_COMPONENTS[step].component_spec.name.replace("_", "-")
@@ -552,7 +565,8 @@ def test_paper_package_gpu_tasks_get_a_memory_backed_dev_shm(paper):
     execs = _task_steps(spec)
     gpu_steps = {r.step for r in T.TABLE if r.gpu == "yes"}  # augment runs on the vLLM service in this package
     gpu_execs = {ex for ex, (step, _) in execs.items() if step in gpu_steps}
-    assert len(gpu_execs) == len(gpu_steps) == 5
+    # the paper profile's Table-1 baselines bring debias and evaluate-posthoc beside the five others
+    assert len(gpu_execs) == len(gpu_steps) == 7 and {"debias", "evaluate-posthoc"} <= gpu_steps
     for ex in k8s:
         has_gpu = "accelerator" in _executors(spec)[ex]["container"].get("resources", {})
         assert has_gpu == (ex in gpu_execs), ex

@@ -870,6 +870,116 @@ def _(t):
     return ["run", *base(t, f"ingest.path={table(t / 'i.parquet', {'text': [1, 2]})}")]
 
 
+# ------------------------------------------------------------------------------------------------ baseline arms
+
+
+@case("self-debias on a seq2seq target (runner)",
+      r"arm self-debias on target t5: self-debias is defined for masked and causal LMs.*seq2seq.*Drop self-debias")
+def _(t):
+    return run(t, "run.targets={t5: 'tiny:t5'}", "train.arms=[cda,self-debias]")
+
+
+@case("inlp on a seq2seq target (runner)", r"arm inlp on target t5: .*seq2seq model \(its projection acts on the last")
+def _(t):
+    return run(t, "run.targets={t5: 'tiny:t5'}", "train.arms=[cda,inlp]")
+
+
+@case("self-debias on a seq2seq target (evaluate)", r"arm self-debias on target t5: .*seq2seq")
+def _(t):
+    return ["evaluate", *base(t, "run.targets={t5: 'tiny:t5'}", "train.arms=[cda,self-debias]"), "--target", "t5",
+            "--arm", "self-debias"]
+
+
+@case("self-debias on a seq2seq model (evaluate --model)", r"arm self-debias on target .*seq2seq")
+def _(t):
+    return ["evaluate", *base(t), "--model", "tiny:t5", "--arm", "self-debias"]
+
+
+def _ingest_folder(t: Path, male: int, female: int, neutral: int) -> Path:
+    folder = t / "ingest-elsewhere"
+    texts = ([f"Yesterday he said that the old car {i} was fine" for i in range(male)]
+             + [f"Yesterday she said that the old car {i} was fine" for i in range(female)])
+    table(folder / "sentences.parquet", {"id": [f"s{i}" for i in range(len(texts))], "text": texts})
+    table(folder / "rejected.parquet", {"id": [f"n{i}" for i in range(neutral)],
+                                        "text": [f"The old car {i} was fine on that day" for i in range(neutral)],
+                                        "reason": ["no-gender-term"] * neutral})
+    return folder
+
+
+@case("inlp with too few female sentences (debias)",
+      r"debias inlp on target tiny-gpt2: .*ingest-elsewhere gives 12 male, 3 female, 12 neutral sentences, fewer than "
+      r"baselines\.inlp\.min_per_class=10 in female.*larger corpus")
+def _(t):
+    return ["debias", *base(t, "train.arms=[cda,inlp]"), "--sentences", str(_ingest_folder(t, 12, 3, 12))]
+
+
+@case("inlp with no neutral sentences (debias)", r"gives 12 male, 12 female, 0 neutral sentences.*in neutral")
+def _(t):
+    return ["debias", *base(t, "train.arms=[cda,inlp]"), "--sentences", str(_ingest_folder(t, 12, 12, 0))]
+
+
+@case("sentence-debias with too few pairs (debias)",
+      r"debias sentence-debias on target tiny-gpt2: .*cda\.parquet gives 3 counterfactual pairs, fewer than "
+      r"baselines\.sentence_debias\.min_pairs=10")
+def _(t):
+    return ["debias", *base(t, "train.arms=[cda,sentence-debias]"), "--cda", str(table(t / "cda.parquet", cda_rows(3)))]
+
+
+@case("debias of an arm that learns nothing", r"--arm self-debias: a scoring arm is not run by this command; use "
+      r"ccda evaluate --arm self-debias")
+def _(t):
+    return ["debias", *base(t, "train.arms=[cda,self-debias]"), "--arm", "self-debias"]
+
+
+@case("finetune of a projection arm", r"--arm inlp: a projection arm is not run by this command; use ccda debias")
+def _(t):
+    return ["finetune", *base(t, "train.arms=[cda,inlp]"), "--arm", "inlp"]
+
+
+@case("projection of another width (evaluate --artifact)",
+      r"evaluate inlp on tiny-gpt2: the projection .*wide\.safetensors is for 48-dimensional hidden states, and "
+      r"this model's are 32-dimensional\. Learn it for this model")
+def _(t):
+    import torch
+    from safetensors.torch import save_file
+
+    t.mkdir(parents=True, exist_ok=True)
+    save_file({"projection": torch.eye(48)}, str(t / "wide.safetensors"))
+    return ["evaluate", *base(t, "train.arms=[cda,inlp]", f"evaluate.stereoset_path={STEREOSET}"), "--target",
+            "tiny-gpt2", "--arm", "inlp", "--artifact", str(t / "wide.safetensors"), "--benchmarks", "stereoset"]
+
+
+@case("projection file that is not safetensors", r"junk\.safetensors: not a safetensors projection file")
+def _(t):
+    return ["evaluate", *base(t, "train.arms=[cda,inlp]"), "--target", "tiny-gpt2", "--arm", "inlp", "--artifact",
+            str(text_file(t / "junk.safetensors", "not tensors")), "--benchmarks", "stereoset"]
+
+
+@case("self-debias with a --seed", r"evaluate --arm self-debias --seed 3: self-debias is applied to the vanilla model")
+def _(t):
+    return ["evaluate", *base(t, "train.arms=[cda,self-debias]"), "--arm", "self-debias", "--seed", "3"]
+
+
+@case("unknown arm in train.arms (runner)", r"train\.arms: .*unknown arm\(s\) 'nlp'.*inlp, sentence-debias")
+def _(t):
+    return run(t, "train.arms=[cda,nlp]")
+
+
+@case("published checkpoint named like an arm", r"baselines\.published: .*'inlp' has the name of an arm")
+def _(t):
+    return run(t, "baselines.published={tiny-gpt2: {inlp: some/model}}")
+
+
+@case("published list of an unknown target", r"baselines\.published names target\(s\) bert that run\.targets does not")
+def _(t):
+    return run(t, "baselines.published={bert: {mabel: princeton-nlp/mabel-bert-base-uncased}}")
+
+
+@case("baselines.targets of an unknown target", r"baselines\.targets names target\(s\) gpt2 that run\.targets")
+def _(t):
+    return run(t, "baselines.targets=[gpt2]")
+
+
 # ------------------------------------------------------------------------------------------------ text encodings
 
 

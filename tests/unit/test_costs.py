@@ -73,7 +73,7 @@ def test_augment_entropy_and_finetune_by_hand(tmp_path):
     # 2 arms x 2 seeds, 1000 tokens x 3 epochs each; epochs 1, 2, 3 evaluated by each run, epoch 0 once
     train = 1e12 * 0.5 / 6e8
     assert costs["finetune"].detail["train_hours"] == pytest.approx(4 * 3000 / train / 3600)
-    assert costs["finetune"].detail["evaluations_per_target"] == 4 * 3 + 1
+    assert costs["finetune"].detail["evaluations_per_target"] == {"t": 4 * 3 + 1}
     per_eval = benchmark_tokens(a, "causal") / judge / 3600  # score rate = judge rate here (same size, same MFU)
     assert costs["finetune"].detail["per_epoch_eval_hours"] == pytest.approx(13 * per_eval)
     assert costs["finetune"].tasks == 4 and "evaluate" not in costs  # evaluate.after_training is off
@@ -104,6 +104,36 @@ def test_counts_come_from_the_run_folder_when_the_steps_ran(tmp_path):
     StageRecorder("cda", RunLayout.of(c).step_dir("cda"), {}).finish({"rows_out": 10})
     costs = {k.step: k for k in plan_costs(c, TABLE, Assumptions(acceptance=1.0, gendered_share=1.0))}
     assert costs["augment"].work.endswith("(10 items)")
+
+
+def test_post_hoc_arms_are_priced_as_a_fit_or_scoring_and_dropout_as_training(tmp_path):
+    """inlp / sentence-debias: a projection fit (forward passes) and one evaluation each; self-debias: scoring only
+    (two passes per position, StereoSet and CrowS); dropout: one more trained arm; none of them a fine-tuning run
+    beyond dropout. baselines.targets limits them to some targets."""
+    a = Assumptions(gendered_share=1.0, sentence_tokens=5)
+    arms = ["cda", "context-cda", "dropout", "inlp", "sentence-debias", "self-debias"]
+    over = {"train": {"arms": arms}, "evaluate": {"after_training": True, "benchmarks": ["stereoset", "crows"]},
+            "baselines": {"inlp": {"max_per_class": 30, "neutral_lines": 20}}}
+    base = {c.step: c for c in plan_costs(cfg(tmp_path, evaluate={"after_training": True,
+                                                                  "benchmarks": ["stereoset", "crows"]}), TABLE, a)}
+    full = {c.step: c for c in plan_costs(cfg(tmp_path, **over), TABLE, a)}
+    train = 1e12 * 0.5 / 6e8
+    score = 1e12 * 0.5 / 2e8
+    # 3 trained arms x 2 seeds: dropout trains like the CDA arms, the others add no finetune run
+    assert full["finetune"].tasks == 6 and base["finetune"].tasks == 4
+    assert full["finetune"].detail["train_hours"] == pytest.approx(6 * 3000 / train / 3600)
+    assert full["evaluate"].tasks == 1 + 6
+    # the fit: INLP 2 x 30 gendered (100 cda rows: capped) + 20 neutral sentences, SentenceDebias 2 x 100 sentences
+    assert full["debias"].tasks == 2 and full["debias"].detail["sentences"] == (60 + 20) + 200
+    assert full["debias"].gpu_hours == pytest.approx(280 * 5 / score / 3600)
+    one = benchmark_tokens(a, "causal") / score / 3600
+    assert full["evaluate-posthoc"].tasks == 3
+    assert full["evaluate-posthoc"].gpu_hours == pytest.approx(one + one + 2 * one)
+    two = {**over, "run": {"targets": {"t": "tgt", "u": "tgt"}},
+           "baselines": {**over["baselines"], "targets": ["t"]}}
+    only = {c.step: c for c in plan_costs(cfg(tmp_path, **two), TABLE, a)}
+    assert only["finetune"].tasks == 6 + 4 and only["debias"].tasks == 2 and only["evaluate-posthoc"].tasks == 3
+    assert "debias" not in base and "evaluate-posthoc" not in base
 
 
 def test_the_packaged_table_prices_the_paper_profile():
@@ -149,10 +179,10 @@ def test_the_evaluated_epochs_are_the_loops():
 def test_finetune_counts_the_last_epoch_when_eval_every_skips_it(tmp_path):
     c = cfg(tmp_path, train={"epochs": 3, "eval_every": 2})  # epochs 2 and 3 per run, epoch 0 once: 4 x 2 + 1
     ft = next(k for k in plan_costs(c, TABLE, Assumptions(gendered_share=1.0)) if k.step == "finetune")
-    assert ft.detail["evaluations_per_target"] == 9
+    assert ft.detail["evaluations_per_target"] == {"t": 9}
     c = cfg(tmp_path, train={"epochs": 100, "eval_every": 1})
     ft = next(k for k in plan_costs(c, TABLE, Assumptions(gendered_share=1.0)) if k.step == "finetune")
-    assert ft.detail["evaluations_per_target"] == 4 * 100 + 1
+    assert ft.detail["evaluations_per_target"] == {"t": 4 * 100 + 1}
 
 
 def test_benchmark_tokens_follow_the_scorers_by_hand():
@@ -177,3 +207,13 @@ def test_a_models_family_comes_from_the_table_else_the_packaged_one():
     assert model_family(TABLE, "bert-base-uncased") == "masked"  # the packaged table's models
     assert model_family(TABLE, "t5-base") == "seq2seq"
     assert model_family(TABLE, "unknown/model") == "masked"  # the dearest to evaluate
+
+
+def test_plan_prints_hours_and_seconds_under_36():
+    """A step under a minute shows its seconds (a post-hoc arm's 0.2 s is not rounded to "0.0 min")."""
+    from context_cda.commands.plan import _hours
+
+    assert _hours(0.2 / 3600) == "0.2 s"
+    assert _hours(16.5 / 3600) == "16.5 s"
+    assert _hours(35.9 / 3600) == "35.9 s" and _hours(36 / 3600) == "0.01"
+    assert _hours(0.31) == "0.31" and _hours(1234.5) == "1,234.50"

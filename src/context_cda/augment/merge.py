@@ -3,7 +3,9 @@
 Each part (``pipeline.generation_shards``; :mod:`context_cda.shards`) augmented the counterfactuals whose id falls
 in it. The merge reads every part's accepted, rejected and error rows and checks that each counterfactual the
 step had to augment ends in exactly one of them, in exactly one part; then it writes the step's tables (input
-order) and a manifest whose summary adds up the parts'. Error rows stay errors: the merge fails like a part would
+order) and a manifest whose summary adds up the parts'. A rephrasing that holds an evaluation item moves from the
+augmented table to the rejected one (reason ``eval-overlap``, :mod:`context_cda.decontam`): the generator can
+reproduce a benchmark sentence, and nothing after this step trains on what the merge let through. Error rows stay errors: the merge fails like a part would
 (exit 75, unless ``run.allow_errors``) and the next run retries them in their parts.
 """
 
@@ -20,6 +22,28 @@ from ..io import REJECTED, StageRecorder
 from ..shards import merge, write_merged
 
 
+def _drop_eval_overlap(config: Any, merged: dict[str, Any], order: Mapping[str, int]) -> dict[str, int]:
+    """Move the accepted rephrasings that hold an evaluation item (:mod:`context_cda.decontam`) from the
+    augmented table to the rejected one (reason eval-overlap); returns the count per benchmark."""
+    import pandas as pd
+
+    from ..decontam import counted, index_for
+
+    index = index_for(config)
+    aug = merged[L.AUGMENTED_FILE]
+    if index is None or aug.empty:
+        return {}
+    matches = [index.match(t) if isinstance(t, str) else None for t in aug[S.AUGMENTED]]
+    hit = pd.Series([m is not None for m in matches], index=aug.index)
+    if not hit.any():
+        return {}
+    moved = aug[hit].assign(**{S.REASON: [m.reason for m in matches if m is not None]})
+    rej = pd.concat([merged[REJECTED], moved], ignore_index=True)
+    merged[REJECTED] = rej.iloc[sorted(range(len(rej)), key=lambda i: order.get(str(rej[S.CDA_ID].iloc[i]), 0))]
+    merged[L.AUGMENTED_FILE] = aug[~hit].reset_index(drop=True)
+    return counted(matches)
+
+
 def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Path | str) -> dict[str, Any]:
     """Join the parts in ``inputs["parts"]`` (the augment parts' fan-in folder) for ``inputs["counterfactuals"]``."""
     from .stage import eligible
@@ -31,8 +55,17 @@ def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Pa
               (L.AUGMENTED_FILE, REJECTED, L.ERRORS_FILE), f"augment merge of {parts} part(s)")
     rec = StageRecorder("augment-merge", out, {"parts": len(m.parts)},
                         {"counterfactuals": inputs["counterfactuals"], **{f"part-{i}": p for i, p in enumerate(m.parts)}})
+    order = {cid: i for i, cid in enumerate(expected[S.ID].astype(str))}
+    with rec.timed("decontaminate"):
+        overlaps = _drop_eval_overlap(config, m.tables, order)
     written = write_merged(m, out)
     summary = m.summary
+    n = sum(overlaps.values())
+    summary.update(eval_overlap=n, eval_overlap_by_benchmark=overlaps, accepted=summary.get("accepted", 0) - n,
+                   rejected=summary.get("rejected", 0) + n)
+    if n:
+        summary["reject_reasons"] = {**summary.get("reject_reasons", {}),
+                                     "eval-overlap": summary.get("reject_reasons", {}).get("eval-overlap", 0) + n}
     rec.finish({"in": summary.get("rows_in", 0), "out": summary.get("accepted", 0),
                 "rejected": summary.get("rejected", 0), "errors": summary.get("errors", 0)},
                outputs={"augmented": written[L.AUGMENTED_FILE], "rejected": written[REJECTED],

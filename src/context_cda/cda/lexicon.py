@@ -263,6 +263,26 @@ def load_tsv_pairs(path: Path) -> list[Pair]:
 
 def load_lexicon(cfg) -> Lexicon:
     """Build the lexicon a :class:`~context_cda.config.LexiconConfig` asks for."""
+    return build_lexicon(load_pairs(cfg), on_conflict=cfg.on_conflict, source=cfg.source)
+
+
+#: the pronoun pairs a list of word pairs implies (our default list leaves them to the swapper's rules)
+PRONOUN_PAIRS: list[tuple[str, str]] = [("he", "she"), ("him", "her"), ("his", "her"), ("his", "hers"),
+                                        ("himself", "herself")]
+
+
+def attribute_pairs(cfg) -> list[tuple[str, str]]:
+    """The source's [male, female] word pairs as listed (lower-case, file order, duplicates and conflicts kept),
+    pronouns included (the default list: :data:`PRONOUN_PAIRS` first): the attribute words bias-bench's INLP and
+    SentenceDebias match on (its ``bias_attribute_words.json`` is the ``bias-bench`` source)."""
+    pairs = [(_norm(p.male), _norm(p.female)) for p in load_pairs(cfg)]
+    if cfg.source == "default":
+        pairs = [*PRONOUN_PAIRS, *pairs]
+    return [(m, f) for m, f in pairs if m and f and m != f]
+
+
+def load_pairs(cfg) -> list[Pair]:
+    """The word pairs of the source a :class:`~context_cda.config.LexiconConfig` names, as listed."""
     src = cfg.source
     path = Path(cfg.path).expanduser() if cfg.path else None
 
@@ -285,8 +305,7 @@ def load_lexicon(cfg) -> Lexicon:
     else:
         p = Path(src).expanduser()
         pairs = load_json_pairs(p) if p.suffix == ".json" else load_tsv_pairs(p)
-    pairs += [Pair(m, f, "lexicon.extra_pairs") for m, f in cfg.extra_pairs]
-    return build_lexicon(pairs, on_conflict=cfg.on_conflict, source=src)
+    return pairs + [Pair(m, f, "lexicon.extra_pairs") for m, f in cfg.extra_pairs]
 
 
 def load_name_pairs(path: Path | str) -> dict[str, str]:

@@ -62,6 +62,26 @@ def counterfactual_rows(texts: list[str], ids: list[str], config: Config, swappe
     return rows, rejected
 
 
+def drop_eval_overlap(config: Config, rows: list[dict[str, Any]], rejected: list[dict[str, Any]]
+                      ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The rows whose original and counterfactual hold no evaluation item (a swap can turn a corpus sentence into
+    a benchmark candidate: :mod:`context_cda.decontam`); the others go to ``rejected`` (reason eval-overlap)."""
+    from ..decontam import counted, index_for
+
+    index = index_for(config)
+    if index is None:
+        return rows, {}
+    keep, found = [], []
+    for row in rows:
+        m = index.match(row[S.COUNTERFACTUAL]) or index.match(row[S.ORIGINAL])
+        if m is None:
+            keep.append(row)
+        else:
+            found.append(m)
+            rejected.append({S.ID: row[S.SOURCE_ID], S.TEXT: row[S.COUNTERFACTUAL], S.REASON: m.reason})
+    return keep, counted(found)
+
+
 def training_rows(df, mode: str):
     """What a CDA-trained model sees, one row per text (``id`` of the counterfactual row, ``text``, ``side``):
     two-sided = every distinct original plus every counterfactual that differs from it (the paper); one-sided =
@@ -105,6 +125,8 @@ def run_cda(config: Config, inputs: Mapping[str, Path] | None = None, out_dir: P
     swapper = make_swapper(config)
     with rec.timed("swap"):
         rows, rejected = counterfactual_rows(df[S.TEXT].tolist(), df[S.ID].tolist(), config, swapper)
+    with rec.timed("decontaminate"):
+        rows, overlaps = drop_eval_overlap(config, rows, rejected)
     table = pd.DataFrame(rows, columns=COLUMNS)
     out_file = write_table(table, out / COUNTERFACTUALS_FILE)
     rej_file = write_rejected(pd.DataFrame(rejected, columns=[S.ID, S.TEXT, S.REASON]), out)
@@ -119,6 +141,8 @@ def run_cda(config: Config, inputs: Mapping[str, Path] | None = None, out_dir: P
         "training_texts": len(training_rows(table, config.cda.mode)) if len(table) else 0,
         "top_swapped_terms": dict(swapped.most_common(10)),
         "lexicon_issues": len(swapper.lexicon.issues),
+        "eval_overlap": sum(overlaps.values()),
+        "eval_overlap_by_benchmark": overlaps,
     }
     rec.finish({"rows_in": len(df), "rows_out": len(table), "rows_rejected": len(rejected)},
                outputs={"counterfactuals": out_file, "rejected": rej_file}, summary=summary)

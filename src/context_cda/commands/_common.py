@@ -122,6 +122,27 @@ def pick(names: list[str] | None, known: list[str], what: str) -> list[str]:
     return chosen
 
 
+def pick_arms(cfg: Config, names: list[str] | None, step: str, target: str) -> list[str]:
+    """The arms ``step`` runs for ``target``: ``names`` (default: all of them), each checked to be one of them; an
+    arm of another kind is refused with the command that handles it."""
+    from .. import arms as A
+    from ..errors import ConfigError
+    from ..stages import arm_values
+
+    known = arm_values(cfg, step, target)
+    for name in names or []:
+        if name in known:
+            continue
+        spec = A.parse(name, cfg.train.k, A.published_refs(cfg, target))
+        where = {"trained": "ccda finetune", "projection": "ccda debias, then ccda evaluate --arm",
+                 "scoring": "ccda evaluate --arm", "published": "ccda evaluate --arm"}[spec.kind]
+        if spec.kind not in A.STEP_KINDS.get(step, ("trained",)):
+            raise ConfigError(f"--arm {name}: a {spec.kind} arm is not run by this command; use {where} {name}.")
+        raise ConfigError(f"--arm {name}: not an arm of target {target} ({', '.join(known) or 'none'}); add it to "
+                          "train.arms (baselines.targets limits the baseline arms to some targets).")
+    return list(names or known)
+
+
 #: the width of the console off a terminal (a log file, a pod): wide enough that a step's line is not broken
 LOG_WIDTH = 120
 

@@ -88,8 +88,13 @@ def evaluate(
     target: Annotated[list[str] | None, _opt("--target", "-t", help="Target short name from run.targets (repeatable).")] = None,
     name: Annotated[str | None, _opt("--name", help="Short name for outputs with --model (default: from it): "
                                       "evaluate/NAME/vanilla, or with --arm evaluate/NAME/ARM/seed-SEED.")] = None,
-    arm: Annotated[str, _opt("--arm", help="vanilla (the target as it is) or an arm: its fine-tuned "
-                                  "model (with --model: REF is that arm's model).")] = "vanilla",
+    arm: Annotated[str, _opt("--arm", help="vanilla (the target as it is); a fine-tuned arm: its model (with "
+                                  "--model: REF is that arm's model); inlp, sentence-debias, self-debias or a "
+                                  "published checkpoint's name: applied to the vanilla model (with --model: to REF)."
+                                  )] = "vanilla",
+    artifact: Annotated[PathOpt, _opt("--artifact", help="inlp / sentence-debias: the projection file "
+                                      "(safetensors) to apply (default: the debias step's; with --model learnt first "
+                                      "from the run's corpus when missing).")] = None,
     seed: Annotated[int | None, _opt("--seed", help="Training seed of the arm's model (default: train.seeds[0]).")] = None,
     benchmarks: Annotated[str | None, _opt("--benchmarks", "-b", help="Comma-separated: stereoset,crows,next-token (model "
                                            "only); glue,biasbios,stsb,nli-bias (fine-tune a head first).")] = None,
@@ -132,28 +137,34 @@ def evaluate(
             sec, key = _PATH_FLAGS[flag]
             flags.setdefault(sec, {})[key] = str(value)
     cfg = resolve_config(profile, sets, run_dir, params, evaluate=flags)
-    for label, inputs, dest, kw in _jobs(cfg, model, name, target, arm, seed, out_dir):
+    for label, inputs, dest, kw in _jobs(cfg, model, name, target, arm, seed, out_dir, artifact, progress):
         summary = run_evaluate(cfg, inputs, dest, progress=progress, **kw)
         print_metrics(f"evaluate [{label}]", summary, read_json(Path(dest) / "aggregate.json"))
         console().print(f"outputs: {dest}", highlight=False)
 
 
-def _jobs(cfg, model, name, targets, arm, seed, out_dir):
+def _jobs(cfg, model, name, targets, arm, seed, out_dir, artifact=None, progress=True):
     """(label, inputs, folder, run_evaluate options) per model to evaluate."""
     from ..layout import VANILLA, safe_name
     from ._common import pick, step_io
 
+    if arm != VANILLA:
+        safe_name(arm, "--arm")
     if model:
-        return [_model_job(cfg, model, name, targets, arm, seed, out_dir)]
+        return [_model_job(cfg, model, name, targets, arm, seed, out_dir, artifact, progress)]
     jobs = []
     names = pick(targets, list(cfg.run.targets), "--target")
     for t in names:
+        spec = _posthoc(cfg, t, arm, seed)
         if arm == VANILLA:
             inputs, dest = step_io(cfg, "evaluate-vanilla", target=t)
             kw = {"target": t}
+        elif spec is not None:
+            inputs, dest = step_io(cfg, "evaluate-posthoc", {"artifact": artifact}, target=t, arm=arm)
+            kw = {"target": t, "arm": arm}
         else:
             s = cfg.train.seeds[0] if seed is None else seed
-            inputs, dest = step_io(cfg, "evaluate", target=t, arm=safe_name(arm, "--arm"), seed=s)
+            inputs, dest = step_io(cfg, "evaluate", target=t, arm=arm, seed=s)
             kw = {"target": t, "arm": arm, "seed": s}
         if out_dir:
             dest = out_dir if len(names) == 1 else out_dir / t
@@ -161,10 +172,24 @@ def _jobs(cfg, model, name, targets, arm, seed, out_dir):
     return jobs
 
 
-def _model_job(cfg, model, name, targets, arm, seed, out_dir):
-    """The job of ``--model REF``: its outputs go to ``evaluate/<name>/vanilla`` (the model as it is), or with
-    ``--arm`` to ``evaluate/<name>/<arm>/seed-<seed>`` (REF is that arm's fine-tuned model). Combinations that
-    would mix two models' results in one folder are refused."""
+def _posthoc(cfg, target, arm, seed):
+    """The post-hoc arm ``--arm`` names (None: vanilla or a fine-tuned arm); ``--seed`` is refused with one."""
+    from ..errors import ConfigError
+    from ..evaluate.posthoc import arm_of
+
+    spec = arm_of(cfg, target, arm, None)
+    if spec is not None and seed is not None:
+        raise ConfigError(f"evaluate --arm {arm} --seed {seed}: {arm} is applied to the vanilla model, it has no "
+                          "training seed; leave --seed out.")
+    return spec
+
+
+def _model_job(cfg, model, name, targets, arm, seed, out_dir, artifact=None, progress=True):
+    """The job of ``--model REF``: its outputs go to ``evaluate/<name>/vanilla`` (the model as it is), with a
+    fine-tuned ``--arm`` to ``evaluate/<name>/<arm>/seed-<seed>`` (REF is that arm's model), with a post-hoc
+    ``--arm`` (inlp, sentence-debias, self-debias) to ``evaluate/<name>/<arm>/posthoc`` (REF is the model the arm
+    is applied to; a projection comes from ``--artifact``, else ``debias/<name>/<arm>/``, learnt there first from
+    the run's corpus when missing). Combinations that would mix two models' results in one folder are refused."""
     from ..errors import ConfigError
     from ..layout import VANILLA, RunLayout, safe_name
     from ..models import parse_ref
@@ -187,10 +212,36 @@ def _model_job(cfg, model, name, targets, arm, seed, out_dir):
         dest = out_dir or layout.check().evaluation_dir(short)
         return short, {}, dest, {"model": model, "name": short}
     a = safe_name(arm, "--arm")
+    spec = _posthoc(cfg, None, a, seed)
+    if spec is not None:
+        dest = out_dir or layout.check().evaluation_dir(short, a)
+        inputs = {"artifact": artifact or _projection(cfg, model, short, spec, progress)} if spec.artifact else {}
+        return f"{short}/{a}", inputs, dest, {"model": model, "name": f"{short}/{a}", "arm": a}
     s = cfg.train.seeds[0] if seed is None else seed
     label = f"{short}/{a}/seed-{s}"
     dest = out_dir or layout.check().evaluation_dir(short, a, s)
     return label, {}, dest, {"model": model, "name": label}
+
+
+def _projection(cfg, model: str, short: str, spec, progress: bool):
+    """A projection arm's matrix for ``model``: ``debias/<short>/<arm>/`` when it is there and up to date, else
+    learnt now from the run's corpus (the ingest and CDA steps run first when the run folder lacks them)."""
+    from .. import stages as T
+    from ..baselines import run_debias
+    from ..layout import RunLayout
+    from ..pipeline import run_pipeline
+
+    layout = RunLayout.of(cfg).check()
+    folder = layout.debias_dir(short, spec.name)
+    file = folder / str(spec.artifact)
+    if file.is_file():
+        console().print(f"{spec.name}: using {file} (delete it to learn the projection again)", highlight=False)
+        return file
+    needed = T.step_inputs(cfg, "debias", layout, target=short, arm=spec.name)
+    if not all(p.exists() for p in needed.values()):
+        run_pipeline(cfg, only=["ingest", "cda", "validate-cda"])
+    run_debias(cfg, needed, folder, arm=spec.name, model=model, name=short, progress=progress)
+    return file
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,7 @@ from ._common import (
     console,
     given_file,
     pick,
+    pick_arms,
     print_summary,
     resolve_config,
     step_io,
@@ -62,7 +63,7 @@ def finetune(
     if bad:
         raise ConfigError(f"--seed {bad[0]}: training seeds must lie in [0, 2**32) (numpy and torch seeds).")
     jobs = [(t, a, s) for t in pick(target, list(cfg.run.targets), "--target")
-            for a in pick(arm, list(cfg.train.arms), "--arm") for s in (seed or cfg.train.seeds)]
+            for a in pick_arms(cfg, arm, "finetune", t) for s in (seed or cfg.train.seeds)]
     if (input_path or out) and len(jobs) != 1:
         raise ConfigError("--input/--out need exactly one --target, --arm and --seed (of "
                           f"{len(jobs)} configured: add --arm and --seed).")

@@ -53,7 +53,7 @@ def plan(
 
 
 def _hours(h: float) -> str:
-    return f"{h:,.2f}" if h >= 0.01 else f"{h * 60:.1f} min"
+    return f"{h:,.2f}" if h >= 0.01 else f"{h * 3600:.1f} s"  # under 36 s: seconds (0.2 s is not "0.0 min")
 
 
 def register(app: typer.Typer) -> None:

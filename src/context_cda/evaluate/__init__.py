@@ -157,27 +157,41 @@ def run_evaluate(
     seed: int | None = None,
 ) -> dict[str, Any]:
     """The evaluate stage. The model is ``inputs["model"]`` (a fine-tuned ``final`` folder), else ``model``,
-    else the target's reference (``config.run.targets[target]``: the vanilla model). ``inputs`` may also name
-    benchmark files ({"stereoset": path, "crows": path}); otherwise evaluate.<name>_path, the data cache or a
-    download supplies them. Writes, below ``out_dir``: ``<benchmark>/predictions.parquet``,
-    ``<benchmark>/aggregate.json``, ``aggregate.json`` (all benchmarks and the flat metrics), ``rejected.parquet``
-    and ``manifest.json``."""
+    else the target's reference (``config.run.targets[target]``: the vanilla model). An ``arm`` without a ``seed``
+    is a post-hoc arm (:mod:`.posthoc`): the vanilla model with the arm applied (its projection from
+    ``inputs["debias"]`` or ``inputs["artifact"]``), or a published checkpoint. ``inputs`` may also name benchmark
+    files ({"stereoset": path, "crows": path}); otherwise evaluate.<name>_path, the data cache or a download
+    supplies them. Writes, below ``out_dir``: ``<benchmark>/predictions.parquet``, ``<benchmark>/aggregate.json``,
+    ``aggregate.json`` (all benchmarks and the flat metrics), ``rejected.parquet`` and ``manifest.json``."""
+    from . import posthoc
+
+    spec = posthoc.arm_of(config, target, arm, seed)
     model = str(inputs["model"]) if inputs.get("model") else model
+    if spec is not None:
+        model = posthoc.model_of(config, target, spec, model)
     if model is None and target is not None:
         model = config.run.targets[target]
     if model is None:
         raise ConfigError("evaluate: name a model (--model), a target (--target) or a fine-tuned model input.")
     if name is None and target is not None:
         name = "/".join([target, *([arm] if arm else []), *([f"seed-{seed}"] if seed is not None else [])])
+    return _evaluate(config, inputs, Path(out_dir), model, name, progress, spec, target)
+
+
+def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model: str, name: str | None,
+              progress: bool, spec: Any, target: str | None) -> dict[str, Any]:
+    from ..errors import ModelError
     from ..io import StageRecorder
     from ..models import parse_ref
     from ..progress import activity
     from ..scoring import load_scorer
+    from . import posthoc
     from .data import benchmark_file
 
-    cfg = config.evaluate
-    check_names(cfg.benchmarks)  # a misspelt name fails now, not after the first benchmarks are scored
-    out = Path(out_dir)
+    check_names(config.evaluate.benchmarks)  # a misspelt name fails now, not after the first benchmarks are scored
+    posthoc.precheck(config, spec, model, target or name or model)
+    benchmarks, skipped = posthoc.benchmarks_for(config.evaluate, spec, config.evaluate.after_training)
+    cfg = config.evaluate.model_copy(update={"benchmarks": benchmarks})
     name = name or parse_ref(model).name
     files = {
         b: benchmark_file(b, inputs.get(b) or getattr(cfg, f"{b}_path", None), config.run.data_cache)
@@ -186,23 +200,40 @@ def run_evaluate(
     }
     paths = {b: files["stereoset"] if b == "next-token" else files.get(b) or inputs.get(b) for b in cfg.benchmarks}
     rec = StageRecorder(
-        "evaluate",
-        out,
-        {"evaluate": cfg.model_dump(mode="json"), "model": model, "name": name},
-        inputs=files,
+        "evaluate", out,
+        {"evaluate": cfg.model_dump(mode="json"), "model": model, "name": name,
+         **({"arm": spec.name, "baselines": config.baselines.model_dump(mode="json")} if spec else {})},
+        inputs={**files, **{k: v for k, v in inputs.items() if k in ("debias", "artifact")}},
         versions=("torch", "transformers"),
     )
+    summary: dict[str, Any] = {"model": model, "name": name, "bias_type": cfg.bias_type,
+                               **({"arm": spec.name, "not_applicable": skipped} if spec else {})}
     with rec.timed("load_benchmarks"):  # a bad benchmark file fails before the model is loaded
         loaded = load_benchmarks(cfg, {b: p for b, p in paths.items() if p}, config.run.data_cache)
     with rec.timed("load_model"), activity(f"load {model}"):
-        scorer = load_scorer(
-            model, device=config.run.device, batch_size=cfg.batch_size, cache=config.run.model_cache,
-            progress=progress,
-        )
+        try:
+            scorer = load_scorer(model, device=config.run.device, batch_size=cfg.batch_size,
+                                 cache=config.run.model_cache, progress=progress)
+        except ModelError as e:
+            if spec is None or spec.kind != "published":
+                raise
+            return _write_unavailable(summary, str(e), out, rec)
+        scorer, applied = posthoc.apply(scorer, config, spec, inputs, target or name)
     with rec.timed("score"):
         results = evaluate_scorer(scorer, cfg, data_cache=config.run.data_cache, loaded=loaded)
-    summary = {"model": model, "name": name, "family": scorer.family, "bias_type": cfg.bias_type}
+    summary.update({"family": scorer.family, **({"applied": applied} if applied else {})})
     return _write_results(results, summary, out, rec)
+
+
+def _write_unavailable(summary: dict[str, Any], reason: str, out: Path, rec) -> dict[str, Any]:
+    """A published checkpoint that could not be loaded: an aggregate saying why (the report's row shows it), no
+    scores; the runner tries it again next time (:func:`.posthoc.available`)."""
+    from ..io import write_json
+
+    summary = {**summary, "unavailable": reason, "metrics": {}, "counts": {}}
+    path = write_json(out / AGGREGATE_FILE, {**summary, "benchmarks": {}})
+    rec.finish({}, outputs={"aggregate": path}, summary=summary)
+    return summary
 
 
 def _write_results(results: Mapping[str, Any], summary: dict[str, Any], out: Path, rec) -> dict[str, Any]:

@@ -70,6 +70,16 @@ def token_spans(seq1: Sequence[int], seq2: Sequence[int], equal: bool) -> tuple[
     return t1, t2
 
 
+def _spans(s_more: Sequence[int], s_less: Sequence[int], direction: str, equal: bool) -> tuple[list[int], list[int]]:
+    """(positions in sent_more, positions in sent_less) as both original scripts align them: ``sent1`` against
+    ``sent2``, where sent1 is sent_more for a stereo pair and sent_less for an antistereo one (difflib's matching is
+    not symmetric: swapping the two can pick other spans)."""
+    if direction == "antistereo":
+        t_less, t_more = token_spans(s_less, s_more, equal)
+        return t_more, t_less
+    return token_spans(s_more, s_less, equal)
+
+
 def start_token_used(scorer: Scorer, mode: str, spec: str = "auto") -> str | None:
     """The start token a causal scorer conditions on in ``mode`` (None for the other families)."""
     if scorer.family != "causal":
@@ -148,12 +158,12 @@ def _score_masked(
     for i, p in enumerate(pairs):
         s_more, s_less = enc[i], enc[n + i]
         if mode == "nangia":
-            t1, t2 = token_spans(s_more, s_less, equal=True)
+            t1, t2 = _spans(s_more, s_less, p.direction, equal=True)
             # the original skips [CLS] and [SEP]; here: whatever the tokenizer marks as special
             keep = [(a, b) for a, b in zip(t1, t2, strict=True) if s_more[a] not in specials]
             t1, t2 = [a for a, _ in keep], [b for _, b in keep]
         else:
-            t1, t2 = token_spans(s_more, s_less, equal=False)
+            t1, t2 = _spans(s_more, s_less, p.direction, equal=False)
         if not t1 or not t2:
             rejected.append(
                 {"id": p.id, "source": p.source, "reason": f"no {'shared' if mode == 'nangia' else 'differing'} tokens"}

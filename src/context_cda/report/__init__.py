@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from .. import layout as L
 from ..errors import InputError
 from ..io import StageRecorder, read_json, write_json, write_text
-from . import evidence, extrinsic, findings, generated, plots, registry, setup
+from . import baselines, evidence, extrinsic, findings, generated, plots, registry, setup
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -55,15 +55,14 @@ METRICS: dict[str, tuple[str, float | None]] = {
 # Table 2 (the evaluate stage's aggregates): its columns, chance baselines and deviation marks: report.extrinsic
 EXTRINSIC = extrinsic.EXTRINSIC
 ARM_LABELS = {"vanilla": "Vanilla", "cda": "CDA", "context-cda": "Context-CDA",
-              "context-cda-nofilter": "Context-CDA (no filter)"}
+              "context-cda-nofilter": "Context-CDA (no filter)", "dropout": "Dropout", "inlp": "INLP",
+              "sentence-debias": "SentenceDebias", "self-debias": "Self-Debias"}
 
 
 def arm_label(arm: str) -> str:
-    if arm in ARM_LABELS:
-        return ARM_LABELS[arm]
-    if arm.startswith("context-cda-k"):
-        return f"Context-CDA (k={arm.removeprefix('context-cda-k')}%)"
-    return arm
+    from ..arms import label
+
+    return ARM_LABELS.get(arm) or label(arm)
 
 
 def collect_metrics(finetune_dir: Path | str) -> pd.DataFrame:
@@ -101,7 +100,8 @@ def first_seed(df: pd.DataFrame, seeds: list[int] | None = None) -> pd.DataFrame
     return pd.concat(keep, ignore_index=True)
 
 
-def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]] | None = None) -> pd.DataFrame:
+def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+           posthoc: Mapping[tuple[str, str], str | None] | None = None) -> pd.DataFrame:
     """Rows (target, model): vanilla (epoch 0) then each arm's last epoch; columns SS, LMS, ICAT, CS.
 
     ``final[(target, model)]`` (the evaluate stage's full-benchmark metrics) replaces the per-epoch values of
@@ -131,7 +131,11 @@ def table1(df: pd.DataFrame, final: Mapping[tuple[str, str], Mapping[str, float]
                 continue
             last = adf.iloc[-1]
             add(str(target), arm, int(last["epoch"]), last)
-    cols = ["target", "model", "epoch", *(m for m in METRICS), "source", *_CI_COLUMNS]
+    for (target, arm), why in sorted((posthoc or {}).items(), key=lambda kv: (kv[0][0], _model_rank(kv[0][1]))):
+        got = final.get((target, arm), {})  # a post-hoc arm or a published checkpoint: no epochs
+        rows.append({"target": target, "model": arm, "epoch": None, **{m: got.get(m) for m in [*METRICS, *_CI_COLUMNS]},
+                     "source": "evaluate", "note": f"could not be loaded: {why}" if why else None})
+    cols = ["target", "model", "epoch", *(m for m in METRICS), "source", *_CI_COLUMNS, "note"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -144,6 +148,7 @@ def evaluation_dirs(evaluate_dir: Path | str | None, seeds: list[int] | None = N
     if evaluate_dir is None or not Path(evaluate_dir).is_dir():
         return {}
     out = {(k["target"], L.VANILLA): d for k, d in L.discover(evaluate_dir, "evaluate", "evaluate-vanilla")}
+    out.update(baselines.posthoc_dirs(evaluate_dir))
     by_arm: dict[tuple[str, str], dict[int, Path]] = {}
     for k, d in L.discover(evaluate_dir, "evaluate"):
         by_arm.setdefault((k["target"], k["arm"]), {})[int(k["seed"])] = d
@@ -242,6 +247,8 @@ class Report:
     facts: dict[str, Any]
     curves: list[Path] = field(default_factory=list)
     histograms: list[Path] = field(default_factory=list)
+    published: tuple | None = None  # (config, the paper's published values: report.published)
+    decontamination: list[dict[str, Any]] = field(default_factory=list)  # eval-overlap counts per stage
 
     @property
     def targets(self) -> list[str]:
@@ -292,9 +299,14 @@ def render_markdown(r: Report) -> str:
              *findings.markdown(r.ev, r.t1, r.targets, arm_label, r.n_items, r.decisions, r.facts, r.t2),
              "## Table 1: intrinsic bias after debiasing", "",
              "SS (StereoSet stereotype score) and CS (CrowS-Pairs) are best at 50; LMS (language modelling score) "
-             "and ICAT are better higher.", "",
-             *evidence.table1_markdown(r.t1, r.ev, list(METRICS), arm_label),
+             "and ICAT are better higher. Every row is measured here, by the same scorer on the same items: the "
+             "vanilla target, the fine-tuned arms (CDA, Context-CDA, dropout) after their last epoch, the post-hoc "
+             "arms applied to the vanilla model (INLP, SentenceDebias, Self-Debias: epoch –) and published "
+             "checkpoints. Rows labelled *published (paper)* quote the paper's Table 1 (another scorer, other "
+             "items): context, not evidence.", "",
+             *evidence.table1_markdown(r.t1, r.ev, list(METRICS), arm_label, r.published),
              *evidence.markdown(r.ev, r.targets, arm_label), *_table2_lines(r.t2),
+             *(baselines.decontamination_markdown(r.decontamination, r.published[0]) if r.published else []),
              *registry.markdown(r.decisions, arm_label), *_figure_lines(r)]
     return "\n".join(lines) + "\n" + generated.markdown(r.gen)
 
@@ -340,9 +352,11 @@ def build(config: Config, folders: Mapping[str, Path], out: Path) -> Report:
     seeds = list(config.train.seeds)
     every_seed = collect_metrics(folders["finetune"])
     df = first_seed(every_seed, seeds)
-    final = evaluate_metrics(folders.get("evaluations"), seeds)
-    ev = evidence.collect(config, folders, every_seed)
-    t1, t2 = table1(df, final), table2(final)
+    ev_dir = folders.get("evaluations") or folders.get("posthoc")  # the post-hoc arms' evaluations live there too
+    final = evaluate_metrics(ev_dir, seeds)
+    ev = evidence.collect(config, {**folders, "evaluations": ev_dir} if ev_dir else folders, every_seed)
+    missing = baselines.unavailable(ev_dir)  # published checkpoints that could not be loaded, and why
+    t1, t2 = table1(df, final, {k: missing.get(k) for k in baselines.posthoc_dirs(ev_dir)}), table2(final)
     t2 = extrinsic.with_marks(t2, extrinsic.read_deviations(evaluation_dirs(folders.get("evaluations"), seeds)))
     out.mkdir(parents=True, exist_ok=True)
     run_dir = folders["finetune"].parent
@@ -351,6 +365,7 @@ def build(config: Config, folders: Mapping[str, Path], out: Path) -> Report:
                generated.collect(folders.get("augment"), folders.get("entropy"), folders.get("filtered"), out,
                                  seed=config.run.seed),
                setup.markdown(config, folders, run_dir, n_items), n_items, _facts(config, folders))
+    r.published, r.decontamination = (config, baselines.published_values(config)), baselines.decontamination(folders)
     r.curves = plot_curves(df, out, ev.level)
     r.histograms = plot_next_token(next_token_aggregates(folders.get("evaluations"), seeds), out)
     return r
@@ -392,6 +407,7 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
         outputs["html"] = write_text(out / "report.html", render_html(text, f"Context-CDA report: {r.run_dir.name}"))
     table = [{k: (None if v != v else v) for k, v in row.items()} for row in r.t1.to_dict("records")]
     summary = {"run_dir": str(r.run_dir), "rows": len(r.t1), "plots": [p.name for p in shown],
+               "decontamination": r.decontamination,
                "table1": table, "files": {k: str(v) for k, v in outputs.items()},
                "table2": [{k: (None if v != v else v) for k, v in row.items()} for row in r.t2.to_dict("records")]}
     if config.tracking.enabled:

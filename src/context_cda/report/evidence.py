@@ -118,8 +118,11 @@ def _pairs(folders: Mapping[str, Path], targets: list[str], arms: list[str], see
             models[L.VANILLA] = E.load([van])
         for arm in arms:
             found = {s: d for s in seeds if (d := E.model_items_dir(ev_dir, ft_dir, target, arm, s)) is not None}
+            post = L.within(ev_dir, "evaluate", {"target": target}, "evaluate-posthoc", arm=arm) if ev_dir else None
             if found:
                 models[arm] = E.load(found)
+            elif post is not None and E.has_predictions(post):  # a post-hoc arm: one evaluation, no seeds
+                models[arm] = E.load([post])
         names = [m for m in (L.VANILLA, *arms) if m in models]
         for b, a in itertools.combinations(names, 2):  # a - b, b earlier (vanilla first)
             diffs: dict[str, Difference] = {}
@@ -150,6 +153,9 @@ def collect(config: Config, folders: Mapping[str, Path], finetune_df: pd.DataFra
     targets = sorted({str(t) for t in finetune_df["target"].unique()})
     arms = [a for a in config.train.arms if any((t, a) in ev.per_seed for t in targets)]
     arms += sorted({a for _, a in ev.per_seed} - set(arms))
+    from ..arms import for_target
+
+    arms += [a for t in targets for a in for_target(config, t, ("projection", "scoring", "published")) if a not in arms]
     ev.pairs = _pairs(folders, targets, arms, seeds, settings)
     return ev
 
@@ -241,23 +247,37 @@ def comparisons_frame(ev: Evidence) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------ Table 1
 
 
-def _rows(t1: pd.DataFrame, ev: Evidence | None, target: str, metrics: list[str], label):
-    """(model label, epoch text, cells) of one target's Table 1: each row, then its seeds' rows."""
+def _rows(t1: pd.DataFrame, ev: Evidence | None, target: str, metrics: list[str], label, published=None):
+    """(model label, epoch text, cells) of one target's Table 1: each row, its seeds' rows, the paper's published
+    values of the row (``published``: (config, values)), labelled as such."""
+    from .baselines import published_row
+
     for _, r in t1[t1["target"] == target].iterrows():
         model = str(r["model"])
         marks = [ev.mark(target, model, m) if ev and model != L.VANILLA else "" for m in metrics]
         several = ev is not None and len(ev.per_seed.get((target, model), {})) > 1
         first = [""] * len(metrics) if several else marks
-        yield label(model), str(int(r["epoch"])), [cell(r, m, k) for m, k in zip(metrics, first, strict=True)]
+        epoch = "–" if r["epoch"] is None or r["epoch"] != r["epoch"] else str(int(r["epoch"]))
+        note_text = r.get("note") if "note" in r else None
+        if isinstance(note_text, str) and note_text:
+            yield label(model), epoch, [note_text, *[""] * (len(metrics) - 1)]
+        else:
+            yield label(model), epoch, [cell(r, m, k) for m, k in zip(metrics, first, strict=True)]
         for name, cells in seed_rows(ev, target, model, metrics, marks) if ev else []:
             yield f"{label(model)}, {name}", "", cells
+        quoted = published_row(published[0], published[1], target, model) if published else None
+        if quoted:  # a cell the paper's table does not give here (or that is not sourced) says so: n/a
+            yield f"{label(model)}, published (paper)", "", [cell(quoted, m) if m in quoted else "n/a" for m in metrics]
 
 
-def table1_markdown(t1: pd.DataFrame, ev: Evidence | None, metrics: list[str], label) -> list[str]:
+def table1_markdown(t1: pd.DataFrame, ev: Evidence | None, metrics: list[str], label, published=None) -> list[str]:
     lines = [note(ev), ""] if ev else []
     for target in sorted(t1["target"].unique()):
         lines += [f"### {target}", "", "| Model | Epoch | SS | LMS | ICAT | CS |", "|---|---:|---:|---:|---:|---:|"]
         lines += [f"| {name} | {epoch} | " + " | ".join(cells) + " |"
-                  for name, epoch, cells in _rows(t1, ev, str(target), metrics, label)]
+                  for name, epoch, cells in _rows(t1, ev, str(target), metrics, label, published)]
         lines.append("")
+    if published and published[1].get("source"):
+        lines += [f"Published values: {published[1]['source']}; a row appears where the paper reports this target's "
+                  "model, n/a where it gives no sourced value for the cell.", ""]
     return lines

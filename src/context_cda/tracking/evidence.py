@@ -104,12 +104,14 @@ def model_items_dir(evaluations: Path | str | None, finetune: Path | str, target
     return last_epoch_dir(L.within(finetune, "finetune", fixed, arm=arm, seed=seed))
 
 
-def vanilla_items_dir(evaluations: Path | str | None, finetune: Path | str, target: str) -> Path | None:
+def vanilla_items_dir(evaluations: Path | str | None, finetune: Path | str | None, target: str) -> Path | None:
     """Where the vanilla model's per-item scores are: the vanilla evaluate step, else a finetune step's epoch 0."""
     if evaluations:
         ev = L.within(evaluations, "evaluate", {"target": target}, "evaluate-vanilla")
         if has_predictions(ev):
             return ev
+    if not finetune or not Path(finetune).is_dir():
+        return None
     for _, d in L.discover(finetune, "finetune", fixed={"target": target}):
         e0 = L.epoch_predictions_dir(d, 0)
         if has_predictions(e0):

@@ -23,8 +23,9 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -96,9 +97,16 @@ def _pyfunc(model_dir: Path, name: str) -> str:
     return str(info.registered_model_version)
 
 
-def _folder(client, run_id: str, model_dir: Path, family: str, name: str) -> str:
-    """The save_pretrained folder as plain artifacts, and a model version pointing at them."""
+def _folder(client, run_id: str, model_dir: Path, family: str, name: str, extra: Mapping[str, Any] | None = None
+            ) -> str:
+    """The save_pretrained folder as plain artifacts (and ``extra`` files beside it: name -> a file or a text),
+    and a model version pointing at them."""
     client.log_artifacts(run_id, str(model_dir), "model")
+    for fname, what in (extra or {}).items():
+        if isinstance(what, Path):
+            client.log_artifact(run_id, str(what), "model")
+        else:
+            client.log_text(run_id, str(what), f"model/{fname}")
     note = {"format": "transformers save_pretrained folder (safetensors)", "family": family,
             "load": f"transformers.{AUTO_CLASSES.get(family, 'AutoModel')}.from_pretrained("
                     "mlflow.artifacts.download_artifacts(artifact_uri='models:/" + name + "/<version>'))"}
@@ -113,8 +121,9 @@ def _folder(client, run_id: str, model_dir: Path, family: str, name: str) -> str
 
 
 def log_model_version(client, uri: str, model_dir: Path, family: str, run_id: str, name: str,
-                      flavor: str = "auto") -> tuple[str, str]:
-    """Log ``model_dir`` to ``run_id`` and register it as a new version of ``name``: (version, flavour used)."""
+                      flavor: str = "auto", extra: Mapping[str, Any] | None = None) -> tuple[str, str]:
+    """Log ``model_dir`` to ``run_id`` and register it as a new version of ``name``: (version, flavour used).
+    ``extra`` files (a post-hoc arm's matrix and note) go beside the weights, in the plain folder flavour."""
     import mlflow
 
     with fluent_uri(uri), mlflow.start_run(run_id=run_id):
@@ -125,4 +134,4 @@ def log_model_version(client, uri: str, model_dir: Path, family: str, run_id: st
                 return _transformers(model_dir, family, name), "transformers"
             except Exception as e:  # noqa: BLE001 - task unsupported by this transformers/mlflow pair
                 logger.warning("transformers flavour failed for %s (%s); logging the plain folder", model_dir, e)
-    return _folder(client, run_id, model_dir, family, name), "folder"
+    return _folder(client, run_id, model_dir, family, name, extra), "folder"

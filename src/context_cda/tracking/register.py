@@ -29,6 +29,7 @@ URI) makes the step run again.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import tempfile
@@ -38,7 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
-from ..config import arm_k
+from ..arms import arm_k, published_refs
+from ..arms import parse as parse_arm
 from ..errors import ConfigError, InputError
 from ..io import MANIFEST, StageRecorder, read_json, write_json, write_table
 from . import decisions as D
@@ -53,9 +55,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-KNOWN_INPUTS = {"model", "metrics", "evaluation", "vanilla"}
+KNOWN_INPUTS = {"model", "metrics", "evaluation", "vanilla", "arm_artifact"}
 ITEMS_PREFIX = "items_seed-"
+ITEMS_MODEL = "items_model"  # a post-hoc arm's per-item scores (no training seed)
 VANILLA_ITEMS = "items_vanilla"
+ARM_ARTIFACT = "arm_artifact"  # a projection arm's matrix, stored with the registered version
 TAG_METRICS = (SS, LMS, ICAT, CS)
 EVIDENCE_TAG = "evidence"
 
@@ -78,6 +82,9 @@ def register_inputs(
     from .. import stages as T
 
     folders = folders or T.step_inputs(config, "register", target=target)
+    spec = parse_arm(arm, config.train.k, published_refs(config, target))
+    if spec.posthoc:
+        return _posthoc_inputs(config, target, spec, folders)
     seed = config.train.seeds[0] if seed is None else seed
     fixed = {"target": target}
     ft = L.within(folders["finetune"], "finetune", fixed, arm=arm, seed=seed)
@@ -102,6 +109,36 @@ def register_inputs(
     return out
 
 
+def _posthoc_inputs(config: Config, target: str, spec, folders: Mapping[str, Path | str]) -> dict[str, Path]:
+    """A post-hoc arm's register inputs: the vanilla model (the arm is applied to it), its evaluate-posthoc
+    aggregate and per-item scores, vanilla's, and the arm's learnt matrix (logged with the version)."""
+    from ..models import local_folder
+
+    fixed = {"target": target}
+    out: dict[str, Path] = {"model": Path(local_folder(config.run.targets[target], config.run.model_cache))}
+    ev = folders.get("posthoc") or folders.get("evaluations")
+    if ev:
+        post = L.within(ev, "evaluate", fixed, "evaluate-posthoc", arm=spec.name)
+        out.update({"evaluation": post / L.AGGREGATE_FILE, ITEMS_MODEL: post})
+    van = folders.get("evaluations") or ev
+    if van:
+        out["vanilla"] = L.within(van, "evaluate", fixed, "evaluate-vanilla") / L.AGGREGATE_FILE
+    found = E.vanilla_items_dir(folders.get("evaluations"), folders.get("finetune"), target)
+    if found is not None:
+        out[VANILLA_ITEMS] = found
+    if spec.artifact and folders.get("debias"):
+        out[ARM_ARTIFACT] = L.within(folders["debias"], "debias", fixed, arm=spec.name) / spec.artifact
+    return {k: Path(v) for k, v in out.items() if Path(v).exists()}
+
+
+def registered_arms(config: Config, target: str) -> list[str]:
+    """The arms of ``target`` the register step registers, in order: every arm of train.arms it runs (the
+    post-hoc ones as the vanilla model with the arm applied); published checkpoints are scored, not registered."""
+    from ..arms import for_target
+
+    return for_target(config, target, ("trained", "projection", "scoring"))
+
+
 def run_register_target(
     config: Config, inputs: Mapping[str, Path | str], out_dir: Path | str, target: str,
     arms: Sequence[str] | None = None, evaluation: Path | str | None = None,
@@ -109,7 +146,7 @@ def run_register_target(
     """The ``register`` step of one target: every arm of ``arms`` (default ``train.arms``) in order (so the
     promotion gate sees the previous arm's decision), each into ``<out_dir>/<arm>/``. ``evaluation`` (a JSON
     file of metrics) overrides the evaluation of the one arm registered (``ccda register --evaluation``)."""
-    arms = list(config.train.arms if arms is None else arms)
+    arms = list(registered_arms(config, target) if arms is None else arms)
     if evaluation is not None and len(arms) != 1:
         raise ConfigError(f"register {target}: an evaluation override ({evaluation}) is for exactly one arm; "
                           f"got {len(arms)} ({', '.join(arms)}). Name one arm (--arm).")
@@ -175,6 +212,8 @@ def gate_evidence(inputs: Mapping[str, Path]) -> tuple[E.Evidence | None, E.Evid
     """(candidate pooled over its seeds, vanilla) per-item evidence from the ``items_*`` inputs (None: none)."""
     seeds = {int(k[len(ITEMS_PREFIX):]): Path(v) for k, v in inputs.items() if k.startswith(ITEMS_PREFIX)}
     cand = E.load(dict(sorted(seeds.items()))) if seeds else None
+    if cand is None and ITEMS_MODEL in inputs:
+        cand = E.load([inputs[ITEMS_MODEL]])
     van = E.load([inputs[VANILLA_ITEMS]]) if VANILLA_ITEMS in inputs else None
     return cand, van
 
@@ -289,8 +328,11 @@ def _register_version(ctx: _Context, client, tracker) -> tuple[str, str]:
         if key not in KNOWN_INPUTS and not key.startswith("items_"):
             tracker.log_artifact(path, f"inputs/{key}" if Path(path).is_dir() else "inputs")
     family = family_of_config(AutoConfig.from_pretrained(ctx.model_dir))
+    spec = parse_arm(ctx.arm, ctx.config.train.k, published_refs(ctx.config, ctx.target))
+    extra = _arm_files(ctx, spec) if spec.posthoc else {}
     version, flavor = log_model_version(client, tracking_uri(ctx.config), ctx.model_dir, family, tracker.run_id,
-                                        ctx.name, ctx.config.tracking.model_flavor)
+                                        ctx.name, "folder" if spec.posthoc else ctx.config.tracking.model_flavor,
+                                        extra=extra)
     # full precision: the tags are the version's metrics as the evaluation measured them
     tags = {k: repr(float(v)) for k, v in ctx.final.items() if k in TAG_METRICS and math.isfinite(v)}
     tags.update({"vanilla_" + k: repr(float(v)) for k, v in ctx.vanilla.items() if k in TAG_METRICS
@@ -306,6 +348,23 @@ def _register_version(ctx: _Context, client, tracker) -> tuple[str, str]:
     for k, v in tags.items():
         client.set_model_version_tag(ctx.name, version, k, v)
     return version, flavor
+
+
+def _arm_files(ctx: _Context, spec) -> dict[str, Any]:
+    """What a post-hoc arm's version holds beside the vanilla weights: ``ccda_arm.json`` (the arm, how to apply
+    it) and a projection arm's matrix (safetensors)."""
+    note: dict[str, Any] = {"arm": spec.name, "kind": spec.kind, "weights": "the vanilla target's, unchanged"}
+    files: dict[str, Any] = {}
+    if spec.kind == "projection" and ARM_ARTIFACT in ctx.inputs:
+        files[str(spec.artifact)] = ctx.inputs[ARM_ARTIFACT]
+        note["apply"] = (f"context_cda.scoring.interventions.Projection.load('{spec.artifact}').attach(model): "
+                         "the last hidden states projected before the head reads them")
+    if spec.kind == "scoring":
+        sd = ctx.config.baselines.self_debias
+        note.update(apply="score with context_cda.scoring.self_debias", prefixes=sd.prefixes,
+                    decay_constant=sd.decay_constant, epsilon=sd.epsilon, mode=ctx.config.baselines.mode)
+    files["ccda_arm.json"] = json.dumps(note, indent=2)
+    return files
 
 
 def _champion(client, name: str, new_version: str):

@@ -10,7 +10,9 @@ folder). Each arm reads one of them:
 * ``context-cda``: ``filter/<target>/k<train.k>/corpus.parquet`` (column ``text``), the semantic-entropy
   filtered contextual counterfactuals for this target model;
 * ``context-cda-k<K>``: the same with another k (ablation: k20, k40);
-* ``context-cda-nofilter``: the validated augmented table (column ``augmented``), nothing filtered.
+* ``context-cda-nofilter``: the validated augmented table (column ``augmented``), nothing filtered;
+* ``dropout``: the originals of the validated counterfactual table (the corpus as it is), trained with raised
+  dropout (:func:`context_cda.train.finetune.dropout_overrides`), as bias-bench's dropout debiasing.
 
 An explicit ``corpus`` input (``ccda finetune --input``) replaces the arm's table. Every arm is trained on the
 same number of tokens (``train.token_budget``; null: the smallest arm's count), taken from a seeded shuffle of its
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import schemas as S
-from ..config import arm_k
+from ..arms import parse as parse_arm
 from ..errors import InputError
 from ..io import read_table, require_columns, stable_id
 from ..layout import filtered_in
@@ -34,11 +36,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def arm_corpus(inputs: Mapping[str, Path | str], arm: str, default_k: float) -> tuple[str, Path]:
-    """(kind, table) that ``arm`` trains on: kind ``cda`` (a counterfactual table) or ``corpus`` (a text table)."""
-    k = arm_k(arm, default_k)
+    """(kind, table) that ``arm`` trains on: kind ``cda`` (a counterfactual table), ``original`` (its originals
+    only: the dropout arm) or ``corpus`` (a text table)."""
+    spec = parse_arm(arm, default_k)
+    if not spec.trained:
+        raise InputError(f"finetune {arm}: {arm} is not fine-tuned (a {spec.kind} arm, applied to the vanilla model "
+                         "by the evaluate step); fine-tune one of the trained arms.")
+    k = spec.k
     if "corpus" in inputs:
         return "corpus", Path(inputs["corpus"])
-    need = "cda" if arm == "cda" else "augmented" if k is None else "filtered"
+    need = "cda" if spec.corpus in ("cda", "original") else "augmented" if k is None else "filtered"
     if need not in inputs:
         raise InputError(
             f"finetune {arm}: inputs need {need!r} (the stage table's finetune inputs: cda, augmented, filtered) "
@@ -46,7 +53,7 @@ def arm_corpus(inputs: Mapping[str, Path | str], arm: str, default_k: float) -> 
         )
     if k is not None:
         return "corpus", filtered_in(inputs["filtered"], k)
-    return ("cda" if need == "cda" else "corpus"), Path(inputs[need])
+    return (spec.corpus if need == "cda" else "corpus"), Path(inputs[need])
 
 
 def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided") -> pd.DataFrame:
@@ -56,13 +63,17 @@ def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided") -> pd.Data
 
     df = read_table(path)
     if S.ID not in df.columns:  # a user's own table (ccda finetune --input): ids from the text
-        first = S.ORIGINAL if kind == "cda" else S.TEXT if S.TEXT in df.columns else S.AUGMENTED
+        first = S.ORIGINAL if kind in ("cda", "original") else S.TEXT if S.TEXT in df.columns else S.AUGMENTED
         df = df.assign(**{S.ID: [stable_id("row", t) for t in df.get(first, [None] * len(df))]})
     if kind == "cda":
         from ..cda import training_rows
 
         require_columns(df, {S.ORIGINAL: "text", S.COUNTERFACTUAL: "text"}, path)
         rows = training_rows(df, cda_mode)
+    elif kind == "original":  # the dropout arm: the corpus as it is, no counterfactual
+        require_columns(df, {S.ORIGINAL: "text"}, path)
+        rows = pd.DataFrame({S.ID: df[S.ID].astype(str), S.TEXT: df[S.ORIGINAL], "side": "original"})
+        rows = rows.drop_duplicates(S.TEXT)
     else:
         col = S.TEXT if S.TEXT in df.columns else S.AUGMENTED if S.AUGMENTED in df.columns else None
         if col is None:

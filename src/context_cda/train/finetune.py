@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
+from ..arms import of_kinds
 from ..errors import ConfigError, InputError
 from ..io import StageRecorder, atomic_dir, atomic_path, file_lock, write_json, write_table
 from .corpus import apply_token_budget, arm_corpus, count_tokens, load_arm_rows, tokenize_texts
@@ -87,17 +88,47 @@ def model_ref(config: Config, target: str) -> str:
         ) from None
 
 
-def load_target(config: Config, target: str):
-    """(model, tokenizer, family) of a target, in train mode on CPU (accelerate moves it)."""
+def load_target(config: Config, target: str, arm: str | None = None):
+    """(model, tokenizer, family) of a target, in train mode on CPU (accelerate moves it); the dropout arm's
+    model with its raised dropout (:func:`dropout_overrides`)."""
     from transformers import AutoConfig, AutoTokenizer
 
     from ..models import auto_class_for, family_of, family_of_config, resolve_pretrained
 
     path = resolve_pretrained(model_ref(config, target), config.run.model_cache)
-    fam = family_of_config(AutoConfig.from_pretrained(path))
-    model = auto_class_for(fam).from_pretrained(path)
+    mcfg = AutoConfig.from_pretrained(path)
+    fam = family_of_config(mcfg)
+    extra = dropout_overrides(mcfg, fam, config, target) if arm == "dropout" else {}
+    model = auto_class_for(fam).from_pretrained(path, **extra)
     tok = AutoTokenizer.from_pretrained(path)
     return model, tok, family_of(model)
+
+
+#: config keys of a model's dropout probabilities (read from its config, never from its name)
+HIDDEN_DROPOUT_KEYS = ("hidden_dropout_prob", "resid_pdrop", "embd_pdrop", "dropout", "dropout_rate",
+                       "hidden_dropout")
+ATTENTION_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
+#: bias-bench's dropout debiasing (Webster et al. 2020): run_mlm.py sets BERT's and RoBERTa's hidden dropout to 0.20
+#: and attention dropout to 0.15; run_clm.py sets GPT-2's resid/embd/attn dropout to 0.15
+BIAS_BENCH_DROPOUT = {"masked": (0.20, 0.15), "causal": (0.15, 0.15), "seq2seq": (0.15, 0.15)}
+
+
+def dropout_overrides(model_config: Any, family: str, config: Config, target: str) -> dict[str, float]:
+    """The dropout arm's config values: every dropout probability the model's config has, raised to
+    ``baselines.dropout.hidden`` / ``attention`` (null: bias-bench's values for the family). Llama-style configs
+    have only an attention dropout, which is then all the arm raises."""
+    hidden, attention = BIAS_BENCH_DROPOUT[family]
+    d = config.baselines.dropout
+    hidden = hidden if d.hidden is None else d.hidden
+    attention = attention if d.attention is None else d.attention
+    out = {k: hidden for k in HIDDEN_DROPOUT_KEYS if isinstance(getattr(model_config, k, None), float | int)}
+    out.update({k: attention for k in ATTENTION_DROPOUT_KEYS
+                if isinstance(getattr(model_config, k, None), float | int)})
+    if not out:
+        raise ConfigError(f"arm dropout on target {target}: its model config has no dropout probability "
+                          f"({', '.join(HIDDEN_DROPOUT_KEYS + ATTENTION_DROPOUT_KEYS)}), so there is nothing to raise; "
+                          "drop the dropout arm for this target (baselines.targets).")
+    return out
 
 
 def arm_token_count(config: Config, kind: str, path: Path, tokenizer, family: str) -> int:
@@ -108,7 +139,7 @@ def arm_token_count(config: Config, kind: str, path: Path, tokenizer, family: st
 def shared_token_budget(config: Config, inputs: Mapping[str, Path | str], tokenizer, family: str) -> int:
     """The smallest token count over the corpora of ``train.arms`` that exist (the default budget)."""
     counts = {}
-    for arm in config.train.arms:
+    for arm in of_kinds(config.train.arms, ("trained",), config.train.k):
         kind, path = arm_corpus(inputs, arm, config.train.k)
         if not path.exists():
             continue
@@ -263,7 +294,7 @@ def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: in
 
     rec = _recorder(config, inputs, out, target, arm, seed, token_budget)
     with rec.timed("load"), activity(f"load {config.run.targets[target]}"):
-        model, tok, family = load_target(config, target)
+        model, tok, family = load_target(config, target, arm)
         corpus = _corpus(config, inputs, arm, tok, family, token_budget)
         if config.train.lora.enabled:
             model = wrap_lora(model, config.train.lora, family)
@@ -294,6 +325,7 @@ def _recorder(config: Config, inputs, out: Path, target: str, arm: str, seed: in
         "target": target,
         "arm": arm,
         "token_budget_option": token_budget,
+        **({"dropout": config.baselines.dropout.model_dump(mode="json")} if arm == "dropout" else {}),
     }
     return StageRecorder("finetune", out, stage_cfg, dict(inputs),
                          versions=("torch", "transformers", "accelerate", "peft"))

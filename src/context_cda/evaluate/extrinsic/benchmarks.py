@@ -35,9 +35,10 @@ def _factory(scorer: Scorer):
 
     ref = getattr(scorer, "model_ref", None)
     device = str(scorer.device)
+    hook = getattr(scorer, "intervention", None)  # a projection arm: every task head reads the projected states
     if ref:
-        return HeadFactory(ref, device=device)
-    return HeadFactory(scorer.model, scorer.tokenizer, device=device)
+        return HeadFactory(ref, device=device, intervention=hook)
+    return HeadFactory(scorer.model, scorer.tokenizer, device=device, intervention=hook)
 
 
 def fit_and_predict(

@@ -60,10 +60,12 @@ class HeadFactory:
     ``PreTrainedModel`` (with ``tokenizer``), which is saved once (safetensors) to a temporary folder that
     :meth:`close` removes. Use as a context manager."""
 
-    def __init__(self, source: Any, tokenizer: Any = None, cache: str | None = None, device: str = "auto") -> None:
+    def __init__(self, source: Any, tokenizer: Any = None, cache: str | None = None, device: str = "auto",
+                 intervention: Any = None) -> None:
         from ...models import pick_device, resolve_pretrained
 
         self.device = pick_device(device)
+        self.intervention = intervention  # attached to every new model (``.attach(model)``: a projection arm)
         self._tmp: Path | None = None
         if isinstance(source, str | Path):
             self.path = resolve_pretrained(str(source), cache)
@@ -120,6 +122,8 @@ class HeadFactory:
                 f"{self.path}: cannot put a sequence-classification head on this checkpoint ({e})."
             ) from e
         model.config.pad_token_id = self.tokenizer.pad_token_id
+        if self.intervention is not None:
+            self.intervention.attach(model)
         return model.to(self.device)
 
 

@@ -1,0 +1,199 @@
+"""Self-Debias (Schick et al., 2021) as a scorer: the ``self-debias`` arm changes how a model is scored, not its
+weights.
+
+Each scored position is run twice in one batch: as the benchmark gives it (the *regular* row) and after a
+debiasing prefix ("The following text discriminates against people because of their gender: "). Where the prefix
+makes a token more likely (its probability ``p_b`` exceeds the regular ``p``), that token's probability is decayed,
+``p * max(exp(-lambda * (p_b - p)), epsilon)``, and the distribution renormalised. The benchmarks read these
+probabilities where they read the model's own (StereoSet, CrowS-Pairs), so every scoring rule stays the same.
+
+How the rows are built follows McGill-NLP/bias-bench (``MaskedLMWrapper.get_token_logits_self_debiasing``,
+``GPT2Wrapper.compute_loss_self_debiasing``): the prefixes (``[CLS]`` and ``[CLS] <prefix>`` for masked LMs, ``""``
+and ``<prefix>`` for causal LMs) are left-padded to one width and put before the input; position ids count the
+attended tokens (masked LMs: from the embeddings' padding index when they have one, RoBERTa-style, else from 0).
+
+One difference has a mode. bias-bench's causal runner reads the *first* token of a sentence at the last prefix
+position, where the regular row holds padding only: the model attends there to nothing, so the value depends on
+the attention implementation (this module uses the model's own, transformers' ``sdpa`` by default). With
+``mode="bias-bench"`` that is what is computed; by default the regular distribution of the first token is the one
+the plain scorer uses (after the start token), so self-debias changes only what the prefix changes. bias-bench also
+hard-codes where the sentence starts in the prefixed row (13 for gender: GPT-2's token count of the prefix); the
+default mode reads at the prefix's token count for the model's tokenizer (13 for GPT-2's), bias-bench mode at
+bias-bench's number, whatever the tokenizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ModelError
+from .base import _accepts
+from .causal import CausalScorer
+from .masked import MaskedScorer
+
+#: where bias-bench's causal runners read the sentence in the prefixed row, by bias type (its hard-coded "lengths
+#: of prompts": GPT-2's token counts of the prefixes); bias-bench mode reads there whatever the tokenizer
+BIAS_BENCH_POSITIONS = {"gender": 13, "race": 15, "race-color": 15, "religion": 13}
+
+
+@dataclass(frozen=True)
+class SelfDebiasSettings:
+    prefixes: tuple[str, ...]
+    decay_constant: float = 50.0
+    epsilon: float = 0.01
+    mode: str = "default"  # default | bias-bench
+    position: int | None = None  # bias-bench mode: its fixed sentence position (None: the prefix's token count)
+
+
+def debiased_logprobs(logits: Any, n_prefixes: int, decay: float, epsilon: float) -> Any:
+    """log of the self-debiased distribution of row 0 from ``logits`` (1 + n_prefixes, ..., V): bias-bench's
+    ``SelfDebiasingLogitsProcessor`` (alpha = max(p_biased - p_regular, 0), the max over the prefixes' p)."""
+    import torch
+
+    p = logits[0].float().softmax(dim=-1)
+    biased = logits[1 : 1 + n_prefixes].float().softmax(dim=-1).amax(dim=0)
+    alpha = torch.clamp(biased - p, min=0.0)
+    factor = torch.clamp(torch.exp(-alpha * decay), min=epsilon)
+    q = p * factor
+    return torch.log(q / q.sum(dim=-1, keepdim=True))
+
+
+def _left_padded(tokenizer: Any, texts: Sequence[str], pad: int, add_special_tokens: bool) -> tuple[list, list]:
+    """(ids, attention) rows of ``texts`` left-padded to one width (bias-bench pads right, flips the mask and
+    rolls the ids: the same rows)."""
+    enc = [list(map(int, tokenizer(t, add_special_tokens=add_special_tokens)["input_ids"])) for t in texts]
+    width = max((len(e) for e in enc), default=0)
+    return ([[pad] * (width - len(e)) + e for e in enc], [[0] * (width - len(e)) + [1] * len(e) for e in enc])
+
+
+class _SelfDebiasMixin:
+    settings: SelfDebiasSettings
+
+    def _rows(self: Any, prefix_ids: list, prefix_att: list, seq: Sequence[int]) -> dict[str, Any]:
+        import torch
+
+        ids = torch.tensor([p + list(seq) for p in prefix_ids], dtype=torch.long)
+        att = torch.tensor([a + [1] * len(seq) for a in prefix_att], dtype=torch.long)
+        pos = self._positions(att)
+        return {"input_ids": ids.to(self.device), "attention_mask": att.to(self.device), "position_ids": pos.to(self.device)}
+
+    def _debias(self: Any, logits: Any) -> Any:
+        s = self.settings
+        return debiased_logprobs(logits, len(s.prefixes), s.decay_constant, s.epsilon)
+
+
+class SelfDebiasMaskedScorer(_SelfDebiasMixin, MaskedScorer):
+    """A masked LM scored with self-debiasing at every masked position (one sequence per forward pass, as
+    bias-bench)."""
+
+    def __init__(self, model: Any, tokenizer: Any, settings: SelfDebiasSettings, progress: bool = False) -> None:
+        super().__init__(model, tokenizer, batch_size=1, progress=progress)
+        if not _accepts(model, "position_ids"):
+            raise ModelError(f"self-debias: {type(model).__name__} takes no position_ids, which the prefixed rows "
+                             "need; use a BERT- or RoBERTa-style masked LM.")
+        cls = tokenizer.cls_token
+        if cls is None:
+            raise ModelError(f"self-debias: the tokenizer of {type(model).__name__} has no CLS token to start the "
+                             "prefixed rows with.")
+        self.settings = settings
+        texts = [cls, *(f"{cls} {p}" for p in settings.prefixes)]
+        self._prefix_ids, self._prefix_att = _left_padded(tokenizer, texts, self.pad_id, False)
+
+    def _positions(self, att: Any) -> Any:
+        pos = att.cumsum(-1)
+        emb = getattr(getattr(self.model, "base_model", self.model), "embeddings", None)
+        pad_idx = getattr(emb, "padding_idx", None)
+        pos = pos + int(pad_idx) if isinstance(pad_idx, int) else pos - 1
+        return pos.masked_fill(att == 0, 1)
+
+    def logprobs_at(self, seqs, positions, targets, token_type_ids=None) -> list[float]:
+        """log p_debiased(target | seq) at ``position`` (the sequence holds its mask token; its first token is
+        the CLS the prefixes replace)."""
+        import torch
+
+        out = []
+        width = len(self._prefix_ids[0])
+        with torch.inference_mode(), self._progress(len(seqs), "self-debias") as bar:
+            for seq, pos, t in zip(seqs, positions, targets, strict=True):
+                rows = self._rows(self._prefix_ids, self._prefix_att, list(seq)[1:])
+                logits = self.model(**rows).logits
+                lp = self._debias(logits[:, width + pos - 1])
+                out.append(float(lp[int(t)]))
+                bar.update(1)
+        return out
+
+
+class SelfDebiasCausalScorer(_SelfDebiasMixin, CausalScorer):
+    """A causal LM scored with self-debiasing at every position (one sentence per forward pass, as bias-bench)."""
+
+    def __init__(self, model: Any, tokenizer: Any, settings: SelfDebiasSettings, progress: bool = False) -> None:
+        super().__init__(model, tokenizer, batch_size=1, progress=progress)
+        if not _accepts(model, "position_ids"):
+            raise ModelError(f"self-debias: {type(model).__name__} takes no position_ids, which the prefixed rows "
+                             "need.")
+        self.settings = settings
+        pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else self.pad_id  # bias-bench: pad = EOS
+        # the regular row's "prefix" is "" - bias-bench encodes it with the special tokens, so a tokenizer that adds
+        # BOS puts one before the sentence there; the default mode keeps the sentence alone, as the plain scorer
+        regular = _left_padded(tokenizer, [""], int(pad), settings.mode == "bias-bench")
+        prefixed = _left_padded(tokenizer, list(settings.prefixes), int(pad), True)
+        width = max(len(regular[0][0]), len(prefixed[0][0]))
+        rows = [(ids, att) for part in (regular, prefixed) for ids, att in zip(*part, strict=True)]
+        self._prefix_ids = [[int(pad)] * (width - len(i)) + i for i, _ in rows]
+        self._prefix_att = [[0] * (width - len(a)) + a for _, a in rows]
+
+    @property
+    def prefix_length(self) -> int:
+        """Where the sentence is read in the prefixed rows: the prefix's token count (bias-bench mode: its fixed
+        position, 13 for gender, GPT-2's count)."""
+        fixed = self.settings.position if self.settings.mode == "bias-bench" else None
+        return int(fixed) if fixed is not None else len(self._prefix_ids[0])
+
+    def _positions(self, att: Any) -> Any:
+        return (att.cumsum(-1) - 1).masked_fill(att == 0, 1)
+
+    def _sentence(self, seq: Sequence[int], start_id: int | None) -> list[float]:
+        """Debiased log p of every token of ``seq``: token 0 at the last prefix position, token i after tokens
+        0..i-1 (the regular row holds the sentence alone, as bias-bench's two-pass scoring)."""
+        import torch
+
+        width = self.prefix_length
+        if width > len(self._prefix_ids[0]) + 1:
+            raise ModelError(f"self-debias (bias-bench mode) reads the sentence at position {width} (bias-bench's fixed "
+                             f"number, GPT-2's prefix length), but this tokenizer's prefix has only "
+                             f"{len(self._prefix_ids[0])} tokens; use baselines.mode=default.")
+        with torch.inference_mode():
+            logits = self.model(**self._rows(self._prefix_ids, self._prefix_att, seq)).logits
+            read = logits[:, width - 1 : width - 1 + len(seq)].clone()
+            if self.settings.mode != "bias-bench" and start_id is not None:
+                read[0, 0] = self._start_logprobs(int(start_id)).to(read.device)  # the plain scorer's first token
+            lp = self._debias(read)
+        return [float(lp[i, int(t)]) for i, t in enumerate(seq)]
+
+    def two_pass_logprobs(self, seqs: Sequence[Sequence[int]], start_id: int | None = None) -> list[list[float]]:
+        start = self.start_id if start_id is None else start_id
+        out = []
+        with self._progress(len(seqs), "self-debias") as bar:
+            for s in seqs:
+                out.append(self._sentence(s, start))
+                bar.update(1)
+        return out
+
+    def token_logprobs(self, seqs: Sequence[Sequence[int]], desc: str = "self-debias") -> list[list[float]]:
+        """[log p_debiased(s[i] | s[:i]) for i in 1..len-1] per sequence (the context is the sequence's start)."""
+        return [self._sentence(list(s), None)[1:] if len(s) > 1 else [] for s in seqs]
+
+
+def self_debias_scorer(scorer: Any, settings: SelfDebiasSettings, progress: bool = False) -> Any:
+    """The self-debiasing counterpart of a loaded masked or causal scorer (same model and tokenizer)."""
+    if scorer.family == "masked":
+        out = SelfDebiasMaskedScorer(scorer.model, scorer.tokenizer, settings, progress)
+    elif scorer.family == "causal":
+        out = SelfDebiasCausalScorer(scorer.model, scorer.tokenizer, settings, progress)
+    else:
+        raise ModelError(f"self-debias is defined for masked and causal LMs; {type(scorer.model).__name__} is "
+                         f"{scorer.family}.")
+    out.model_ref = getattr(scorer, "model_ref", None)
+    return out
