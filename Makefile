@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install demo data test test-slow test-images images lint params dvc docs clean-runs
+.PHONY: install demo data test test-slow test-images images lint params dvc docs
 
 install: $(VENV)/.installed
 

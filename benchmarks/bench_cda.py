@@ -2,7 +2,7 @@
 
     python benchmarks/bench_cda.py [--n 100000] [--corpus PATH]
 
-Sentences: the gendered sentences of WikiText-2 test (../shared/data/corpus, via the ingest stage), cycled to
+Sentences: the gendered sentences of WikiText-2 test (the dataset wikitext-2-test by name, via the ingest stage), cycled to
 --n; without the file, template sentences. The reference is what research scripts do: split on spaces and look
 each token up in a dict (no case, punctuation, possessive or her/his handling, so it is *less* correct). Both
 run single-threaded in this process. Prints sentences/s for each and the ratio.
@@ -25,7 +25,14 @@ from context_cda.config import load_config
 from context_cda.io import write_table
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = ROOT.parent / "shared" / "data" / "corpus" / "wikitext-2-raw_wiki.test.raw"
+
+def default_corpus() -> Path:
+    """WikiText-2 test by dataset name (the mirror in $CCDA_DATA_DIR or the data cache; no download), else none."""
+    from context_cda import datasets as D
+
+    ds = D.get("wikitext-2-test")
+    root = D.find(ds)
+    return ds.location(root) if root is not None else Path("-")
 
 
 def load_sentences(corpus: Path, n: int) -> list[str]:
@@ -53,12 +60,12 @@ def naive_reference(sentences: list[str], table: dict[str, str]) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--corpus", type=Path, default=None, help="default: the wikitext-2-test dataset, when found")
     ap.add_argument("--repeat", type=int, default=3, help="best of N timings")
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-    sentences = load_sentences(args.corpus, args.n)
+    sentences = load_sentences(args.corpus or default_corpus(), args.n)
     ids = [str(i) for i in range(len(sentences))]
     cfg = load_config(None, {}, params_file=ROOT / "params.yaml")
     swapper = make_swapper(cfg)

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
 
 
 class PeakRSS:
@@ -108,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--max-items", type=int, default=None, help="Only the first N items of each benchmark.")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (same for both paths).")
-    ap.add_argument("--stereoset", default=str(SHARED / "stereoset" / "stereoset_dev_flat.jsonl"))
-    ap.add_argument("--crows", default=str(SHARED / "crows_pairs" / "crows_pairs_anonymized.csv"))
+    ap.add_argument("--stereoset", default=None, help="default: the stereoset dataset (mirror, cache or download)")
+    ap.add_argument("--crows", default=None, help="default: the crows-pairs dataset (mirror, cache or download)")
     args = ap.parse_args(argv)
 
     import torch
@@ -119,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     from context_cda.scoring import scorer_for
 
     torch.set_num_threads(args.threads)
-    ss_items = load_stereoset(args.stereoset, "gender")[: args.max_items]
-    cp_items = load_crows(args.crows, "gender")[: args.max_items]
+    from context_cda.datasets import resolve
+
+    ss_items = load_stereoset(args.stereoset or resolve("stereoset"), "gender")[: args.max_items]
+    cp_items = load_crows(args.crows or resolve("crows-pairs"), "gender")[: args.max_items]
     n_items = len(ss_items) + len(cp_items)
     print(f"items: StereoSet-gender {len(ss_items)} + CrowS-gender {len(cp_items)} = {n_items}; "
           f"torch threads {args.threads}; batch size {args.batch_size}")

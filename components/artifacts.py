@@ -31,7 +31,8 @@ class FilteredCorpora(dsl.Dataset):
 
 
 class Checkpoint(dsl.Model):
-    """``finetune/<target>/<arm>/``: ``checkpoints/epoch-N``, ``final/`` (save_pretrained) and ``metrics.csv``."""
+    """``finetune/<target>/<arm>/``: ``final/`` (save_pretrained), ``metrics.csv`` (and ``checkpoints/epoch-N`` while
+    unfinished, or with ``train.keep_resume_state``)."""
 
 
 class Projection(dsl.Model):

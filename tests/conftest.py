@@ -1,5 +1,6 @@
 """Shared fixtures. Benchmark data is read in place from the mirror named by $CCDA_DATA_DIR (`.ci/run` points it at
-../shared/data, the workspace's benchmark folder, which is also the default); tests skip when it is absent."""
+the workspace's benchmark folder), by dataset name through the resolver (tests/helpers/data.py) or as the mirror
+folder itself (the ``shared_data`` fixture); tests that need it skip when it is not set."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 _MIRROR = os.environ.get("CCDA_DATA_DIR", "")
-SHARED_DATA = Path(_MIRROR if _MIRROR and not _MIRROR.startswith("s3:") else ROOT.parent / "shared" / "data")
+SHARED_DATA = Path(_MIRROR) if _MIRROR and not _MIRROR.startswith("s3:") else None
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -23,9 +24,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The benchmark mirror ($CCDA_DATA_DIR, else ../shared/data), or skip the test when it is not there."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"benchmark data not found at {SHARED_DATA} (set CCDA_DATA_DIR to a mirror folder)")
+    """The benchmark mirror folder ($CCDA_DATA_DIR), or skip the test when it is not set or not there."""
+    if SHARED_DATA is None or not SHARED_DATA.is_dir():
+        pytest.skip(f"no benchmark mirror folder (CCDA_DATA_DIR={_MIRROR or 'not set'}; set it to a mirror folder)")
     return SHARED_DATA
 
 
@@ -38,10 +39,12 @@ def data_mirror(shared_data: Path, monkeypatch, tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def wikitext(shared_data: Path) -> Path:
-    p = shared_data / "corpus" / "wikitext-2-raw_wiki.test.raw"
-    if not p.is_file():
-        pytest.skip("WikiText-2 test file not found")
+def wikitext() -> Path:
+    from tests.helpers.data import SKIP_REASON, mirrored
+
+    p = mirrored("wikitext-2-test")
+    if p is None:
+        pytest.skip(SKIP_REASON.format("wikitext-2-test"))
     return p
 
 

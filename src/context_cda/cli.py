@@ -54,6 +54,23 @@ def _setup_logging() -> None:
         log.addHandler(handler)
     log.setLevel(os.environ.get("CCDA_LOG_LEVEL", "INFO"))
     log.propagate = False
+    _for_a_log()
+
+
+def _for_a_log() -> None:
+    """Output that reads well in a log file or a pod's log: stdout written line by line (the step banners and
+    summaries arrive in order with the stderr progress lines), library progress bars off off a terminal (ours
+    write lines instead: :mod:`context_cda.progress`), and the third-party warnings that mean nothing to a user
+    filtered (said once, by name)."""
+    import os
+
+    from .progress import on_terminal, quiet_library_noise
+
+    if not sys.stdout.isatty() and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)
+    if not on_terminal():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' "Loading weights" bars
+    quiet_library_noise()
 
 
 _ENVIRONMENT_ERRNOS = ("EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG",

@@ -724,6 +724,11 @@ class TrainConfig(Section):
         False, description="Keep each older epoch's model weights (checkpoints/epoch-N/model.safetensors) when its "
         "full state is deleted; metrics.csv holds every epoch's metrics either way.",
     )
+    keep_resume_state: bool = Field(
+        False, description="Keep checkpoints/ (the last full training state: weights, optimizer, scheduler, RNG) "
+        "when fine-tuning finishes; by default it is deleted then (final/ holds the model; only a resume of an "
+        "unfinished run needs the state), which saves about 3x the model's size per arm and seed.",
+    )
     lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA (peft) settings.")
 
     @field_validator("arms")

@@ -254,11 +254,12 @@ class _Selection:
 def _read_sentences(files: list[Path], config: Config, sel: _Selection, stats: Counter) -> None:
     """Every line of every file: normalised, split into sentences, each kept or rejected."""
     import pysbd
-    from tqdm import tqdm
+
+    from .progress import iterate
 
     segmenter = pysbd.Segmenter(language="en", clean=False)
     for path in files:
-        for raw in tqdm(read_lines(path, config, stats), desc=f"ingest {path.name}", unit=" lines", mininterval=1.0):
+        for raw in iterate(read_lines(path, config, stats), f"ingest {path.name}", "line"):
             stats["lines"] += 1
             if raw.problem:
                 sel.reject(raw.text, raw.source, raw.line, raw.problem)

@@ -543,10 +543,10 @@ def find(ds: Dataset, cache: str | os.PathLike[str] | None = None, tried: list[s
     return None
 
 
-def locate(ds: Dataset, cache: str | os.PathLike[str] | None = None, *, key: str | None = None) -> Path:
-    """The root holding ``ds``: :func:`find`, else downloaded into the cache; else one error listing every place
-    looked at and how to fetch the data."""
-    tried = [f"{key}: not set"] if key else []
+def obtain(ds: Dataset, cache: str | os.PathLike[str] | None = None, tried: list[str] | None = None) -> Path | None:
+    """The root holding ``ds``: :func:`find`, else downloaded into the cache now; None when neither worked (why
+    each place did not have it: in ``tried``)."""
+    tried = [] if tried is None else tried
     root = find(ds, cache, tried)
     if root is not None:
         return root
@@ -557,6 +557,16 @@ def locate(ds: Dataset, cache: str | os.PathLike[str] | None = None, *, key: str
     except _DownloadFailed as e:
         _prune(ds, cache_root)
         tried.append(f"download {e.url}: {e.reason}")
+    return None
+
+
+def locate(ds: Dataset, cache: str | os.PathLike[str] | None = None, *, key: str | None = None) -> Path:
+    """The root holding ``ds`` (:func:`obtain`); else one error listing every place looked at and how to fetch
+    the data."""
+    tried = [f"{key}: not set"] if key else []
+    root = obtain(ds, cache, tried)
+    if root is not None:
+        return root
     fix = (f"Fetch it with `{FETCH_HINT} {ds.name}` on a machine with network access (with `--to DIR` it writes a "
            f"mirror folder: bring DIR here and set {DATA_DIR_ENV}=DIR)")
     if key:
@@ -624,13 +634,14 @@ class _DownloadFailed(Exception):
 def _download(url: str, dest: Path, timeout: float = 120.0) -> None:
     """Stream ``url`` into the (temporary) file ``dest``. A module global: tests replace it to stay offline."""
     import httpx
-    from tqdm import tqdm
+
+    from .progress import Progress
 
     with httpx.stream("GET", url, follow_redirects=True, timeout=timeout) as r:
         r.raise_for_status()
         total = int(r.headers.get("content-length", 0)) or None
-        with open(dest, "wb") as f, tqdm(total=total, unit="B", unit_scale=True, desc=f"download {dest.name}",
-                                         disable=total is None or total < (8 << 20)) as bar:
+        with open(dest, "wb") as f, Progress(total, f"download {dest.name}", "B", unit_scale=True,
+                                             bar=total is not None and total >= (8 << 20)) as bar:
             for chunk in r.iter_bytes(1 << 20):
                 f.write(chunk)
                 bar.update(len(chunk))

@@ -62,16 +62,19 @@ def file_sha256(path: Path | str, chunk: int = 1 << 20) -> str:
 _CONTENT_HASH_MAX = 8 << 20  # folder members up to this size are hashed by content, larger ones by size + mtime
 
 
-def path_hash(path: Path | str, ignore: tuple[str, ...] = ()) -> str:
+def path_hash(path: Path | str, ignore: tuple[str, ...] = (), ignore_dirs: tuple[str, ...] = ()) -> str:
     """sha256 of a file; for a folder, sha256 of its (relative path, member hash) listing, where members above
     8 MiB (weights, optimizer states) count by size and modification time, so big folders are not read back
-    each time a manifest or an up-to-date check looks at them. Files named in ``ignore`` are left out."""
+    each time a manifest or an up-to-date check looks at them. Files named in ``ignore``, and everything below a
+    folder named in ``ignore_dirs``, are left out."""
     p = Path(path)
     if p.is_file():
         return file_sha256(p)
     if p.is_dir():
         h = hashlib.sha256()
-        for f in sorted(q for q in p.rglob("*") if q.is_file() and q.name not in ignore):
+        skip = set(ignore_dirs)
+        for f in sorted(q for q in p.rglob("*") if q.is_file() and q.name not in ignore
+                        and not skip.intersection(q.relative_to(p).parts[:-1])):
             st = f.stat()
             h.update(str(f.relative_to(p)).encode())
             h.update((file_sha256(f) if st.st_size <= _CONTENT_HASH_MAX else f"{st.st_size}:{st.st_mtime_ns}").encode())

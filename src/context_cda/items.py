@@ -158,11 +158,13 @@ def run_items(run: ItemRun[T], items: Sequence[T], process: Callable[[list[T], A
 
 
 def _bar(run: ItemRun[Any], total: int) -> Any:
-    if not run.progress or not total:
+    """A bar on a terminal when ``run.progress``, else a progress line every interval (:mod:`context_cda.progress`:
+    done, rate, ETA, the stage's postfix), so a log shows this work too."""
+    if not total:
         return None
-    from tqdm.auto import tqdm
+    from .progress import Progress
 
-    return tqdm(total=total, unit=run.unit, desc=run.what, dynamic_ncols=True, smoothing=0.1)
+    return Progress(total, run.what, run.unit, bar=run.progress)
 
 
 def _check_rows(run: ItemRun[Any], chunk: Sequence[Any], rows: Sequence[dict[str, Any]]) -> None:

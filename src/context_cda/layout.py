@@ -15,7 +15,7 @@ this module for paths; none of them joins a file name of its own::
     <run>/sample/samples.parquet                    the parts merged, once for every target (+ rejected, errors)
     <run>/entropy/<target>/scores.parquet           the samples scored by the target (+ audit.parquet, rejected)
     <run>/filter/<target>/k<k>/corpus.parquet       one folder per k (+ se_hist.png)
-    <run>/finetune/<target>/<arm>/seed-<seed>/      final/, checkpoints/, metrics.csv, train_rows.parquet,
+    <run>/finetune/<target>/<arm>/seed-<seed>/      final/, metrics.csv, train_rows.parquet, checkpoints/ (unfinished),
                                                     predictions/epoch-<N>/<benchmark>/predictions.parquet
                                                     (per-epoch intrinsic scores: epoch 0 and the last epoch)
     <run>/evaluate/<target>/vanilla/                aggregate.json, <benchmark>/{predictions.parquet,aggregate.json}
@@ -80,6 +80,17 @@ PROJECTION_FILE = "projection.safetensors"  # the inlp arm's projection matrix (
 BIAS_DIRECTION_FILE = "bias_direction.safetensors"  # the sentence-debias arm's bias subspace (debias step)
 DEBIAS_ROWS_FILE = "debias_rows.parquet"  # the sentences / pairs a projection was learnt from, with their class
 DEBIAS_LINES_FILE = "lines.txt"  # the corpus lines handed to the learner, one per line (bias-bench's input file)
+#: step -> the folders inside its step folder that only a resume of that unfinished step needs: fine-tuning's full
+#: training states, which a finished fine-tuning deletes (final/ holds the model; train.keep_resume_state keeps them)
+RESUME_STATE: dict[str, tuple[str, ...]] = {"finetune": (CHECKPOINTS_DIR,)}
+#: step -> its per-item stores and caches (context_cda.items checkpoints): the augment parts' result shards and
+#: generation cache, the sample parts' result shards and drawn samples, each target's entropy shards. A finished
+#: step keeps them (small), so a rerun with a larger limit or other settings redoes only what changed; `ccda clean`
+#: removes them (and any resume state left). The merges read the parts' tables, never these.
+CACHES: dict[str, tuple[str, ...]] = {"augment-part": ("shards", "cache"), "sample-part": ("shards", "draws"),
+                                      "entropy": ("shards",)}
+#: what the runner's up-to-date checks leave out of a folder input (removing it changes no step's inputs)
+RESUME_DIRS: tuple[str, ...] = tuple(dict.fromkeys(d for t in (RESUME_STATE, CACHES) for ds in t.values() for d in ds))
 
 #: step folder templates, relative to the run folder (keys in braces are filled per step)
 FOLDERS: dict[str, str] = {

@@ -29,9 +29,11 @@ from typing import Any
 
 from . import stages as T
 from .config import Config
-from .errors import ConfigError, ItemErrors
+from .errors import ConfigError, InputError, ItemErrors
 from .io import file_lock, json_hash, path_hash, write_json
-from .layout import LOCK_FILE, RunLayout
+from .layout import LOCK_FILE, RESUME_DIRS, RunLayout
+from .progress import activity
+from .progress import step as progress_step
 from .signals import Terminated
 from .stages import get_stage
 
@@ -134,12 +136,17 @@ def select(steps: list[Step], only: Iterable[str] | None = None, until: str | No
 # ------------------------------------------------------------------------------------------------------ freshness
 
 
-def _input_hashes(step: Step) -> dict[str, str] | None:
+#: how a marker's input hashes were computed: 2 leaves the resume state out (layout.RESUME_DIRS), so removing it
+#: (`ccda clean`, a finished fine-tuning) leaves the later steps up to date; markers without a rule are rule 1
+HASH_RULE = 2
+
+
+def _input_hashes(step: Step, rule: int = HASH_RULE) -> dict[str, str] | None:
     out = {}
     for name, p in step.inputs.items():
         if not Path(p).exists():
             return None
-        out[name] = path_hash(p, ignore=(MARKER, LOCK_FILE))
+        out[name] = path_hash(p, ignore=(MARKER, LOCK_FILE), ignore_dirs=RESUME_DIRS if rule >= 2 else ())
     return out
 
 
@@ -153,7 +160,7 @@ def is_fresh(step: Step, config: Config) -> bool:
         return False
     if rec.get("key") != step.key(config):
         return False
-    hashes = _input_hashes(step)
+    hashes = _input_hashes(step, int(rec.get("hash_rule", 1)))
     return (hashes is not None and rec.get("inputs") == hashes and _outputs_exist(step.out_dir)
             and _row_fresh(step, config))
 
@@ -190,12 +197,12 @@ def run_step(step: Step, config: Config, **extra: Any) -> dict[str, Any]:
     """Run one step holding its folder's lock; mark it up to date only when it ended without error items."""
     fn = get_stage(step.row.step)
     marker = step.out_dir / MARKER
-    with file_lock(step.out_dir / LOCK_FILE, step.name):
+    with file_lock(step.out_dir / LOCK_FILE, step.name), progress_step(step.name), activity(step.name):
         marker.unlink(missing_ok=True)  # a step that starts is not up to date until it ends cleanly
         summary = fn(config, dict(step.inputs), step.out_dir, **step.options, **extra)
         if not error_items(summary):
             write_json(marker, {"stage": step.row.step, "name": step.name, "key": step.key(config),
-                                "inputs": _input_hashes(step) or {}})
+                                "hash_rule": HASH_RULE, "inputs": _input_hashes(step) or {}})
     return summary
 
 
@@ -219,7 +226,7 @@ def run_pipeline(
         config.run.allow_errors = allow_errors
     RunLayout.of(config).check()
     steps = select(plan(config, targets), only, until)
-    check_requirements(config, steps)
+    check_requirements(config, steps if force else to_run(steps, config))
     results: list[StepResult] = []
     vanilla: dict[str, dict[str, float]] = {}
     notify = on_event or (lambda *_: None)
@@ -284,14 +291,32 @@ def _check_error_share(config: Config, results: list[StepResult], step: Step) ->
             sum(r.errors for r in results), step.name)
 
 
+def to_run(steps: list[Step], config: Config) -> list[Step]:
+    """The steps from the first one that is not up to date on (the ones before it will be skipped; any after it
+    may run, as its outputs change)."""
+    for i, step in enumerate(steps):
+        if not is_fresh(step, config):
+            return steps[i:]
+    return []
+
+
 def check_requirements(config: Config, steps: list[Step]) -> None:
-    """Before any step runs (:mod:`context_cda.preflight`): the model references the steps load resolve and their
-    files are whole (a missing folder, a truncated GGUF or safetensors file, a folder without its tokenizer fail
-    here, not after an hour of earlier steps), the tracking server and S3 endpoint the steps talk to answer, the
-    benchmark files they evaluate on parse, and ``run.device`` exists when a step uses it. Nothing is loaded."""
+    """Before any step runs, everything the ``steps`` need (:mod:`context_cda.preflight`): the benchmark names and
+    datasets they read, each problem one line naming the key to change, all of them in one error
+    (:func:`preflight_problems`; a named dataset neither mirrored nor cached is downloaded now); the model
+    references they load and their files (a missing folder, a truncated GGUF or safetensors file, a folder without
+    its tokenizer fail here, not after an hour of earlier steps); ``run.device`` when a step uses it; the tracking
+    server and S3 endpoint the steps talk to; the benchmark files they evaluate on. No model is loaded."""
     from .models import check_device
     from .preflight import check_benchmark_files, check_model_files, check_services
 
+    problems = preflight_problems(config, steps)
+    found = [p for p in problems if not p.startswith("to fix:")]
+    if len(found) == 1:  # one problem: one line (with its fix)
+        raise InputError("pre-flight, nothing was run: " + " ".join(problems))
+    if found:
+        raise InputError(f"pre-flight: {len(found)} problems found before the first step (nothing was run):\n  "
+                         + "\n  ".join(problems))
     check_model_files(config, steps)
     check_arm_families(config, steps)
     if config.run.device not in ("auto", "cpu") and any(s.row.gpu != "no" for s in steps):
@@ -315,6 +340,15 @@ def check_arm_families(config: Config, steps: list[Step]) -> None:
             seen[target] = peek_family(config.run.targets[target], config.run.model_cache)
         if seen[target] is not None and arm not in config.baselines.published.get(target, {}):
             check_family(arm, str(seen[target]), target)
+
+
+def preflight_problems(config: Config, steps: list[Step]) -> list[str]:
+    """One line per thing the planned steps need and cannot have: unknown benchmark names, datasets that are
+    neither given, mirrored, cached nor downloadable (:mod:`context_cda.preflight`)."""
+    from . import preflight
+
+    names = [s.row.step for s in steps]
+    return preflight.check_benchmarks(config, names) + preflight.check_datasets(config, names)
 
 
 def _finish_tracking(config: Config, status: str) -> None:
@@ -366,7 +400,7 @@ def rows_out(summary: dict[str, Any]) -> str:
     """A short 'what came out' for the summary table."""
     parts = []
     for key in ("rows_out", "rows_valid", "accepted", "rejected", "errors", "rows_rejected", "rows_quarantined",
-                "scored", "kept", "dropped", "tokens", "epochs", "version", "promote"):
+                "scored", "kept", "dropped", "tokens", "epochs", "version", "decision"):
         if key == "errors" and not summary.get(key):
             continue
         if key in summary and not isinstance(summary[key], dict | list):

@@ -183,7 +183,7 @@ TABLE: tuple[Stage, ...] = (
            Input("filtered", "filter", None, ("target",)),
            Input("neutral", "validate-neutral", L.VALID_FILE, optional=True)),
           fanout=("target", "arm", "seed"), gpu="yes", code=("train", "optim.py", "cda", "evaluate", "arms.py", *_MODEL),
-          artifact="checkpoint", outs=(L.CHECKPOINTS_DIR, L.FINAL_DIR, L.TRAIN_ROWS_FILE, L.EPOCH_PREDICTIONS_DIR),
+          artifact="checkpoint", outs=(L.FINAL_DIR, L.TRAIN_ROWS_FILE, L.EPOCH_PREDICTIONS_DIR),
           metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,)),
     Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
           ("run.seed", "run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",

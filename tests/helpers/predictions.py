@@ -22,3 +22,15 @@ def write_predictions(folder: Path, ss_share: float, cs_share: float, n: int = 1
         (folder / name).mkdir(parents=True, exist_ok=True)
         pd.DataFrame(rows).to_parquet(folder / name / PREDICTIONS_FILE)
     return folder
+
+
+def write_entropy_scores(folder: Path, n: int = 10) -> Path:
+    """An entropy step's scores table: n items, SE 0.0, 0.1, ..., 1-3 clusters (for the report's SE section)."""
+    from context_cda import schemas as S
+    from context_cda.layout import SCORES_FILE
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({S.ID: [f"a{i}" for i in range(n)], S.TEXT: [f"Item {i} about her day." for i in range(n)],
+                  S.SE: [0.1 * i for i in range(n)], S.N_CLUSTERS: [1 + i % 3 for i in range(n)]}
+                 ).to_parquet(folder / SCORES_FILE)
+    return folder

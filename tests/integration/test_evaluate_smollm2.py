@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from tests.helpers.data import SKIP_REASON, mirrored
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+STEREOSET, CROWS = mirrored("stereoset"), mirrored("crows-pairs")  # by name: $CCDA_DATA_DIR or the data cache
 
 pytestmark = pytest.mark.slow
 
@@ -21,12 +20,12 @@ def scorer():
         pytest.skip(f"SmolLM2 not available offline: {e}")
 
 
-@pytest.mark.skipif(not (SHARED / "stereoset").is_dir(), reason="shared data not present")
+@pytest.mark.skipif(STEREOSET is None or CROWS is None, reason=SKIP_REASON.format("stereoset, crows-pairs"))
 def test_smollm2_gender_metrics_are_sane_and_batched_matches_reference(scorer):
     from context_cda.evaluate import crows, stereoset
     from context_cda.evaluate.data import load_crows, load_stereoset
 
-    ss = load_stereoset(SHARED / "stereoset" / "stereoset_dev_flat.jsonl")
+    ss = load_stereoset(STEREOSET)
     rows, rejected = stereoset.score(scorer, ss)
     assert not rejected and len(rows) == 255
     o = stereoset.aggregate(rows)["overall"]
@@ -34,7 +33,7 @@ def test_smollm2_gender_metrics_are_sane_and_batched_matches_reference(scorer):
     ref, _ = stereoset.score(scorer.reference(), ss[:20])
     for a, b in zip(rows[:20], ref, strict=True):
         assert a["score_stereotype"] == pytest.approx(b["score_stereotype"], abs=1e-5)
-    pairs = load_crows(SHARED / "crows_pairs" / "crows_pairs_anonymized.csv")
+    pairs = load_crows(CROWS)
     crows_rows, _, mode = crows.score(scorer, pairs, "auto")
     assert mode == "bias-bench" and len(crows_rows) == 262
 
@@ -78,7 +77,7 @@ def _tensor(ids):
     return torch.tensor([ids])
 
 
-@pytest.mark.skipif(not (SHARED / "crows_pairs").is_dir(), reason="shared data not present")
+@pytest.mark.skipif(CROWS is None, reason=SKIP_REASON.format("crows-pairs"))
 def test_bias_bench_crows_equals_bias_bench_code_with_its_start_token(scorer):
     """bias-bench mode with evaluate.start_token=auto conditions the first token on bias-bench's literal
     <|endoftext|> (one token in SmolLM2's vocabulary) and gives bias-bench's CrowS gender score pair by pair
@@ -86,7 +85,7 @@ def test_bias_bench_crows_equals_bias_bench_code_with_its_start_token(scorer):
     from context_cda.evaluate import crows
     from context_cda.evaluate.data import load_crows
 
-    pairs = load_crows(SHARED / "crows_pairs" / "crows_pairs_anonymized.csv", bias_type="gender")
+    pairs = load_crows(CROWS, bias_type="gender")
     rows, rejected, mode = crows.score(scorer, pairs, "bias-bench", "auto")
     assert mode == "bias-bench" and not rejected and len(rows) == 262
     assert crows.start_token_used(scorer, mode, "auto") == "<|endoftext|>"

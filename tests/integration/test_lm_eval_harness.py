@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.helpers.data import SKIP_REASON, mirrored
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "data" / "crows_pairs" / "crows_pairs_anonymized.csv"
+SHARED = mirrored("crows-pairs")  # by name: $CCDA_DATA_DIR or the data cache
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 from lmeval_venv import LMEVAL_PY, run_in_harness  # noqa: E402
 
@@ -23,7 +24,7 @@ pytestmark = [
     pytest.mark.lmeval,
     pytest.mark.slow,
     pytest.mark.skipif(not LMEVAL_PY.is_file(), reason=f"no lm-eval python at {LMEVAL_PY} (scripts/setup-lmeval.sh)"),
-    pytest.mark.skipif(not SHARED.is_file(), reason="shared CrowS-Pairs CSV not present"),
+    pytest.mark.skipif(SHARED is None, reason=SKIP_REASON.format("crows-pairs")),
 ]
 
 

@@ -78,5 +78,13 @@ def test_run_tiny_end_to_end_then_nothing_recomputed(tmp_path):
         second = time.perf_counter() - t0
         assert " ran " not in out2.replace("│", " "), out2
         assert out2.count("up to date, skipped") >= 10
+        # no fine-tuning left its resume state; `ccda clean` removes the parts' shards and caches, and every step
+        # stays up to date
+        assert not list(run.glob("finetune/*/*/*/checkpoints"))
+        cleaned = ccda("clean", str(run))
+        assert "removed" in cleaned and "freed" in cleaned and not list(run.glob("*-parts/**/shards"))
+        assert not list(run.glob("sample-parts/*/draws")) and not list(run.glob("entropy/*/shards"))
+        dry = ccda("run", "--profile", str(profile), "--dry-run")
+        assert "to run" not in dry and dry.count("up to date") >= 10, dry
     assert first < 180, f"tiny run took {first:.0f}s"
     assert second < first

@@ -636,7 +636,7 @@ def _(t):
             "--input", str(table(t / "c.parquet", cda_rows(2))), "--no-progress"]
 
 
-@case("augment review input missing", r"out\.jsonl: not found")
+@case("augment review input missing", r"--input .*out\.jsonl: no such file")
 def _(t):
     return ["augment", "review", "--params", str(PARAMS), "--input", str(t / "out.jsonl")]
 
@@ -919,9 +919,26 @@ def _(t):
     return run(t, extra=("--only", "nope"))
 
 
-@case("runner ingest path missing", r"missing\.txt: no such file")
+@case("runner ingest path missing", r"pre-flight, nothing was run: ingest\.path: .*missing\.txt does not exist")
 def _(t):
     return ["run", *base(t, f"ingest.path={t / 'missing.txt'}")]
+
+
+@case("runner misspelt benchmark", r"pre-flight, nothing was run: evaluate\.benchmarks: unknown benchmark 'crow' "
+      r"\(did you mean 'crows'\?\)")
+def _(t):
+    return run(t, "evaluate.benchmarks=[stereoset,crow]")
+
+
+@case("runner benchmark file missing", r"pre-flight, nothing was run: evaluate\.crows_path: .*nope\.csv does not "
+      r"exist \(needed by crows\)")
+def _(t):
+    return run(t, f"evaluate.crows_path={t / 'nope.csv'}")
+
+
+@case("evaluate misspelt --benchmarks", r"--benchmarks: unknown benchmark 'crow' \(did you mean 'crows'\?\)")
+def _(t):
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "stereoset,crow"]
 
 
 @case("runner ungendered corpus", r"u\.txt: no sentence kept")

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 from tests.helpers import fake_lm
+from tests.helpers.data import SKIP_REASON, mirrored
 
 from context_cda.errors import ConfigError, InputError
 from context_cda.evaluate import crows
 from context_cda.evaluate.data import load_crows
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "evaluate"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "crows_pairs" / "crows_pairs_anonymized.csv"
+SHARED = mirrored("crows-pairs")  # by name: $CCDA_DATA_DIR or the data cache, as users find it
 
 
 
@@ -52,7 +53,7 @@ def _write(tmp_path, text):
     return p
 
 
-@pytest.mark.skipif(not SHARED.is_file(), reason="shared CrowS-Pairs data not present")
+@pytest.mark.skipif(SHARED is None, reason=SKIP_REASON.format("crows-pairs"))
 def test_full_file_counts():
     gender = load_crows(SHARED)
     assert len(gender) == 262
@@ -163,7 +164,7 @@ def test_causal_modes_hand_computed():
 
 
 def _pairs(n=4):
-    return load_crows(SHARED)[:n] if SHARED.is_file() else load_crows(FIX / "crows_tiny.csv")
+    return load_crows(SHARED)[:n] if SHARED is not None else load_crows(FIX / "crows_tiny.csv")
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,14 @@ def test_benchmark_deviations():
     nli_rows = [{"kind": "dev", "label": i % 3} for i in range(300)]
     nli = dv.nli_bias(nli_rows, {"overall": {"count": 20000, "dev_acc": 80.0}}, nli_info, 1_936_512)
     assert codes(nli) == ["subsample", "other_train_set"]
+    assert "the head trained on 5749 pairs of MNLI (x/train.tsv), not on SNLI" in nli[-1]["detail"]
+    # a local folder (the demo's hand-written pairs) is named as what it is, with its README's words
+    local = {**nli_info, "n_train": 150, "train_path": "configs/data/nli-demo", "train_note": "Hand-written pairs"}
+    text = dv.nli_bias(nli_rows, {"overall": {"count": 20000, "dev_acc": 80.0}}, local, 1_936_512)[-1]["detail"]
+    assert "150 MNLI-format pairs from the local folder configs/data/nli-demo" in text and "Hand-written pairs" in text
+    snli_local = {**local, "train_set": "snli"}  # even in SNLI's format, a local folder is not SNLI
+    assert "other_train_set" in codes(dv.nli_bias(nli_rows, {"overall": {"count": 20000, "dev_acc": 80.0}},
+                                                  snli_local, 1_936_512))
     cfg = SimpleNamespace(max_items=120)
     assert codes(dv.next_token({"overall": {"count": 120}}, cfg)) == ["subsample"]
     assert dv.next_token({"overall": {"count": 255}}, SimpleNamespace(max_items=None)) == []

@@ -43,6 +43,7 @@ def calls(monkeypatch):
 
     monkeypatch.setattr(pipeline, "get_stage", fake)
     monkeypatch.setattr(pipeline, "_finish_tracking", lambda config, status: log.append(f"tracking:{status}"))
+    monkeypatch.setattr(pipeline, "preflight_problems", lambda config, steps: [])  # the fakes read no datasets
     return log
 
 

@@ -49,7 +49,7 @@ def test_report_table1_and_curves(tmp_path):
     assert "| Context-CDA | 2 | 51.00 | 85.00 | 66.30 | 50.50 |" in md
     assert "![gpt2-ss](gpt2-ss.png)" in md
     html = (out / "report.html").read_text()
-    assert "<img src='bert-cs.png'" in html and "<td class='n'>51.00</td>" in html
+    assert '<img src="bert-cs.png"' in html and ">51.00</td>" in html and "<h2>Setup</h2>" in html
     assert (out / "manifest.json").is_file()
 
 
@@ -104,7 +104,7 @@ def test_seeds_intervals_marks_and_paired_comparisons(tmp_path):
     assert "| CDA, seed 14 |  | 74.00 |" in md
     # Context-CDA's seeds pooled are significantly less biased than vanilla on |SS-50|: the mark sits on the mean
     # row, not on the first seed's row beside it (the comparison is not of the first seed alone)
-    assert "| Context-CDA, mean ± std (2 seeds) |  | 51.00 ± 1.41* |" in md
+    assert "| Context-CDA, mean ± std (2 seeds) |  | 51.00 ± 1.41 ▲ |" in md
     assert "| Context-CDA | 1 | 50.00 |" in md
     assert "## Paired comparisons" in md and "| Context-CDA − Vanilla |" in md and "| Context-CDA − CDA |" in md
     comp = pd.read_csv(run / "report" / "comparisons.csv")

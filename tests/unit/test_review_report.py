@@ -14,6 +14,7 @@ pytest.importorskip("matplotlib")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from cda_table import openai_config, write_cda_table  # noqa: E402
+from predictions import write_entropy_scores  # noqa: E402
 from test_augment_stage import ScriptedGenerator  # noqa: E402
 
 from context_cda import schemas as S  # noqa: E402
@@ -28,11 +29,7 @@ def _run(tmp_path):
     src = write_cda_table(tmp_path / "cda.parquet", 8, {1: "[REFUSE]", 2: "[SAME]", 3: "[FLAKY]"})
     run_augment(openai_config("http://127.0.0.1:9/v1", run), {"counterfactuals": src}, run / "augment",
                 generator=ScriptedGenerator())
-    ent = run / "entropy" / "tiny"
-    ent.mkdir(parents=True)
-    pd.DataFrame({S.ID: [f"a{i}" for i in range(10)], S.TEXT: [f"Item {i} about her day." for i in range(10)],
-                  S.SE: [0.1 * i for i in range(10)], S.N_CLUSTERS: [1 + i % 3 for i in range(10)]}
-                 ).to_parquet(ent / "scores.parquet")
+    write_entropy_scores(run / "entropy" / "tiny")
     (run / "filter" / "tiny" / "k30").mkdir(parents=True)
     return run
 
@@ -48,21 +45,34 @@ def test_generated_section(tmp_path):
     # acceptance by reason: final rejections, then each attempt's reasons
     assert "| Reason | Rejected items | Attempt 1 | Attempt 2 | Attempt 3 |" in md
     assert "| refusal | 1 | 2 | 1 | 1 |" in md and "| identical | 1 | 1 | 1 | 1 |" in md
-    assert "Rejected examples, by first reason:" in md and "| identical |" in md
-    assert "In the quiet town" in md  # an accepted example
+    assert "Rejected examples: one drawn at random (seed 0) for each first reason, from the 2 rejected" in md
+    assert "| identical |" in md and "| refusal" in md
+    assert "Accepted examples: 3 drawn at random (seed 0) from the 6 accepted" in md
+    assert md.count("In the quiet town") >= 3  # accepted examples (the scripted generator's rephrasings)
     # entropy extremes beside the histogram, the filter's cut marked
     assert "### Semantic entropy: tiny (10 items)" in md and "![tiny-se-hist](tiny-se-hist.png)" in md
     high = md.split("Highest entropy (dropped first):")[1].split("Lowest entropy:")[0]
     assert high.index("Item 9 about") < high.index("Item 8 about") and "| 0.900 | 1 |" in high
     assert "Item 0 about" in md.split("Lowest entropy:")[1]
     assert (out / "tiny-se-hist.png").stat().st_size > 1000
-    page = generated.into_html("<html><body><h1>x</h1></body></html>", g)
-    assert page.index("<h2>Generated data</h2>") < page.index("</body>") and "tiny-se-hist.png" in page
+
+
+def test_examples_are_a_seeded_random_draw_not_the_first_rows(tmp_path):
+    run = _run(tmp_path)
+    acc = pd.read_parquet(run / "augment" / "augmented.parquet")
+    draws = {seed: [e["input"] for e in generated.collect(run / "augment", None, None, tmp_path / "o",
+                                                           seed=seed).accepted_examples] for seed in range(8)}
+    assert draws[3] == [e["input"] for e in generated.collect(run / "augment", None, None, tmp_path / "o",
+                                                              seed=3).accepted_examples]  # the same seed, the same
+    assert len({tuple(d) for d in draws.values()}) > 1  # other seeds, other examples
+    first = [generated._short(t) for t in acc[S.COUNTERFACTUAL].head(3)]
+    assert any(d != first for d in draws.values())  # not always the table's first rows
+    assert all(set(d) <= {generated._short(t) for t in acc[S.COUNTERFACTUAL]} for d in draws.values())
 
 
 def test_generated_section_absent_parts(tmp_path):
     g = generated.collect(tmp_path / "none", tmp_path / "none", None, tmp_path / "out")
-    assert g.empty and generated.markdown(g) == "" and generated.into_html("<body></body>", g) == "<body></body>"
+    assert g.empty and generated.markdown(g) == ""
 
 
 def test_report_has_the_section(tmp_path):
@@ -81,4 +91,5 @@ def test_report_has_the_section(tmp_path):
     md = (run / "report" / "report.md").read_text()
     assert "## Table 1" in md and "## Generated data" in md and "### Semantic entropy: tiny" in md
     assert "<h2>Generated data</h2>" in (run / "report" / "report.html").read_text()
+    assert "## Setup" in md and "## Findings" in md and "`tiny:gpt2`: a tiny randomly initialised gpt2" in md
     json.loads((run / "report" / "summary.json").read_text())

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 from tests.helpers import fake_lm
+from tests.helpers.data import SKIP_REASON, mirrored
 
 from context_cda.errors import InputError
 from context_cda.evaluate import stereoset
 from context_cda.evaluate.data import load_stereoset
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "evaluate"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "stereoset" / "stereoset_dev_flat.jsonl"
+SHARED = mirrored("stereoset")  # by name: $CCDA_DATA_DIR or the data cache, as users find it
 
 
 
@@ -81,7 +82,7 @@ def test_malformed_original_json_names_the_cluster(tmp_path):
         load_stereoset(p)
 
 
-@pytest.mark.skipif(not SHARED.is_file(), reason="shared StereoSet data not present")
+@pytest.mark.skipif(SHARED is None, reason=SKIP_REASON.format("stereoset"))
 def test_full_dev_file_counts():
     gender = load_stereoset(SHARED)
     assert len(gender) == 255
@@ -179,7 +180,7 @@ def test_tie_counts_as_anti_and_terms_are_macro_averaged():
 
 
 def _real_or_fixture(n=6):
-    if SHARED.is_file():
+    if SHARED is not None:
         return load_stereoset(SHARED)[:n]
     return load_stereoset(FIX / "stereoset_tiny.json", bias_type="all")
 

@@ -109,7 +109,7 @@ def _sizes(folder: Path) -> int:
 def test_only_the_last_training_states_are_kept(tmp_path, keep, weights):
     from context_cda.train import run_finetune
 
-    cfg = _run_cfg(tmp_path, keep_checkpoints=keep, keep_epoch_weights=weights)
+    cfg = _run_cfg(tmp_path, keep_checkpoints=keep, keep_epoch_weights=weights, keep_resume_state=True)
     out = tmp_path / "o"
     run_finetune(cfg, {"corpus": _corpus(tmp_path)}, out, "tg", "context-cda", token_budget=150, evaluate=False)
     ck = out / "checkpoints"
@@ -126,6 +126,33 @@ def test_only_the_last_training_states_are_kept(tmp_path, keep, weights):
     # disk: about (1 + 2 for AdamW's moments) x the model per full state, plus one model per kept weights file
     assert _sizes(ck) < (3.5 * keep + (2 if weights else 0)) * final
     assert loop.last_checkpoint(out)[0] == 3
+
+
+@pytest.mark.parametrize("weights", [False, True])
+def test_a_finished_run_keeps_its_final_model_and_no_resume_state(tmp_path, weights):
+    from context_cda.train import run_finetune
+
+    cfg = _run_cfg(tmp_path, keep_epoch_weights=weights)
+    out = tmp_path / "o"
+    run_finetune(cfg, {"corpus": _corpus(tmp_path)}, out, "tg", "context-cda", token_budget=150, evaluate=False)
+    assert (out / "final" / "model.safetensors").is_file() and loop.last_checkpoint(out) is None
+    if weights:  # the epochs' weights stay, their optimizer states do not
+        kept = sorted(str(f.relative_to(out / "checkpoints")) for f in (out / "checkpoints").rglob("*") if f.is_file())
+        assert kept == [f"epoch-{e}/model.safetensors" for e in (1, 2, 3)]
+    else:
+        assert not (out / "checkpoints").exists()
+
+
+def test_drop_resume_state_frees_what_it_deletes(tmp_path):
+    ck = tmp_path / "checkpoints"
+    for e in (1, 2):
+        (ck / f"epoch-{e}").mkdir(parents=True)
+        (ck / f"epoch-{e}" / "state.json").write_text("{}")
+        (ck / f"epoch-{e}" / "optimizer.bin").write_bytes(b"o" * 100)
+    (ck / ".epoch-3.tmp").mkdir()
+    (ck / ".epoch-3.tmp" / "optimizer.bin").write_bytes(b"o" * 50)
+    assert loop.drop_resume_state(tmp_path) == 2 * (100 + 2) + 50
+    assert not ck.exists() and loop.drop_resume_state(tmp_path) == 0
 
 
 def test_pruning_never_leaves_a_half_pruned_resumable_folder(tmp_path):

@@ -57,6 +57,18 @@ def resolve_config(
     return load_config(profile, overrides, params_file=params)
 
 
+def given_file(param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """The callback of an input option (``--input``, ``--samples``): a file or folder the user named must exist
+    (the stages' own "run the stage that produces it first" is for the inputs they find in the run folder)."""
+    if value is not None and not str(value).startswith("s3:") and not value.expanduser().exists():
+        from ..errors import InputError
+
+        flag = param.opts[0] if param.opts else "--input"
+        raise InputError(f"{flag} {value}: no such file (relative paths start at {Path.cwd()}). Check the path, "
+                         f"or leave {flag} out to read the stage's input from the run folder (--run-dir).")
+    return value
+
+
 def step_io(
     cfg: Config, step: str, overrides: dict[str, Any] | None = None, out: Path | None = None, **keys: Any
 ) -> tuple[dict[str, Path], Path]:
@@ -131,16 +143,25 @@ def pick_arms(cfg: Config, names: list[str] | None, step: str, target: str) -> l
     return list(names or known)
 
 
+#: the width of the console off a terminal (a log file, a pod): wide enough that a step's line is not broken
+LOG_WIDTH = 120
+
+
 def console():
+    """stdout; off a terminal, lines are not wrapped at 80 columns (a log reads one event per line)."""
+    import sys
+
     from rich.console import Console
 
-    return Console()
+    return Console() if sys.stdout.isatty() else Console(width=LOG_WIDTH, soft_wrap=True)
 
 
 def console_err():
+    import sys
+
     from rich.console import Console
 
-    return Console(stderr=True)
+    return Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=LOG_WIDTH, soft_wrap=True)
 
 
 def print_summary(title: str, summary: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from ._common import (
     SetOpt,
     ShardOpt,
     console,
+    given_file,
     print_summary,
     resolve_config,
     run_parts,
@@ -36,7 +37,7 @@ def register(app: typer.Typer) -> None:
         params: ParamsOpt = None,
         input_path: Annotated[
             Path | None,
-            typer.Option("--input", help="CDA table (default: the one validation kept, in the run folder)."),
+            typer.Option("--input", callback=given_file, help="CDA table (default: the one validation kept, in the run folder)."),
         ] = None,
         out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: <run_dir>/augment).")] = None,
         backend: Annotated[str | None, typer.Option("--backend", help="hf | vllm | openai.")] = None,
@@ -75,7 +76,7 @@ def register(app: typer.Typer) -> None:
     @group.command("review")
     def review(
         input_path: Annotated[
-            Path, typer.Option("--input", help="Outputs to review: .parquet, .jsonl or .csv with columns "
+            Path, typer.Option("--input", callback=given_file, help="Outputs to review: .parquet, .jsonl or .csv with columns "
                                "counterfactual and output (or augmented); original, swapped_terms optional."),
         ],
         out: Annotated[Path | None, typer.Option(

@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, print_summary, resolve_config, step_io
+from ._common import (
+    ParamsOpt,
+    ProfileOpt,
+    RunDirOpt,
+    SetOpt,
+    given_file,
+    print_summary,
+    resolve_config,
+    step_io,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +35,7 @@ def register(app: typer.Typer) -> None:
         lexicon: Annotated[str | None, typer.Option(help="default | zhao2018 | bias-bench | lu2018 | winobias | FILE "
                                                     "(race, religion: default | bias-bench | FILE.json).")] = None,
         lexicon_path: Annotated[Path | None, typer.Option(help="File/folder for a published lexicon.")] = None,
-        input: Annotated[Path | None, typer.Option("--input", help="sentences.parquet (default: <run_dir>/ingest).")] = None,
+        input: Annotated[Path | None, typer.Option("--input", callback=given_file, help="sentences.parquet (default: <run_dir>/ingest).")] = None,
         out: Annotated[Path | None, typer.Option(help="Output folder (default: <run_dir>/cda).")] = None,
     ) -> None:
         """Swap the attribute's words (case, possessives and roles kept) in every ingested sentence: gender's

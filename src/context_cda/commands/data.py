@@ -18,22 +18,11 @@ AllOpt = Annotated[bool, typer.Option("--all", help="Every dataset in the regist
 
 
 def profile_datasets(config: Config) -> list[tuple[str, str, str, str | None]]:
-    """(dataset, used by, config key of the explicit path, its value) for everything ``config`` reads: the
-    ingest corpus and every configured benchmark's files; one row per dataset and key (users joined)."""
-    from ..corpus import corpus_dataset
-    from ..evaluate.data import benchmark_datasets
+    """(dataset, used by, config key of the explicit path, its value) for everything ``config`` reads
+    (:func:`context_cda.preflight.needed_datasets`: the same rows ``ccda run`` checks before its first step)."""
+    from ..preflight import needed_datasets
 
-    rows: list[tuple[str, str, str, str | None]] = []
-    if config.ingest.path:
-        rows.append((config.ingest.corpus, "ingest", "ingest.path", config.ingest.path))
-    else:
-        rows.append((str(corpus_dataset(config)), "ingest", "ingest.path", None))
-    rows += benchmark_datasets(config.evaluate)
-    merged: dict[tuple[str, str, str | None], list[str]] = {}
-    for ds, user, key, explicit in rows:
-        users = merged.setdefault((ds, key, explicit), [])
-        users += [user] if user not in users else []
-    return [(ds, ", ".join(users), key, explicit) for (ds, key, explicit), users in merged.items()]
+    return needed_datasets(config)
 
 
 def _chosen(config: Config, names: list[str] | None, every: bool) -> list[str]:

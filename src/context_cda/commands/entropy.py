@@ -16,6 +16,7 @@ from ._common import (
     RunDirOpt,
     SetOpt,
     ShardOpt,
+    given_file,
     pick,
     print_summary,
     resolve_config,
@@ -55,7 +56,7 @@ def sample(
     params: ParamsOpt = None,
     input_path: Annotated[
         Path | None,
-        typer.Option("--input", help="Augmented table (default: the one validation kept, in the run folder)."),
+        typer.Option("--input", callback=given_file, help="Augmented table (default: the one validation kept, in the run folder)."),
     ] = None,
     n_samples: Annotated[int | None, typer.Option("--n-samples", "-m", help="M rephrasings per item.")] = None,
     judge: Annotated[str | None, typer.Option("--judge", help="nli | embedding | llm.")] = None,
@@ -91,7 +92,7 @@ def entropy(
     target: TargetOpt = None,
     samples: Annotated[
         Path | None,
-        typer.Option("--samples", help="The sample step's folder (default: the run folder's)."),
+        typer.Option("--samples", callback=given_file, help="The sample step's folder (default: the run folder's)."),
     ] = None,
     estimator: Annotated[str | None, typer.Option("--estimator", help="eq1 | plogp | discrete.")] = None,
     no_progress: NoProgressOpt = False,

@@ -126,11 +126,12 @@ def evaluate(
     StereoSet (SS, LMS, ICAT), CrowS-Pairs (CS), next-token gender balance, WinoGender and WinoBias read the
     model as it is (the bias type follows run.attribute unless --bias-type is given); GLUE,
     Bias in Bios, STS-B and NLI-Bias fine-tune a fresh head on it first (settings: evaluate.head.*)."""
-    from ..evaluate import run_evaluate
+    from ..evaluate import check_names, run_evaluate
     from ..io import read_json
 
+    names = [b.strip() for b in benchmarks.split(",") if b.strip()] if benchmarks else None
     flags = {
-        "benchmarks": [b.strip() for b in benchmarks.split(",") if b.strip()] if benchmarks else None,
+        "benchmarks": check_names(names, "--benchmarks") if names else None,  # before anything is loaded
         "bias_type": bias_type, "crows_mode": crows_mode, "batch_size": batch_size, "max_items": max_items,
         "stereoset_path": str(stereoset_path) if stereoset_path else None,
         "crows_path": str(crows_path) if crows_path else None,

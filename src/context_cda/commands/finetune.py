@@ -15,6 +15,7 @@ from ._common import (
     SetOpt,
     TargetsOpt,
     console,
+    given_file,
     pick,
     pick_arms,
     print_summary,
@@ -35,7 +36,7 @@ def finetune(
     seed: SeedsOpt = None,
     input_path: Annotated[
         Path | None,
-        typer.Option("--input", help="Corpus table instead of the arm's (one target, arm and seed only)."),
+        typer.Option("--input", callback=given_file, help="Corpus table instead of the arm's (one target, arm and seed only)."),
     ] = None,
     out: Annotated[
         Path | None,

@@ -43,8 +43,12 @@ def register(app: typer.Typer) -> None:
         cfg = resolve_config(profile, sets, run_dir, params, run={"allow_errors": allow_errors})
         tlist = [t.strip() for t in targets.split(",")] if targets else None
         olist = [s.strip() for s in only.split(",")] if only else None
+        from ..progress import filtered_note
+
         c = console()
         c.print(f"[bold]context-cda run[/] profile={cfg.profile or '-'} run_dir={cfg.run_dir()}")
+        if filtered_note():
+            c.print(f"[dim]{escape(filtered_note())}[/]", soft_wrap=True)
         if dry_run:
             for step in select(plan(cfg, tlist), olist, until):
                 c.print(f"  {'up to date' if is_fresh(step, cfg) else 'to run':>10}  {escape(step.name)}")

@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, pick, print_summary, resolve_config, step_io
+from ._common import (
+    ParamsOpt,
+    ProfileOpt,
+    RunDirOpt,
+    SetOpt,
+    given_file,
+    pick,
+    print_summary,
+    resolve_config,
+    step_io,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +31,7 @@ def register(app: typer.Typer) -> None:
         target: Annotated[
             list[str] | None, typer.Option(help="Target model name (entropy boundary; repeatable; default: all).")
         ] = None,
-        input: Annotated[Path | None, typer.Option("--input", help="Table to validate (default: the stage's output).")] = None,
+        input: Annotated[Path | None, typer.Option("--input", callback=given_file, help="Table to validate (default: the stage's output).")] = None,
         out: Annotated[Path | None, typer.Option(help="Output folder (default: <run_dir>/validate/<stage>).")] = None,
         fail_on_error: Annotated[bool | None, typer.Option("--fail-on-error/--quarantine", help="Exit non-zero on failures.")] = None,
     ) -> None:

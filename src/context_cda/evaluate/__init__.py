@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..layout import AGGREGATE_FILE, PREDICTIONS_FILE
-from .registry import REGISTRY, Benchmark, Metric, get_benchmark, metric_specs
+from .registry import REGISTRY, Benchmark, Metric, check_names, get_benchmark, metric_specs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config, EvaluateConfig
@@ -28,6 +28,7 @@ __all__ = [
     "REGISTRY",
     "Benchmark",
     "Metric",
+    "check_names",
     "evaluate_model",
     "evaluate_scorer",
     "get_benchmark",
@@ -93,18 +94,23 @@ def evaluate_scorer(
 ) -> dict[str, dict[str, Any]]:
     """Run every configured benchmark (``per_epoch_only``: the cheap ones; ``loaded``: items already parsed by
     :func:`load_benchmarks`): ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``."""
+    from ..progress import Progress
+
     results: dict[str, dict[str, Any]] = {}
+    check_names(cfg.benchmarks)
     loaded = loaded if loaded is not None else load_benchmarks(cfg, paths, data_cache, per_epoch_only)
-    for name in cfg.benchmarks:
-        bench = get_benchmark(name)
-        if name not in loaded:
-            continue
-        results[name] = _run_one(bench, scorer, loaded[name], cfg)
+    names = [n for n in cfg.benchmarks if n in loaded]
+    with Progress(len(names), "benchmarks", "benchmark", bar=False) as bar:
+        for name in names:
+            bar.set_postfix_str(name)
+            results[name] = _score_one(scorer, cfg, name, loaded[name])
+            bar.update(1)
     return results
 
 
-def _run_one(bench: Benchmark, scorer: Scorer, items: list[Any], cfg: EvaluateConfig) -> dict[str, Any]:
-    """Score one benchmark's items and aggregate its predictions."""
+def _score_one(scorer: Scorer, cfg: EvaluateConfig, name: str, items: list[Any]) -> dict[str, Any]:
+    """One benchmark: its (parsed) items scored and aggregated."""
+    bench = get_benchmark(name)
     t0 = time.perf_counter()
     rows, rejected, info = bench.score(scorer, items, cfg)
     secs = time.perf_counter() - t0
@@ -178,10 +184,12 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
     from ..errors import ModelError
     from ..io import StageRecorder
     from ..models import parse_ref
+    from ..progress import activity
     from ..scoring import load_scorer
     from . import posthoc
     from .data import benchmark_file
 
+    check_names(config.evaluate.benchmarks)  # a misspelt name fails now, not after the first benchmarks are scored
     posthoc.precheck(config, spec, model, target or name or model)
     benchmarks, skipped = posthoc.benchmarks_for(config.evaluate, spec, config.evaluate.after_training)
     cfg = config.evaluate.model_copy(update={"benchmarks": benchmarks})
@@ -203,7 +211,7 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
                                **({"arm": spec.name, "not_applicable": skipped} if spec else {})}
     with rec.timed("load_benchmarks"):  # a bad benchmark file fails before the model is loaded
         loaded = load_benchmarks(cfg, {b: p for b, p in paths.items() if p}, config.run.data_cache)
-    with rec.timed("load_model"):
+    with rec.timed("load_model"), activity(f"load {model}"):
         try:
             scorer = load_scorer(model, device=config.run.device, batch_size=cfg.batch_size,
                                  cache=config.run.model_cache, progress=progress)

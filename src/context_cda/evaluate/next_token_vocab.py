@@ -163,6 +163,9 @@ def _keep_pairs(
     return {g: {s: w for s, w in kept[g].items() if w in paired[g]} for g in GENDERS}
 
 
+_WARNED: set[tuple] = set()
+
+
 def gender_vocab(
     tokenizer: PreTrainedTokenizerBase, words: GenderWords, family: str, candidates: Candidates = "pairs"
 ) -> VocabMap:
@@ -193,7 +196,9 @@ def gender_vocab(
     kept = {g: _candidates_of(tokenizer, getattr(words, g), multi, g, out) for g in GENDERS}
     both = set(kept["male"]) & set(kept["female"])
     shared = [f"{kept['male'][s]}/{kept['female'][s]}" for s in kept["male"] if s in both]
-    if shared:
+    said = (getattr(tokenizer, "name_or_path", ""), family, candidates, tuple(shared))
+    if shared and said not in _WARNED:  # once per tokenizer: every evaluation builds the same map
+        _WARNED.add(said)
         log.warning("gender_vocab: %d token sequence(s) are both male and female words, dropped: %s", len(shared),
                     ", ".join(shared))
     kept = {g: {s: w for s, w in kept[g].items() if s not in both} for g in GENDERS}
@@ -206,5 +211,5 @@ def gender_vocab(
         dropped=out["dropped"], unknown=out["unknown"], collisions=out["collisions"], unpaired=out["unpaired"],
         shared=shared, family=family, candidates=candidates,
     )
-    log.info("gender_vocab: %s", vm.summary())
+    log.debug("gender_vocab: %s", vm.summary())  # in every next-token aggregate ("vocab"), not the log
     return vm

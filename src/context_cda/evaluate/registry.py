@@ -355,12 +355,23 @@ def better_text(m: Metric) -> str:
 
 
 def get_benchmark(name: str) -> Benchmark:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ConfigError(
-            f"evaluate.benchmarks: unknown benchmark {name!r}; known: {', '.join(REGISTRY)}."
-        ) from None
+    return REGISTRY[check_names([name])[0]]
+
+
+def check_names(names: Sequence[str], key: str = "evaluate.benchmarks") -> list[str]:
+    """``names`` when every one is a benchmark of :data:`REGISTRY`; else one :class:`ConfigError` naming ``key``
+    (the config key or the flag the names came from), every unknown name, the closest known one and the list."""
+    import difflib
+
+    unknown = [n for n in names if n not in REGISTRY]
+    if not unknown:
+        return list(names)
+    hints = []
+    for n in unknown:
+        close = difflib.get_close_matches(n, list(REGISTRY), n=1, cutoff=0.6)
+        hints.append(f"{n!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise ConfigError(f"{key}: unknown benchmark{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; known: "
+                      f"{', '.join(REGISTRY)}.")
 
 
 def metric_specs() -> dict[str, Metric]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelError
+from ..progress import iterate
 from .base import (
     EMPTY_PROMPT,
     PROMPT_TOO_LONG,
@@ -274,7 +275,9 @@ class HFGenerator:
         running = set(slots)
         window = max(8, 2 * max((len(s) for s in stop_strings), default=0))
         tok = self.tokenizer
-        for step in range(params.max_tokens):
+        # decoding a batch can take minutes on a CPU: its tokens are progress too (context_cda.progress)
+        for step in iterate(range(params.max_tokens), f"generate {len(ids)} prompt(s) x {params.n}", "token",
+                            bar=False):
             uniforms = None
             if rows.rngs is not None:
                 uniforms = torch.tensor([rows.rngs[a].random() if a in running else 0.5 for a in slots],

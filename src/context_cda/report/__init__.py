@@ -1,30 +1,42 @@
-"""The report: the paper's Table 1 and its per-epoch curves, from the finetune ``metrics.csv`` files of a run, and
-Table 2 (extrinsic bias, GLUE, next-token balance) with next-token histograms where the evaluate stage ran.
+"""The report: a short paper written from the run, in Markdown (``report.md``) and HTML (``report.html``, the same
+text rendered for a browser, with its figures).
 
-``run_report(config, inputs, RUN_DIR/report)`` (inputs: the stage table's, :mod:`context_cda.stages`) writes ``report.md``, ``report.html`` (formats from
-``report.formats``), ``table1.csv`` and one PNG per (target, metric): SS, CS, LMS and ICAT against the epoch, one
-line per arm (epoch 0 = the vanilla model), the ideal 50 marked for SS and CS. With tracking on, the PNGs and the
-report are logged to the pipeline's MLflow run.
+``run_report(config, inputs, RUN_DIR/report)`` (inputs: the stage table's, :mod:`context_cda.stages`) writes:
 
-Table 1 lists, per target, the vanilla model (epoch 0) and each arm after its last evaluated epoch; where the
-evaluate steps wrote their ``aggregate.json``, their (full-benchmark) metrics are used. With several training
-seeds, the first of ``train.seeds`` gives the row, followed by one row per seed and their mean ± std. Cells carry
-their bootstrap intervals and significance marks, and a section of paired comparisons (arm vs vanilla, arm vs
-arm) follows (:mod:`.evidence`; ``comparisons.csv``).
+1. **Setup** (:mod:`.setup`): the models with their exact source and precision, the corpus and the rows at each
+   stage, the training budget, the benchmarks' sizes, the seeds and what was sampled;
+2. **Findings** (:mod:`.findings`): what the paired evidence shows and does not show, in words and numbers;
+3. **Table 1** (``table1.csv``): per target, the vanilla model (epoch 0) and each arm after its last epoch (the
+   evaluate stage's full-benchmark metrics where it ran), cells with their bootstrap intervals and ▲ / ▼ where
+   the paired difference from vanilla is significantly better / worse; several seeds: one row per seed and the
+   mean ± std (:mod:`.evidence`);
+4. **Paired comparisons** (``comparisons.csv``): every arm against vanilla and every other arm, marked the same way;
+5. **Table 2** (``table2.csv``): extrinsic bias, GLUE and next-token balance with their deviation marks
+   (:mod:`.extrinsic`), when the evaluate stage ran;
+6. **Registry decisions** (:mod:`.registry`): each version's decision and aliases, in the registry's words;
+7. **Figures**: per (target, metric) curves against the epoch with interval bands on honest axes (:mod:`.plots`),
+   next-token histograms;
+8. **Generated data** (:mod:`.generated`): acceptance by reason, randomly drawn accepted and rejected examples,
+   the semantic-entropy histograms.
+
+The tables and curves are driven by the arms, seeds and benchmarks found in the run, never by a fixed list. With
+tracking on, the report, every image it shows and every table go to the pipeline's MLflow run (``report/``).
 """
 
 from __future__ import annotations
 
 import html
 import logging
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
 from ..errors import InputError
 from ..io import StageRecorder, read_json, write_json, write_text
-from . import baselines, choice, evidence, extrinsic, generated, neutral
+from . import baselines, choice, evidence, extrinsic, findings, generated, neutral, plots, registry, setup
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -199,7 +211,7 @@ def plot_next_token(aggs: Mapping[str, Mapping[str, dict[str, Any]]], out_dir: P
     paths = []
     for target, by_model in aggs.items():
         labelled = {arm_label(m): a for m, a in by_model.items()}
-        paths.append(plot_histograms(labelled, out_dir / f"{_safe(target)}-next-token.png",
+        paths.append(plot_histograms(labelled, out_dir / f"{plots.safe(target)}-next-token.png",
                                      f"{target}: male tokens in the top-k gender tokens per context"))
     return paths
 
@@ -215,150 +227,175 @@ def _arm_order(arms) -> list[str]:
     return known + sorted(a for a in arms if a not in ARM_LABELS)
 
 
-def plot_curves(df: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """One PNG per (target, metric): metric vs epoch, one line per arm, 50 marked for SS and CS."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for target, tdf in df.groupby("target", sort=True):
-        for metric, (title, ideal) in METRICS.items():
-            if metric not in tdf.columns or tdf[metric].isna().all():
-                continue
-            fig, ax = plt.subplots(figsize=(5, 3.5), dpi=110)
-            for arm in _arm_order(tdf["arm"].unique()):
-                adf = tdf[(tdf["arm"] == arm)].dropna(subset=[metric]).sort_values("epoch")
-                if not adf.empty:
-                    ax.plot(adf["epoch"], adf[metric], marker="o", label=arm_label(arm))
-            if ideal is not None:
-                ax.axhline(ideal, color="grey", linestyle="--", linewidth=1, label=f"ideal ({ideal:g})")
-            ax.set_xlabel("epoch (0 = vanilla)")
-            ax.set_ylabel(title)
-            ax.set_title(f"{target}: {title}")
-            ax.xaxis.get_major_locator().set_params(integer=True)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-            fig.tight_layout()
-            path = out_dir / f"{_safe(target)}-{title.lower()}.png"
-            fig.savefig(path)
-            plt.close(fig)
-            paths.append(path)
-    return paths
+def plot_curves(df: pd.DataFrame, out_dir: Path, level: float = 0.95) -> list[Path]:
+    """One PNG per (target, metric): the metric against the epoch, one line and interval band per arm
+    (:func:`.plots.plot_curves`)."""
+    return plots.plot_curves(df, out_dir, METRICS, _arm_order, arm_label, level)
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))
+@dataclass
+class Report:
+    """Everything the report says, computed once; :func:`render_markdown` writes it, :func:`render_html` shows it."""
+
+    run_dir: Path
+    t1: pd.DataFrame
+    t2: pd.DataFrame
+    ev: evidence.Evidence
+    decisions: registry.Decisions
+    gen: generated.GeneratedData
+    setup: list[str]
+    n_items: dict[str, int]
+    facts: dict[str, Any]
+    curves: list[Path] = field(default_factory=list)
+    histograms: list[Path] = field(default_factory=list)
+    published: tuple | None = None  # (config, the paper's published values: report.published)
+    decontamination: list[dict[str, Any]] = field(default_factory=list)  # eval-overlap counts per stage
+    judged: str = ""  # which attribute the run debiased and which benchmark subsets judge it
+    wino: Any = None  # WinoGender / WinoBias values with intervals (report.choice)
+    neutral: list[str] = field(default_factory=list)  # the neutral step's rewrites section (report.neutral)
+
+    @property
+    def targets(self) -> list[str]:
+        return sorted(map(str, self.t1["target"].unique()))
 
 
-def _fmt(v: Any) -> str:
-    return "–" if v is None or v != v else f"{float(v):.2f}"
+def _intro(r: Report) -> list[str]:
+    arms = [a for a in dict.fromkeys(map(str, r.t1["model"])) if a != L.VANILLA]
+    return [f"# Context-CDA report: `{r.run_dir.name}`", "",
+            f"Targets {', '.join(f'`{t}`' for t in r.targets)}; arms {', '.join(arm_label(a) for a in arms)}, each "
+            "compared with the vanilla model (the target before any debiasing) on the same items. Every number "
+            "carries its bootstrap interval; differences are paired.", ""]
 
 
-def _promotions(register_dir: Path | None) -> list[dict[str, Any]]:
-    out = []
-    for p in sorted(Path(register_dir).glob(f"*/*/{L.PROMOTION_FILE}")) if register_dir else []:
-        try:
-            d = read_json(p)
-        except InputError:
-            continue
-        out.append({"target": p.parent.parent.name, "arm": p.parent.name, "version": d.get("version"),
-                    "promote": d.get("promote"), "reasons": d.get("reasons", [])})
-    return out
+def _table2_lines(t2: pd.DataFrame) -> list[str]:
+    if t2 is None or t2.empty:
+        return []
+    cols = [c for c in t2.columns if c in EXTRINSIC]
+    lines = ["## Table 2: extrinsic bias, downstream quality and next-token balance", "", extrinsic.NOTE, ""]
+    for target, tdf in t2.groupby("target", sort=True):
+        lines += [f"### {target}", "", "| Model | " + " | ".join(EXTRINSIC[c] for c in cols) + " |",
+                  "|---|" + "---:|" * len(cols)]
+        for _, row in tdf.iterrows():
+            lines.append(f"| {arm_label(row['model'])} | " + " | ".join(extrinsic.cell(t2, row, c) for c in cols) + " |")
+        lines += ["", *extrinsic.notes(t2, str(target), label=arm_label)]
+    return lines
 
 
-def _fmt_metric(v: Any) -> str:
-    """Percent-scale values with 2 decimals, fractions with 3."""
-    if v is None or v != v:
-        return "–"
-    return f"{float(v):.2f}" if abs(float(v)) >= 1.5 else f"{float(v):.3f}"
+def _figure_lines(r: Report) -> list[str]:
+    if not (r.curves or r.histograms):
+        return []
+    lines = ["## Figures", ""]
+    if r.curves:
+        lines += [f"Per-epoch scores (epoch 0 = vanilla), one line per arm with its {r.ev.level:.0%} bootstrap "
+                  "interval as a band. The axes are honest: SS and CS on at least "
+                  f"{plots.BIAS_SPAN:g} points around the ideal 50 (dashed), LMS and ICAT on at least "
+                  f"{plots.QUALITY_SPAN:g} points, so a small step does not look like a jump.", "",
+                  *(f"![{p.stem}]({p.name})" for p in r.curves), ""]
+    if r.histograms:
+        lines += ["Next-token balance: male tokens among the top-k gender tokens per context, one series per model.",
+                  "", *(f"![{p.stem}]({p.name})" for p in r.histograms), ""]
+    return lines
 
 
-def render_markdown(
-    t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path,
-    t2: pd.DataFrame | None = None, ev: evidence.Evidence | None = None, published: tuple | None = None,
-    decontamination: list[dict[str, Any]] | None = None,
-) -> str:
-    lines = [f"# Context-CDA report: `{run_dir.name}`", "",
+def render_markdown(r: Report) -> str:
+    """The report as Markdown: intro, setup, findings, tables, registry decisions, figures, generated data."""
+    lines = [*_intro(r), *([r.judged, ""] if r.judged else []), *r.setup,
+             *findings.markdown(r.ev, r.t1, r.targets, arm_label, r.n_items, r.decisions, r.facts, r.t2),
              "## Table 1: intrinsic bias after debiasing", "",
              "SS (StereoSet stereotype score) and CS (CrowS-Pairs) are best at 50; LMS (language modelling score) "
              "and ICAT are better higher. Every row is measured here, by the same scorer on the same items: the "
              "vanilla target, the fine-tuned arms (CDA, Context-CDA, dropout) after their last epoch, the post-hoc "
              "arms applied to the vanilla model (INLP, SentenceDebias, Self-Debias: epoch –) and published "
              "checkpoints. Rows labelled *published (paper)* quote the paper's Table 1 (another scorer, other "
-             "items): context, not evidence.", ""]
-    lines += evidence.table1_markdown(t1, ev, list(METRICS), arm_label, published)
-    lines += evidence.markdown(ev, sorted(map(str, t1["target"].unique())), arm_label) if ev else []
-    if t2 is not None and not t2.empty:
-        cols = [c for c in t2.columns if c in EXTRINSIC]
-        lines += ["## Table 2: extrinsic bias, downstream quality and next-token balance", "",
-                  extrinsic.NOTE, ""]
-        for target, tdf in t2.groupby("target", sort=True):
-            lines += [f"### {target}", "", "| Model | " + " | ".join(EXTRINSIC[c] for c in cols) + " |",
-                      "|---|" + "---:|" * len(cols)]
-            for _, r in tdf.iterrows():
-                lines.append(f"| {arm_label(r['model'])} | " + " | ".join(extrinsic.cell(t2, r, c) for c in cols) + " |")
-            lines += ["", *extrinsic.notes(t2, str(target), label=arm_label)]
-    if published is not None:
-        lines += baselines.decontamination_markdown(decontamination or [], published[0])
-    if promotions:
-        lines += ["## Registry decisions", "", "| Target | Arm | Version | Decision | Reasons |", "|---|---|---:|---|---|"]
-        for p in promotions:
-            dec = "champion" if p["promote"] else "candidate only"
-            lines.append(f"| {p['target']} | {p['arm']} | {p['version']} | {dec} | {'; '.join(p['reasons']).replace('|', chr(92) + '|')} |")
-        lines.append("")
-    if plots:
-        lines += ["## Figures", "",
-                  "Per-epoch curves (epoch 0 = vanilla) and, where the evaluate stage ran, next-token histograms.", ""]
-        lines += [f"![{p.stem}]({p.name})" for p in plots]
-        lines.append("")
-    return "\n".join(lines)
+             "items): context, not evidence.", "",
+             *evidence.table1_markdown(r.t1, r.ev, list(METRICS), arm_label, r.published),
+             *evidence.markdown(r.ev, r.targets, arm_label), *_table2_lines(r.t2),
+             *(choice.markdown(r.wino, arm_label, _model_rank) if r.wino is not None else []), *r.neutral,
+             *(baselines.decontamination_markdown(r.decontamination, r.published[0]) if r.published else []),
+             *registry.markdown(r.decisions, arm_label), *_figure_lines(r)]
+    return "\n".join(lines) + "\n" + generated.markdown(r.gen)
 
 
-def render_html(
-    t1: pd.DataFrame, plots: list[Path], promotions: list[dict[str, Any]], run_dir: Path,
-    t2: pd.DataFrame | None = None, ev: evidence.Evidence | None = None,
-) -> str:
-    e = html.escape
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>Context-CDA report: {e(run_dir.name)}</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
-        "margin-bottom:1.5em}td,th{border:1px solid #ccc;padding:4px 10px}td.n{text-align:right}"
-        "img{max-width:48%;margin:4px}</style></head><body>",
-        f"<h1>Context-CDA report: <code>{e(run_dir.name)}</code></h1>",
-        "<h2>Table 1: intrinsic bias after debiasing</h2>",
-        "<p>SS and CS are best at 50; LMS and ICAT are better higher.</p>",
-    ]
-    parts += evidence.table1_html(t1, ev, list(METRICS), [t for t, _ in METRICS.values()], arm_label)
-    parts += evidence.html_section(ev, sorted(map(str, t1["target"].unique())), arm_label) if ev else []
-    if t2 is not None and not t2.empty:
-        cols = [c for c in t2.columns if c in EXTRINSIC]
-        parts.append("<h2>Table 2: extrinsic bias, downstream quality and next-token balance</h2>"
-                     f"<p>{e(extrinsic.NOTE)}</p>")
-        for target, tdf in t2.groupby("target", sort=True):
-            parts.append(f"<h3>{e(str(target))}</h3><table><tr><th>Model</th>"
-                         + "".join(f"<th>{e(EXTRINSIC[c])}</th>" for c in cols) + "</tr>")
-            for _, r in tdf.iterrows():
-                parts.append(f"<tr><td>{e(arm_label(r['model']))}</td>"
-                             + "".join(f"<td class='n'>{extrinsic.cell(t2, r, c, 'html')}</td>" for c in cols) + "</tr>")
-            parts += ["</table>", *extrinsic.notes(t2, str(target), "html", arm_label)]
-    if promotions:
-        parts.append("<h2>Registry decisions</h2><table><tr><th>Target</th><th>Arm</th><th>Version</th>"
-                     "<th>Decision</th><th>Reasons</th></tr>")
-        for p in promotions:
-            dec = "champion" if p["promote"] else "candidate only"
-            parts.append(f"<tr><td>{e(p['target'])}</td><td>{e(p['arm'])}</td><td>{e(str(p['version']))}</td>"
-                         f"<td>{dec}</td><td>{e('; '.join(p['reasons']))}</td></tr>")
-        parts.append("</table>")
-    if plots:
-        parts.append("<h2>Figures</h2><p>Per-epoch curves (epoch 0 = vanilla) and, where the evaluate stage ran, "
-                     "next-token histograms.</p><div>")
-        parts += [f"<img src='{e(p.name)}' alt='{e(p.stem)}'>" for p in plots]
-        parts.append("</div>")
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+CSS = """
+body{font:15px/1.55 -apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:#1d1d1f;
+max-width:1180px;margin:2.5em auto;padding:0 1.5em;background:#fff}
+h1{font-size:1.7em;border-bottom:2px solid #1f5fa8;padding-bottom:.3em}h2{font-size:1.3em;margin-top:2em;
+border-bottom:1px solid #ddd;padding-bottom:.2em}h3{font-size:1.05em;margin-top:1.4em}
+table{border-collapse:collapse;margin:.6em 0 1.4em;font-size:.86em;display:block;overflow-x:auto;max-width:100%}
+th,td{border:1px solid #d0d4da;padding:4px 9px;vertical-align:top}th{background:#f0f3f7;text-align:left}
+tr:nth-child(even) td{background:#fafbfc}td:has(+td),td{font-variant-numeric:tabular-nums}
+code{background:#f3f4f6;padding:1px 4px;border-radius:3px;font-size:.9em}
+p img,figure img{max-width:46%;margin:4px 1%;border:1px solid #e5e7eb;border-radius:4px;vertical-align:top}
+li{margin:.2em 0}strong{color:#111}
+"""
+
+
+def render_html(markdown_text: str, title: str) -> str:
+    """The Markdown report as one HTML page (tables, figures side by side), readable in any browser."""
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown_text)
+    return (f"<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width,initial-scale=1'><title>{html.escape(title)}</title>"
+            f"<style>{CSS}</style></head>\n<body>\n{body}</body></html>\n")
+
+
+def _facts(config: Config, folders: Mapping[str, Path]) -> dict[str, Any]:
+    """What the findings' caveats need: quantized targets, the token budget, the per-epoch item cut."""
+    from ..model_info import describe
+
+    quantized = [f"`{t}`" for t, ref in config.run.targets.items()
+                 if str(describe(ref).details.get("quantization", "F32"))[:1] in ("Q", "I")]
+    budgets = {int(s["token_budget"]) for _, d in L.discover(folders["finetune"], "finetune")
+               if isinstance((s := setup.summary_of(d)).get("token_budget"), int)}
+    return {"quantized": quantized, "token_budget": min(budgets) if budgets else None,
+            "max_items": config.evaluate.max_items}
+
+
+def build(config: Config, folders: Mapping[str, Path], out: Path) -> Report:
+    """Read the run and compute everything the report shows (its curves and histograms drawn into ``out``)."""
+    seeds = list(config.train.seeds)
+    every_seed = collect_metrics(folders["finetune"])
+    df = first_seed(every_seed, seeds)
+    ev_dir = folders.get("evaluations") or folders.get("posthoc")  # the post-hoc arms' evaluations live there too
+    final = evaluate_metrics(ev_dir, seeds)
+    ev = evidence.collect(config, {**folders, "evaluations": ev_dir} if ev_dir else folders, every_seed)
+    missing = baselines.unavailable(ev_dir)  # published checkpoints that could not be loaded, and why
+    t1, t2 = table1(df, final, {k: missing.get(k) for k in baselines.posthoc_dirs(ev_dir)}), table2(final)
+    t2 = extrinsic.with_marks(t2, extrinsic.read_deviations(evaluation_dirs(folders.get("evaluations"), seeds)))
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = folders["finetune"].parent
+    n_items = setup.item_counts(folders.get("evaluations"), folders["finetune"])
+    r = Report(run_dir, t1, t2, ev, registry.collect(config, folders.get("registrations")),
+               generated.collect(folders.get("augment"), folders.get("entropy"), folders.get("filtered"), out,
+                                 seed=config.run.seed),
+               setup.markdown(config, folders, run_dir, n_items), n_items, _facts(config, folders))
+    r.published, r.decontamination = (config, baselines.published_values(config)), baselines.decontamination(folders)
+    r.judged, r.neutral = _judged(config), neutral.markdown(neutral.collect(run_dir))
+    r.wino = choice.collect(final, evaluation_dirs(folders.get("evaluations"), seeds), config.evaluate.bootstrap)
+    r.curves = plot_curves(df, out, ev.level)
+    r.histograms = plot_next_token(next_token_aggregates(folders.get("evaluations"), seeds), out)
+    return r
+
+
+def _write_tables(r: Report, out: Path) -> dict[str, Path]:
+    outputs: dict[str, Path] = {"table1": out / "table1.csv"}
+    r.t1.to_csv(outputs["table1"], index=False)
+    if r.ev.pairs:
+        outputs["comparisons"] = out / "comparisons.csv"
+        evidence.comparisons_frame(r.ev).to_csv(outputs["comparisons"], index=False)
+    if not r.t2.empty:
+        outputs["table2"] = out / "table2.csv"
+        r.t2.to_csv(outputs["table2"], index=False)
+    if r.wino is not None and r.wino.values:
+        outputs["winogender_winobias"] = out / "winogender_winobias.csv"
+        choice.frame(r.wino).to_csv(outputs["winogender_winobias"], index=False)
+    return outputs
+
+
+def images(markdown_text: str) -> list[str]:
+    """The image files a Markdown text shows (``![alt](file)``), in order, each once."""
+    return list(dict.fromkeys(re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", markdown_text)))
 
 
 def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path | str) -> dict[str, Any]:
@@ -367,55 +404,26 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
     if "finetune" not in inputs:
         raise InputError("run_report needs inputs={'finetune': <run>/finetune, ...} (the stage table's report inputs).")
     folders = {k: Path(v) for k, v in inputs.items()}
-    run_dir, out, seeds = folders["finetune"].parent, Path(out_dir), list(config.train.seeds)
+    out = Path(out_dir)
     rec = StageRecorder("report", out, {"report": config.report.model_dump(mode="json")},
                         {k: v for k, v in folders.items() if v.exists()})
-    every_seed = collect_metrics(folders["finetune"])
-    df = first_seed(every_seed, seeds)
-    ev_dir = folders.get("evaluations") or folders.get("posthoc")
-    final = evaluate_metrics(ev_dir, seeds)
-    ev = evidence.collect(config, {**folders, "evaluations": ev_dir} if ev_dir else folders, every_seed)
-    missing = baselines.unavailable(ev_dir)
-    posthoc = {k: missing.get(k) for k in baselines.posthoc_dirs(ev_dir)}
-    t1, t2 = table1(df, final, posthoc), table2(final)
-    published, decon = baselines.published_values(config), baselines.decontamination(folders)
-    t2 = extrinsic.with_marks(t2, extrinsic.read_deviations(evaluation_dirs(folders.get("evaluations"), seeds)))
-    out.mkdir(parents=True, exist_ok=True)
-    plots = plot_curves(df, out) + plot_next_token(next_token_aggregates(folders.get("evaluations"), seeds), out)
-    promotions = _promotions(folders.get("registrations"))
-    outputs: dict[str, Path] = {"table1": out / "table1.csv"}
-    t1.to_csv(out / "table1.csv", index=False)
-    if ev.pairs:
-        outputs["comparisons"] = out / "comparisons.csv"
-        evidence.comparisons_frame(ev).to_csv(outputs["comparisons"], index=False)
-    if not t2.empty:
-        outputs["table2"] = out / "table2.csv"
-        t2.to_csv(out / "table2.csv", index=False)
-    gen = generated.collect(folders.get("augment"), folders.get("entropy"), folders.get("filtered"), out)
-    wino = choice.collect(final, evaluation_dirs(folders.get("evaluations"), seeds), config.evaluate.bootstrap)
-    if wino.values:
-        outputs["winogender_winobias"] = out / "winogender_winobias.csv"
-        choice.frame(wino).to_csv(outputs["winogender_winobias"], index=False)
-    judged = _judged(config)
+    r = build(config, folders, out)
+    outputs = _write_tables(r, out)
+    text = render_markdown(r)
+    shown = [out / name for name in images(text)]
     if "md" in config.report.formats:
-        text = render_markdown(t1, plots, promotions, run_dir, t2, ev, (config, published), decon)
-        head, sep, rest = text.partition("## Table 1")
-        text = head + judged + "\n\n" + sep + rest if sep else judged + "\n\n" + text
-        sections = [*choice.markdown(wino, arm_label, _model_rank), *neutral.markdown(neutral.collect(run_dir))]
-        outputs["markdown"] = write_text(out / L.REPORT_FILE, text + "\n".join(sections) + generated.markdown(gen))
+        outputs["markdown"] = write_text(out / L.REPORT_FILE, text)
     if "html" in config.report.formats:
-        page = render_html(t1, plots, promotions, run_dir, t2, ev).replace(
-            "<h2>Table 1", f"<p>{html.escape(judged)}</p><h2>Table 1", 1)
-        page = _before_body_end(page, choice.to_html(wino, arm_label, _model_rank))
-        outputs["html"] = write_text(out / "report.html", generated.into_html(page, gen))
-    table = [{k: (None if v != v else v) for k, v in r.items()} for r in t1.to_dict("records")]
-    summary = {"run_dir": str(run_dir), "rows": len(t1), "plots": [p.name for p in plots], "decontamination": decon,
+        outputs["html"] = write_text(out / "report.html", render_html(text, f"Context-CDA report: {r.run_dir.name}"))
+    table = [{k: (None if v != v else v) for k, v in row.items()} for row in r.t1.to_dict("records")]
+    summary = {"run_dir": str(r.run_dir), "rows": len(r.t1), "plots": [p.name for p in shown],
+               "decontamination": r.decontamination,
                "table1": table, "files": {k: str(v) for k, v in outputs.items()},
-               "table2": [{k: (None if v != v else v) for k, v in r.items()} for r in t2.to_dict("records")]}
+               "table2": [{k: (None if v != v else v) for k, v in row.items()} for row in r.t2.to_dict("records")]}
     if config.tracking.enabled:
-        summary["mlflow_run_id"] = _log_report(config, plots, outputs)
+        summary["mlflow_run_id"] = _log_report(config, [*shown, *outputs.values()])
     write_json(out / "summary.json", summary)
-    rec.finish({"rows": len(t1), "plots": len(plots)}, outputs=outputs, summary=summary)
+    rec.finish({"rows": len(r.t1), "plots": len(shown)}, outputs=outputs, summary=summary)
     return summary
 
 
@@ -431,26 +439,18 @@ def _judged(config: Config) -> str:
             f"promotion gate, judge the `{bt}` subset (CrowS-Pairs: `{crows}`).")
 
 
-def _before_body_end(page: str, section: str) -> str:
-    if not section:
-        return page
-    head, sep, tail = page.rpartition("</body>")
-    return f"{head}{section}\n{sep}{tail}" if sep else page + section
-
-
-def _log_report(config: Config, plots: list[Path], outputs: Mapping[str, Path]) -> str | None:
+def _log_report(config: Config, files: list[Path]) -> str | None:
+    """The report, every image it shows and every table, to the pipeline's MLflow run under ``report/``."""
     from ..tracking import tracker_for
 
     tracker = tracker_for(config)
-    for p in plots:
-        tracker.log_artifact(p, "report")
-    for key in ("markdown", "html", "table1", "table2", "winogender_winobias"):
-        if key in outputs:
-            tracker.log_artifact(outputs[key], "report")
+    for p in dict.fromkeys(files):
+        if Path(p).is_file():
+            tracker.log_artifact(p, "report")
     return tracker.run_id
 
 
 __all__ = [
-    "collect_metrics", "evaluate_metrics", "next_token_aggregates", "plot_curves", "plot_next_token", "render_html",
-    "render_markdown", "run_report", "table1", "table2",
+    "Report", "build", "collect_metrics", "evaluate_metrics", "images", "next_token_aggregates", "plot_curves",
+    "plot_next_token", "render_html", "render_markdown", "run_report", "table1", "table2",
 ]

@@ -1,10 +1,12 @@
-"""The evidence in the report: Table 1's intervals and significance marks, per-seed rows with mean ± std, and the
+"""The evidence in the report: Table 1's intervals and direction marks, per-seed rows with mean ± std, and the
 paired comparisons of every arm with vanilla and with every other arm.
 
 * Cells are ``value [low, high]``: the bootstrap interval at ``evaluate.bootstrap.level`` of the metric (from the
   evaluate step's aggregate, else the per-epoch ``metrics.csv``; both carry ``<metric>_ci_low/_ci_high``).
-* A ``*`` marks an arm's cell whose paired difference from vanilla is significant at that level: |SS-50| for SS,
-  |CS-50| for CS, LMS, ICAT (the interval of the difference excludes 0).
+* ▲ / ▼ mark an arm's cell whose paired difference from vanilla is significant at that level, in the better / the
+  worse direction (:data:`DIRECTION`): |SS-50| for SS and |CS-50| for CS (lower: less biased), LMS and ICAT
+  (higher is better). The paired table marks its cells the same way; ΔSS and ΔCS, which have no better side, get a
+  ``*`` when significant.
 * With several training seeds, Table 1's arm row is the first seed's (the registered model), and one row per
   seed and a ``mean ± std`` row follow it (std over seeds, ddof 1); the ``*`` then sits on the mean row, as the
   comparison is of the seeds' pooled evidence, not of the first seed alone.
@@ -15,7 +17,6 @@ paired comparisons of every arm with vanilla and with every other arm.
 
 from __future__ import annotations
 
-import html
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,30 @@ MARKED_BY = {"stereoset_ss": "ss_dist", "stereoset_lms": "lms", "stereoset_icat"
 #: the paired-comparison table's columns: (benchmark, key, title)
 COLUMNS = (("stereoset", "ss", "ΔSS"), ("stereoset", "ss_dist", "Δ|SS-50|"), ("stereoset", "lms", "ΔLMS"),
            ("stereoset", "icat", "ΔICAT"), ("crows", "cs", "ΔCS"), ("crows", "cs_dist", "Δ|CS-50|"))
+#: paired difference key -> (+1: higher is better, -1: lower is better; its name; the plain words for better, for
+#: worse). A key without an entry (the signed ΔSS, ΔCS) has no direction: which way is better depends on the side of
+#: 50 a model is on. Benchmarks added later add their keys here (the findings are written from this table).
+DIRECTION: dict[str, tuple[int, str, str, str]] = {
+    "ss_dist": (-1, "|SS−50|", "less biased on StereoSet", "more biased on StereoSet"),
+    "cs_dist": (-1, "|CS−50|", "less biased on CrowS-Pairs", "more biased on CrowS-Pairs"),
+    "lms": (+1, "LMS", "better language modelling", "worse language modelling"),
+    "icat": (+1, "ICAT", "higher ICAT", "lower ICAT"),
+}
+BETTER, WORSE = "▲", "▼"  # a significant difference in the better / the worse direction
+
+
+def direction(key: str, d: Difference | None) -> str:
+    """``better``, ``worse`` (significant, in ``key``'s direction), ``significant`` (no direction), or ``""``."""
+    if d is None or not d.significant:
+        return ""
+    if key not in DIRECTION:
+        return "significant"
+    return "better" if d.point * DIRECTION[key][0] > 0 else "worse"
+
+
+def mark_of(key: str, d: Difference | None) -> str:
+    """The cell mark of a difference: ▲ better, ▼ worse, * significant without a direction, "" otherwise."""
+    return {"better": f" {BETTER}", "worse": f" {WORSE}", "significant": "*"}.get(direction(key, d), "")
 
 
 @dataclass
@@ -48,8 +73,9 @@ class Evidence:
     pairs: dict[tuple[str, str, str], dict[str, Difference]] = field(default_factory=dict)
 
     def mark(self, target: str, model: str, metric: str) -> str:
-        d = self.pairs.get((target, model, L.VANILLA), {}).get(MARKED_BY.get(metric, ""))
-        return "*" if d is not None and d.significant else ""
+        """▲ / ▼ on an arm's cell whose paired difference from vanilla is significantly better / worse."""
+        key = MARKED_BY.get(metric, "")
+        return mark_of(key, self.pairs.get((target, model, L.VANILLA), {}).get(key))
 
 
 # ------------------------------------------------------------------------------------------------ collecting
@@ -166,23 +192,24 @@ def seed_rows(ev: Evidence, target: str, arm: str, metrics: list[str],
     return rows
 
 
-def _diff_cell(d: Difference | None) -> str:
+def _diff_cell(key: str, d: Difference | None) -> str:
     if d is None:
         return "–"
-    return f"{d.point:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" + ("*" if d.significant else "")
+    return f"{d.point:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" + mark_of(key, d)
 
 
 def comparison_rows(ev: Evidence, target: str, label) -> list[tuple[str, list[str]]]:
-    return [(f"{label(a)} − {label(b)}", [_diff_cell(diffs.get(k)) for _, k, _ in COLUMNS])
+    return [(f"{label(a)} − {label(b)}", [_diff_cell(k, diffs.get(k)) for _, k, _ in COLUMNS])
             for (t, a, b), diffs in ev.pairs.items() if t == target]
 
 
 def note(ev: Evidence) -> str:
     return (f"Cells: value [low, high], the {ev.level:.0%} seeded bootstrap interval (StereoSet resampled within "
-            "target terms, CrowS over pairs). * on an arm: its paired difference from vanilla (|SS-50|, LMS, ICAT, "
-            f"|CS-50|) is significant at {ev.level:.0%}. With several seeds the arm row is the first seed's (the "
-            "registered model), followed by each seed and the mean ± std over seeds; the * then sits on the mean "
-            "row (the comparison pools the seeds).")
+            f"target terms, CrowS over pairs). {BETTER} / {WORSE} on an arm: its paired difference from vanilla is "
+            f"significant at {ev.level:.0%} and better / worse: closer to / further from 50 for SS and CS (|SS−50|, "
+            "|CS−50|), higher / lower for LMS and ICAT. No mark: no difference shown. With several seeds the arm "
+            "row is the first seed's (the registered model), followed by each seed and the mean ± std over seeds; "
+            "the mark then sits on the mean row (the comparison pools the seeds).")
 
 
 # ------------------------------------------------------------------------------------------------ sections
@@ -192,36 +219,20 @@ def markdown(ev: Evidence, targets: list[str], label) -> list[str]:
     """The paired-comparison section (Markdown lines)."""
     lines = ["## Paired comparisons", "",
              f"Differences a − b on the items both models were scored on, with the {ev.level:.0%} paired bootstrap "
-             "interval; * where it excludes 0. An arm trained with several seeds enters with its seeds' pooled "
-             "per-item scores. Negative Δ|SS-50| and Δ|CS-50| mean less biased.", ""]
+             f"interval. {BETTER}: a is significantly better than b (lower Δ|SS−50| and Δ|CS−50|: less biased; "
+             f"higher ΔLMS and ΔICAT); {WORSE}: significantly worse; * (ΔSS, ΔCS, which have no better side: that "
+             "depends on the side of 50 a model is on): the interval excludes 0. No mark: no difference shown. An "
+             "arm trained with several seeds enters with its seeds' pooled per-item scores.", ""]
     for target in targets:
         rows = comparison_rows(ev, target, label)
         if not rows:
             continue
-        lines += [f"### {target}", "", "| a − b | " + " | ".join(t for _, _, t in COLUMNS) + " |",
+        titles = [t.replace("|", "\\|") for _, _, t in COLUMNS]  # a | inside a Markdown cell ends it
+        lines += [f"### {target}", "", "| a − b | " + " | ".join(titles) + " |",
                   "|---|" + "---:|" * len(COLUMNS)]
         lines += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows]
         lines.append("")
     return lines if len(lines) > 5 else []
-
-
-def html_section(ev: Evidence, targets: list[str], label) -> list[str]:
-    e = html.escape
-    parts = []
-    for target in targets:
-        rows = comparison_rows(ev, target, label)
-        if not rows:
-            continue
-        parts.append(f"<h3>{e(target)}</h3><table><tr><th>a − b</th>"
-                     + "".join(f"<th>{e(t)}</th>" for _, _, t in COLUMNS) + "</tr>")
-        parts += [f"<tr><td>{e(name)}</td>" + "".join(f"<td class='n'>{e(c)}</td>" for c in cells) + "</tr>"
-                  for name, cells in rows]
-        parts.append("</table>")
-    if not parts:
-        return []
-    return [f"<h2>Paired comparisons</h2><p>Differences a − b on the items both models were scored on, with the "
-            f"{ev.level:.0%} paired bootstrap interval; * where it excludes 0. Negative Δ|SS-50| and Δ|CS-50| mean "
-            "less biased.</p>", *parts]
 
 
 def comparisons_frame(ev: Evidence) -> pd.DataFrame:
@@ -270,16 +281,3 @@ def table1_markdown(t1: pd.DataFrame, ev: Evidence | None, metrics: list[str], l
         lines += [f"Published values: {published[1]['source']}; a row appears where the paper reports this target's "
                   "model, n/a where it gives no sourced value for the cell.", ""]
     return lines
-
-
-def table1_html(t1: pd.DataFrame, ev: Evidence | None, metrics: list[str], titles: list[str], label) -> list[str]:
-    e = html.escape
-    parts = [f"<p>{e(note(ev))}</p>"] if ev else []
-    for target in sorted(t1["target"].unique()):
-        parts.append(f"<h3>{e(str(target))}</h3><table><tr><th>Model</th><th>Epoch</th>"
-                     + "".join(f"<th>{t}</th>" for t in titles) + "</tr>")
-        parts += [f"<tr><td>{e(name)}</td><td class='n'>{epoch}</td>"
-                  + "".join(f"<td class='n'>{e(c)}</td>" for c in cells) + "</tr>"
-                  for name, epoch, cells in _rows(t1, ev, str(target), metrics, label)]
-        parts.append("</table>")
-    return parts

@@ -46,7 +46,8 @@ MARKS: dict[str, tuple[str, str]] = {
     "subsample": ("S", "a seeded sample of the benchmark's set, not all of it"),
     "near_chance": ("C", "the head scores near chance on its own task, so its bias numbers say nothing"),
     "linear_probe": ("P", "a linear probe on the frozen model, not full fine-tuning"),
-    "other_train_set": ("T", "NLI head not trained on SNLI (Dev et al.'s training set)"),
+    "other_train_set": ("T", "the NLI head was not trained on SNLI (Dev et al.'s training set): what it was "
+                        "trained on is said below"),
 }
 _DETAILED = ("near_chance", "dev_holdout", "other_train_set")  # listed under the table with their numbers
 

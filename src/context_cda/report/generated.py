@@ -3,18 +3,17 @@ which contextual counterfactuals the target models were most and least certain a
 
 * acceptance by reason: the augment manifest's counts (every reason of a rejected item counts; a retried item
   counts in every attempt it failed), and how many items each attempt accepted;
-* examples: a few accepted rephrasings, and a few rejected outputs per reason;
+* examples, chosen fairly: a seeded random sample of the accepted rephrasings (not the first ones), and a seeded
+  random rejected output for each reason, with every reason of its rejection;
 * per target: the semantic-entropy histogram (the filter's cut marked for each k it wrote a corpus for) beside
   the highest- and lowest-entropy items.
 
 :func:`collect` reads the augment step's folder and the entropy and filter fan-in folders (any may be missing:
-the section shows what there is) and draws the histograms; :func:`markdown` and :func:`html_section` render it,
-:func:`into_html` places it before the end of a page.
+the section shows what there is) and draws the histograms; :func:`markdown` renders it.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,8 @@ from .. import schemas as S
 from ..errors import InputError
 from ..io import read_json
 
-EXAMPLES = 2
+EXAMPLES = 3  # accepted examples shown (a seeded random sample)
+REJECTED_PER_REASON = 1
 EXTREMES = 3
 _MAX_CHARS = 180
 
@@ -45,6 +45,9 @@ class GeneratedData:
     accepted_examples: list[dict[str, str]] = field(default_factory=list)
     rejected_examples: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     entropy: list[TargetEntropy] = field(default_factory=list)
+    seed: int = 0  # of the random choice of examples
+    n_accepted: int = 0
+    n_rejected: int = 0
 
     @property
     def empty(self) -> bool:
@@ -59,28 +62,37 @@ def _short(text: Any) -> str:
 def _augment_part(step: Path, g: GeneratedData) -> None:
     import pandas as pd
 
-    from ..augment import clean
-
     try:
         manifest = read_json(step / "manifest.json")
     except InputError:
         return
     g.summary = dict(manifest.get("summary") or {})
     if (step / L.AUGMENTED_FILE).is_file():
-        acc = pd.read_parquet(step / L.AUGMENTED_FILE, columns=[S.COUNTERFACTUAL, S.AUGMENTED])
-        g.accepted_examples = [{"input": _short(r[S.COUNTERFACTUAL]), "output": _short(r[S.AUGMENTED])}
-                               for _, r in acc.head(EXAMPLES + 1).iterrows()]
+        acc = pd.read_parquet(step / L.AUGMENTED_FILE)
+        g.n_accepted = len(acc)
+        pick = acc.sample(n=min(EXAMPLES, len(acc)), random_state=g.seed) if len(acc) else acc
+        g.accepted_examples = [{"input": _short(r[S.COUNTERFACTUAL]), "output": _short(r[S.AUGMENTED]),
+                                "attempts": str(r.get(S.ATTEMPTS, ""))} for _, r in pick.iterrows()]
     if (step / "rejected.parquet").is_file():
-        rej = pd.read_parquet(step / "rejected.parquet")
-        for _, r in rej.iterrows():
-            reason = str(r.get(S.REASON) or "")
-            kind = reason.split(";")[0].split(":")[0].strip() or "unknown"
-            shown = g.rejected_examples.setdefault(kind, [])
-            if len(shown) < EXAMPLES:
-                raw = r.get(S.RAW_OUTPUT)
-                shown.append({"input": _short(r.get(S.COUNTERFACTUAL)),
-                              "output": _short(clean(raw) if isinstance(raw, str) else ""),
-                              "reason": _short(reason)})
+        _rejected_examples(pd.read_parquet(step / "rejected.parquet"), g)
+
+
+def _rejected_examples(rej: Any, g: GeneratedData) -> None:
+    """A seeded random rejected output per first reason (every reason of the item shown with it)."""
+    from ..augment import clean
+
+    g.n_rejected = len(rej)
+    shuffled = rej.sample(frac=1.0, random_state=g.seed) if len(rej) else rej
+    for _, r in shuffled.iterrows():
+        reason = str(r.get(S.REASON) or "")
+        kind = reason.split(";")[0].split(":")[0].strip() or "unknown"
+        shown = g.rejected_examples.setdefault(kind, [])
+        if len(shown) < REJECTED_PER_REASON:
+            raw = r.get(S.RAW_OUTPUT)
+            shown.append({"input": _short(r.get(S.COUNTERFACTUAL)),
+                          "output": _short(clean(raw) if isinstance(raw, str) else ""),
+                          "reason": _short(reason)})
+    g.rejected_examples = dict(sorted(g.rejected_examples.items()))
 
 
 def _histogram(scores: Any, target: str, ks: Sequence[float], out_dir: Path) -> Path:
@@ -143,25 +155,16 @@ def _entropy_part(entropy_dir: Path, filter_dir: Path | None, out_dir: Path, g: 
 
 
 def collect(augment_dir: Path | str | None, entropy_dir: Path | str | None, filter_dir: Path | str | None,
-            out_dir: Path | str) -> GeneratedData:
+            out_dir: Path | str, seed: int = 0) -> GeneratedData:
     """Read what the augment, entropy and filter steps left (their folders: ``<run>/augment``, ``<run>/entropy``,
-    ``<run>/filter``); draw the SE histograms into ``out_dir``."""
-    g = GeneratedData()
+    ``<run>/filter``); draw the SE histograms into ``out_dir``. ``seed`` draws the examples shown."""
+    g = GeneratedData(seed=seed)
     if augment_dir is not None:
         _augment_part(Path(augment_dir), g)
     if entropy_dir is not None and Path(entropy_dir).is_dir():
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         _entropy_part(Path(entropy_dir), Path(filter_dir) if filter_dir else None, Path(out_dir), g)
     return g
-
-
-def into_html(page: str, g: GeneratedData) -> str:
-    """``page`` with the section placed before its closing ``</body>``."""
-    section = html_section(g)
-    if not section:
-        return page
-    head, sep, tail = page.rpartition("</body>")
-    return f"{head}{section}\n{sep}{tail}" if sep else page + section
 
 
 def _cell(text: Any) -> str:
@@ -199,11 +202,17 @@ def markdown(g: GeneratedData) -> str:
             lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in body]
             lines.append("")
     if g.accepted_examples:
-        lines += ["Accepted examples:", ""]
-        lines += [f"- {_cell(e['input'])} → *{_cell(e['output'])}*" for e in g.accepted_examples]
+        lines += [f"Accepted examples: {len(g.accepted_examples)} drawn at random (seed {g.seed}) from the "
+                  f"{g.n_accepted} accepted; every one passed the review, which checks names, numbers, genders, form "
+                  "and (with a meaning judge) meaning, not every fact:", "",
+                  "| Counterfactual (input) | Rephrasing (accepted) | Attempt |", "|---|---|---:|"]
+        lines += [f"| {_cell(e['input'])} | {_cell(e['output'])} | {e.get('attempts') or '–'} |"
+                  for e in g.accepted_examples]
         lines.append("")
     if g.rejected_examples:
-        lines += ["Rejected examples, by first reason:", "", "| Reason | Input | Output (cleaned) |", "|---|---|---|"]
+        lines += [f"Rejected examples: one drawn at random (seed {g.seed}) for each first reason, from the "
+                  f"{g.n_rejected} rejected, with every reason of its rejection:", "",
+                  "| Reasons | Counterfactual (input) | Output (cleaned) |", "|---|---|---|"]
         for exs in g.rejected_examples.values():
             lines += [f"| {_cell(e['reason'])} | {_cell(e['input'])} | {_cell(e['output'])} |" for e in exs]
         lines.append("")
@@ -217,39 +226,3 @@ def markdown(g: GeneratedData) -> str:
                       for r in rows]
             lines.append("")
     return "\n".join(lines)
-
-
-def html_section(g: GeneratedData) -> str:
-    """The section as HTML ('' when the run has no generated data)."""
-    if g.empty:
-        return ""
-    e = html.escape
-    parts = ["<h2>Generated data</h2>"]
-    s = g.summary
-    if s:
-        parts.append(f"<p>{e(str(s.get('items', 0)))} counterfactuals rephrased with <code>{e(str(s.get('gen_model')))}"
-                     f"</code>: {e(str(s.get('accepted', 0)))} accepted, {e(str(s.get('rejected', 0)))} rejected.</p>")
-        header, body = _acceptance_rows(s)
-        if body:
-            parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
-            parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in body]
-            parts.append("</table>")
-    if g.accepted_examples:
-        parts.append("<p>Accepted examples:</p><ul>" + "".join(
-            f"<li>{e(x['input'])} → <em>{e(x['output'])}</em></li>" for x in g.accepted_examples) + "</ul>")
-    if g.rejected_examples:
-        parts.append("<table><tr><th>Reason</th><th>Input</th><th>Output (cleaned)</th></tr>")
-        for exs in g.rejected_examples.values():
-            parts += [f"<tr><td>{e(x['reason'])}</td><td>{e(x['input'])}</td><td>{e(x['output'])}</td></tr>"
-                      for x in exs]
-        parts.append("</table>")
-    for t in g.entropy:
-        parts.append(f"<h3>Semantic entropy: {e(t.target)} ({t.n} items)</h3>")
-        if t.histogram is not None:
-            parts.append(f"<img src='{e(t.histogram.name)}' alt='{e(t.histogram.stem)}'>")
-        for title, rows in (("Highest entropy (dropped first)", t.highest), ("Lowest entropy", t.lowest)):
-            parts.append(f"<p>{e(title)}:</p><table><tr><th>SE</th><th>Clusters</th><th>Text</th></tr>")
-            parts += [f"<tr><td class='n'>{r['se']:.3f}</td><td class='n'>{r['clusters']}</td><td>{e(r['text'])}"
-                      "</td></tr>" for r in rows]
-            parts.append("</table>")
-    return "\n".join(parts)

@@ -177,12 +177,10 @@ class Scorer(abc.ABC):
         return [list(map(int, ids)) for ids in out]
 
     def _progress(self, total: int, desc: str):
-        from tqdm.auto import tqdm
+        """A bar on a terminal with ``progress``, else a line every few seconds (:mod:`context_cda.progress`)."""
+        from ..progress import Progress
 
-        return tqdm(
-            total=total, desc=desc, unit="seq", disable=not self.progress or total == 0, mininterval=0.5,
-            dynamic_ncols=True, leave=False,
-        )
+        return Progress(total, desc, "seq", bar=self.progress)
 
     def _pad(self, seqs: Sequence[Sequence[int]], pad: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Right-pad to a (B, T) id tensor and its attention mask, on the model's device."""

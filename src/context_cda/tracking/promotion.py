@@ -41,6 +41,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .decisions import aliases_for
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..stats import Difference, Interval, Items, Settings, SignFlip
     from .evidence import Evidence
@@ -398,7 +400,7 @@ def decide(
         reasons += small + why
         ok = ok and passed and not small
     return Decision(
-        promote=ok, aliases=["candidate", "champion"] if ok else ["candidate"], reasons=reasons,
+        promote=ok, aliases=aliases_for(ok), reasons=reasons,
         candidate=_flat(cand), champion=_flat(champ) if champion is not None else None, vanilla=_flat(van),
         policy=asdict(pol), comparisons=comparisons,
     )

@@ -43,6 +43,7 @@ from ..arms import arm_k, published_refs
 from ..arms import parse as parse_arm
 from ..errors import ConfigError, InputError
 from ..io import MANIFEST, StageRecorder, read_json, write_json, write_table
+from . import decisions as D
 from . import evidence as E
 from .flavors import fluent_uri as _fluent_uri
 from .flavors import log_model_version
@@ -288,8 +289,9 @@ def run_register(
                                "registered_seed": seed, "evidence_seeds": ctx.candidate.seeds if ctx.candidate else []}
     if not config.tracking.enabled or not config.tracking.register_model:
         decision = decide(ctx.candidate, None, ctx.vanilla_items, ctx.policy)
-        record = {**decision.to_dict(), "model_name": ctx.name, "version": None, "champion_version": None}
-        summary.update(promote=decision.promote, reasons=decision.reasons)
+        record = {**decision.to_dict(), "decision": D.decision(decision.promote), "model_name": ctx.name,
+                  "version": None, "champion_version": None}
+        summary.update(promote=decision.promote, decision=D.decision(decision.promote), reasons=decision.reasons)
         return _finish(ctx, rec, record, summary, registered=False)
     client = get_client(config)
     tracker = tracker_for(config, target=target, arm=arm, seed=seed)
@@ -298,13 +300,16 @@ def run_register(
     decision = decide(ctx.candidate, champion_ev, ctx.vanilla_items, ctx.policy,
                       champion_version=champion_mv.version if champion_mv is not None else None,
                       has_champion=champion_mv is not None)
-    record = {**decision.to_dict(), "model_name": ctx.name, "version": version, "flavor": flavor,
+    record = {**decision.to_dict(), "decision": D.decision(decision.promote), "model_name": ctx.name,
+              "version": version, "flavor": flavor,
               "champion_version": champion_mv.version if champion_mv is not None else None}
     _apply(ctx, client, tracker, version, decision, record)
     summary.update(registered=True, version=version, flavor=flavor, promote=decision.promote,
+                   decision=D.decision(decision.promote),
                    reasons=decision.reasons, previous_champion=record["champion_version"], aliases=decision.aliases,
                    tracking_uri=tracking_uri(config), model_uri=f"models:/{ctx.name}/{version}")
-    logger.info("register %s v%s: %s", ctx.name, version, json.dumps(decision.reasons))
+    logger.info("register %s v%s (%s): %s (%s)", ctx.name, version, arm, D.decision(decision.promote),
+                "; ".join(decision.reasons))
     return _finish(ctx, rec, record, summary, registered=True)
 
 
@@ -371,7 +376,7 @@ def _arm_files(ctx: _Context, spec) -> dict[str, Any]:
 def _champion(client, name: str, new_version: str):
     """(the current champion's model version or None, its evidence or None when it carries none)."""
     try:
-        mv = client.get_model_version_by_alias(name, "champion")
+        mv = client.get_model_version_by_alias(name, D.CHAMPION)
     except Exception:  # noqa: BLE001 - no alias yet
         return None, None
     if mv is None or str(mv.version) == str(new_version):
@@ -395,11 +400,10 @@ def _apply(ctx: _Context, client, tracker, version: str, decision: Decision, rec
     for alias in decision.aliases:
         client.set_registered_model_alias(ctx.name, alias, version)
     reasons = "; ".join(decision.reasons)
-    verdict = "promoted" if decision.promote else "refused"
-    client.set_model_version_tag(ctx.name, version, "promotion_decision", verdict)
-    client.set_model_version_tag(ctx.name, version, "promotion_reasons", reasons[:4000])
-    tracker.set_tags({"promotion_decision": verdict, "promotion_reasons": reasons[:4000],
-                      "registered_version": version})
+    verdict = D.decision(decision.promote)
+    client.set_model_version_tag(ctx.name, version, D.DECISION_TAG, verdict)
+    client.set_model_version_tag(ctx.name, version, D.REASONS_TAG, reasons[:4000])
+    tracker.set_tags({D.DECISION_TAG: verdict, D.REASONS_TAG: reasons[:4000], "registered_version": version})
     tracker.log_dict(record, "promotion.json")
     metrics = {f"final_{k}": v for k, v in ctx.final.items()}
     metrics.update({f"gate_{k}": v for k, v in decision.candidate.items()})

@@ -1,7 +1,7 @@
 """The ``finetune`` stage: debias one target model on one arm's corpus with one seed, evaluating it epoch by epoch.
 
 Writes, below the step folder ``finetune/<target>/<arm>/seed-<seed>`` (:mod:`context_cda.layout`):
-``checkpoints/epoch-N`` (resumable), ``final/`` (``save_pretrained``, safetensors, tokenizer; LoRA adapters merged),
+``checkpoints/epoch-N`` (resumable; deleted when the run finishes unless ``train.keep_resume_state``), ``final/`` (``save_pretrained``, safetensors, tokenizer; LoRA adapters merged),
 ``adapter/`` (LoRA only), ``metrics.csv`` (one row per evaluated epoch; epoch 0 = the vanilla model),
 ``train_rows.parquet`` (the source rows of the texts trained on), ``corpus_stats.json`` and ``manifest.json``.
 
@@ -290,8 +290,10 @@ def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, 
 
 def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: int, token_budget, evaluate_fn,
               evaluate: bool, vanilla_metrics, on_step, say) -> dict[str, Any]:
+    from ..progress import activity
+
     rec = _recorder(config, inputs, out, target, arm, seed, token_budget)
-    with rec.timed("load"):
+    with rec.timed("load"), activity(f"load {config.run.targets[target]}"):
         model, tok, family = load_target(config, target, arm)
         corpus = _corpus(config, inputs, arm, tok, family, token_budget)
         if config.train.lora.enabled:
@@ -303,6 +305,12 @@ def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: in
     summary = _summary(target, arm, seed, family, corpus, result, metrics_log, out, tracker)
     if main:
         _record(rec, out, corpus, summary, tracker)
+        if not config.train.keep_resume_state:  # finished: final/ holds the weights, a resume needs nothing
+            from .loop import drop_resume_state
+
+            freed = drop_resume_state(out, config.train.keep_epoch_weights)
+            say(f"finetune {target}/{arm}/seed-{seed}: resume state removed ({freed / 2**20:.0f} MiB; "
+                "train.keep_resume_state keeps it)")
     return summary
 
 
@@ -418,10 +426,27 @@ def _epoch_evaluator(config, evaluate_fn, evaluate: bool, vanilla_metrics, metri
                 save_epoch_predictions(metrics_log.path.parent, epoch, fn.predictions)
         metrics_log.add(epoch, metrics)
         tracker.log_metrics(metrics, step=epoch)
-        say(f"finetune {label} epoch {epoch}: " + ", ".join(f"{k}={v:.2f}" for k, v in metrics.items()))
+        say(f"finetune {label} epoch {epoch}: {headline(metrics)}")
         return metrics
 
     return on_eval
+
+
+#: the metrics an epoch's log line shows (with their intervals); metrics.csv and MLflow hold every one
+HEADLINE = {"stereoset_ss": "SS", "stereoset_lms": "LMS", "stereoset_icat": "ICAT", "crows_cs": "CS"}
+
+
+def headline(metrics: Mapping[str, float]) -> str:
+    """``SS 57.00 [51.20, 62.80], LMS 88.10 [...], ... (+31 more in metrics.csv)``: one short line per epoch."""
+    shown = []
+    for key, title in HEADLINE.items():
+        if key in metrics:
+            lo, hi = metrics.get(f"{key}_ci_low"), metrics.get(f"{key}_ci_high")
+            iv = f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
+            shown.append(f"{title} {metrics[key]:.2f}{iv}")
+    used = {k for key in HEADLINE if key in metrics for k in (key, f"{key}_ci_low", f"{key}_ci_high")}
+    more = len(set(metrics) - used)
+    return ", ".join(shown) + (f" (+{more} more in metrics.csv)" if more else "") if shown else f"{len(metrics)} metrics"
 
 
 def _params(config: Config, target: str, arm: str, seed: int, family: str, budget: int) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def data_fingerprint(examples: Sequence[dict[str, list[int]]], tcfg, seed: int, 
         h.update(np.asarray(ex["input_ids"], dtype=np.int64).tobytes())
         h.update(b"|")
     settings = tcfg.model_dump(mode="json", exclude={"eval_every", "arms", "seeds", "k", "min_rows",
-                                                     "keep_checkpoints", "keep_epoch_weights"})
+                                                     "keep_checkpoints", "keep_epoch_weights", "keep_resume_state"})
     h.update(json.dumps([settings, seed, family], sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -316,38 +316,51 @@ def _resume(run: _Session, out: Path, fingerprint: str | None, say: Callable[[st
 def _train_epoch(run: _Session, examples, tcfg, seed: int, epoch: int, max_grad_norm: float,
                  on_step: Callable[[int, int], None] | None) -> None:
     """One epoch of optimizer steps (``grad_accum`` micro-batches each); batch order and masking depend only on
-    (seed, epoch, batch)."""
-    acc, model = run.acc, run.model
-    model.train()
+    (seed, epoch, batch). The main process reports its progress (:mod:`context_cda.progress`)."""
+    from ..progress import Progress
+
+    run.model.train()
     mine = shard_batches(epoch_batches(len(examples), tcfg.batch_size, seed, epoch), run.rank, run.world)
     groups = [mine[i : i + tcfg.grad_accum] for i in range(0, len(mine), tcfg.grad_accum)]
     ep_loss, ep_n = 0.0, 0
-    for group in groups:
-        step_loss = 0.0
-        for j, (b, idx) in enumerate(group):
-            rng = np.random.default_rng([seed, epoch, b])
-            batch = run.objective.collate([examples[i] for i in idx], rng)
-            batch = {k: v.to(acc.device) for k, v in batch.items()}
-            sync = j == len(group) - 1
-            ctx = contextlib.nullcontext() if sync or run.world == 1 else acc.no_sync(model)
-            with ctx, acc.autocast():
-                loss = model(**batch).loss / len(group)
-                acc.backward(loss)
-            step_loss += float(loss.detach())
-        check_finite(step_loss, epoch, run.global_step + 1, tcfg)
-        if max_grad_norm and max_grad_norm > 0:
-            acc.clip_grad_norm_(model.parameters(), max_grad_norm)
-        run.optimizer.step()
-        run.scheduler.step()
-        run.optimizer.zero_grad(set_to_none=True)
-        run.global_step += 1
-        run.losses.append(step_loss)
-        ep_loss, ep_n = ep_loss + step_loss, ep_n + 1
-        if on_step is not None:
-            on_step(epoch, run.global_step)
-        if tcfg.max_steps is not None and run.global_step >= tcfg.max_steps:
-            break
+    main = run.acc.is_main_process
+    with Progress(len(groups), f"train epoch {epoch}/{tcfg.epochs}", "step", bar=main,
+                  every=None if main else 0) as bar:
+        for group in groups:
+            step_loss = _optimizer_step(run, examples, group, seed, epoch, tcfg, max_grad_norm)
+            ep_loss, ep_n = ep_loss + step_loss, ep_n + 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{step_loss:.3f}", step=run.global_step)
+            if on_step is not None:
+                on_step(epoch, run.global_step)
+            if tcfg.max_steps is not None and run.global_step >= tcfg.max_steps:
+                break
     run.epoch_losses[epoch] = ep_loss / max(ep_n, 1)
+
+
+def _optimizer_step(run: _Session, examples, group, seed: int, epoch: int, tcfg, max_grad_norm: float) -> float:
+    """One optimizer step over the micro-batches of ``group``; returns its loss."""
+    acc, model = run.acc, run.model
+    step_loss = 0.0
+    for j, (b, idx) in enumerate(group):
+        rng = np.random.default_rng([seed, epoch, b])
+        batch = run.objective.collate([examples[i] for i in idx], rng)
+        batch = {k: v.to(acc.device) for k, v in batch.items()}
+        sync = j == len(group) - 1
+        ctx = contextlib.nullcontext() if sync or run.world == 1 else acc.no_sync(model)
+        with ctx, acc.autocast():
+            loss = model(**batch).loss / len(group)
+            acc.backward(loss)
+        step_loss += float(loss.detach())
+    check_finite(step_loss, epoch, run.global_step + 1, tcfg)
+    if max_grad_norm and max_grad_norm > 0:
+        acc.clip_grad_norm_(model.parameters(), max_grad_norm)
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    run.global_step += 1
+    run.losses.append(step_loss)
+    return step_loss
 
 
 def check_finite(loss: float, epoch: int, step: int, tcfg) -> None:
@@ -399,13 +412,13 @@ WEIGHT_FILES = ("model*.safetensors", "pytorch_model*.bin")
 
 
 def prune_checkpoints(out_dir: Path | str, keep: int = 1, keep_weights: bool = False) -> list[Path]:
-    """Keep the newest ``keep`` complete checkpoints whole; delete older epochs' folders, or (``keep_weights``)
-    reduce them to their model weights. Returns the folders pruned."""
+    """Keep the newest ``keep`` complete checkpoints whole (0: none, see :func:`drop_resume_state`); delete older
+    epochs' folders, or (``keep_weights``) reduce them to their model weights. Returns the folders pruned."""
     root = Path(out_dir) / CHECKPOINTS
     full = sorted((int(d.name.split("-", 1)[1]), d) for d in root.glob("epoch-*")
                   if d.is_dir() and d.name.split("-", 1)[1].isdigit() and (d / STATE_FILE).is_file())
     pruned = []
-    for _, d in full[: max(len(full) - max(keep, 1), 0)]:
+    for _, d in full[: max(len(full) - max(keep, 0), 0)]:
         (d / STATE_FILE).unlink()  # first: from now on the folder is not a resumable checkpoint
         if not keep_weights:
             shutil.rmtree(d, ignore_errors=True)
@@ -413,6 +426,23 @@ def prune_checkpoints(out_dir: Path | str, keep: int = 1, keep_weights: bool = F
             _reduce_to_weights(d)
         pruned.append(d)
     return pruned
+
+
+def drop_resume_state(out_dir: Path | str, keep_weights: bool = False) -> int:
+    """After a finished run (its final model saved): delete every full training state in ``checkpoints/`` (model,
+    optimizer, scheduler, RNG: only a resume needs them), or with ``keep_weights`` reduce each to its model weights;
+    the folder goes when nothing is left. Returns the bytes freed."""
+    root = Path(out_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return 0
+    before = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    for tmp in root.glob(".epoch-*.tmp"):  # a save killed half-way
+        shutil.rmtree(tmp, ignore_errors=True)
+    prune_checkpoints(out_dir, keep=0, keep_weights=keep_weights)
+    if not any(root.rglob("*.safetensors")) and not any(root.rglob("*.bin")):
+        shutil.rmtree(root, ignore_errors=True)
+    after = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
+    return before - after
 
 
 def _reduce_to_weights(d: Path) -> bool:

