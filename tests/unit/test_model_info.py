@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from context_cda.model_info import describe, gguf_header
@@ -17,12 +18,15 @@ def _s(text: str) -> bytes:
 
 
 def write_gguf(path: Path, tensor_types: list[int]) -> Path:
-    """A GGUF v3 header: two metadata keys (a string, an array) and one tensor info per type (no data)."""
+    """A GGUF v3 file: two metadata keys (a string, an array), one tensor info per type, and zero bytes enough for
+    every tensor's data (a header-only file is refused as truncated, context_cda.model_files)."""
     kv = [_s("general.name") + struct.pack("<I", 8) + _s("Toy-1M"),
           _s("toy.list") + struct.pack("<I", 9) + struct.pack("<IQ", 4, 3) + struct.pack("<3I", 1, 2, 3)]
     tensors = [_s(f"blk.{i}.w") + struct.pack("<I", 2) + struct.pack("<2Q", 32, 8) + struct.pack("<IQ", t, 0)
                for i, t in enumerate(tensor_types)]
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)) + b"".join(kv) + b"".join(tensors))
+    data = bytes(len(tensors) * 32 * 8 * 4 + 64)  # F32 is the widest type used here; 64 covers the alignment
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)) + b"".join(kv) + b"".join(tensors)
+                     + data)
     return path
 
 
@@ -43,8 +47,12 @@ def test_a_quantized_gguf_says_it_is_dequantized(tmp_path):
 
 
 def test_folders_hub_ids_tiny_and_unresolvable_references(tmp_path):
+    from safetensors.numpy import save_file
+
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text('{"torch_dtype": "bfloat16"}')
+    save_file({"w": np.zeros(2, dtype=np.float32)}, str(tmp_path / "m" / "model.safetensors"))
+    (tmp_path / "m" / "tokenizer.json").write_text("{}")
     assert describe(str(tmp_path / "m")).precision == "bfloat16 weights"
     assert describe("gpt2").source == "Hugging Face hub id gpt2"
     assert describe("tiny:gpt2").precision == "float32"
