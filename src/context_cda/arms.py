@@ -73,6 +73,12 @@ class Arm:
         return self.kind == "trained"
 
     @property
+    def budget_group(self) -> str:
+        """The trained arms that share one token budget: the swapping arms (CDA, Context-CDA and its cuts,
+        dropout) and, apart, the neutral-rewrite arms, so a small neutral table does not shrink the others'."""
+        return "neutral" if self.name in NEUTRAL_ARMS else "swap"
+
+    @property
     def posthoc(self) -> bool:
         """No fine-tuning: evaluated by the ``evaluate-posthoc`` step, not per epoch."""
         return self.kind != "trained"

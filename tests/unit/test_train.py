@@ -131,6 +131,28 @@ def test_arm_corpora_and_equal_token_budget(tmp_path):
     assert again == kept  # same seed, same selection
 
 
+def test_the_neutral_arms_share_a_budget_apart_from_the_swapping_arms(tmp_path):
+    """A neutral table of one short row (the demo's review accepted 3 of 48) must not cut CDA, Context-CDA and
+    dropout down to its size: each budget group takes the smallest corpus of its own arms."""
+    from context_cda.train import shared_token_budget
+    from context_cda.train.finetune import arm_token_count
+
+    pd.DataFrame({"id": [f"r{i}" for i in range(len(SENTENCES))], "original": SENTENCES,
+                  "counterfactual": [f"{s} Indeed." for s in SENTENCES]}).to_parquet(tmp_path / "cda.parquet")
+    pd.DataFrame({"id": ["n1"], "augmented": ["They ran home."]}).to_parquet(tmp_path / "neutral.parquet")
+    inputs = {"cda": tmp_path / "cda.parquet", "neutral": tmp_path / "neutral.parquet"}
+    cfg = Config.model_validate({"run": {"targets": {"t": "tiny:gpt2"}},
+                                 "train": {"arms": ["cda", "dropout", "context-neutral"]}})
+    _, tok, fam, _ = load_tiny("gpt2")
+    count = {kind: arm_token_count(cfg, kind, path, tok, fam)
+             for kind, path in (("cda", inputs["cda"]), ("original", inputs["cda"]), ("corpus", inputs["neutral"]))}
+    assert count["corpus"] < count["original"] < count["cda"]
+    assert shared_token_budget(cfg, inputs, tok, fam, "cda") == count["original"]  # dropout's originals
+    assert shared_token_budget(cfg, inputs, tok, fam, "dropout") == count["original"]
+    assert shared_token_budget(cfg, inputs, tok, fam, "context-neutral") == count["corpus"]
+    assert shared_token_budget(cfg, inputs, tok, fam) == count["corpus"]  # no arm: every trained arm
+
+
 # ---------------------------------------------------------------------------------------------------- training
 
 

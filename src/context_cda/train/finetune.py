@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
 from ..arms import of_kinds
+from ..arms import parse as parse_arm
 from ..errors import ConfigError, InputError
 from ..io import StageRecorder, atomic_dir, atomic_path, file_lock, write_json, write_table
 from .corpus import apply_token_budget, arm_corpus, count_tokens, load_arm_rows, tokenize_texts
@@ -136,17 +137,22 @@ def arm_token_count(config: Config, kind: str, path: Path, tokenizer, family: st
     return count_tokens(tokenize_texts(tokenizer, rows["text"].tolist(), config.train.max_seq_len, family))
 
 
-def shared_token_budget(config: Config, inputs: Mapping[str, Path | str], tokenizer, family: str) -> int:
-    """The smallest token count over the corpora of ``train.arms`` that exist (the default budget)."""
+def shared_token_budget(config: Config, inputs: Mapping[str, Path | str], tokenizer, family: str,
+                        arm: str | None = None) -> int:
+    """The smallest token count over the corpora of ``train.arms`` that exist (the default budget); with ``arm``,
+    over the arms of its budget group (:attr:`context_cda.arms.Arm.budget_group`)."""
     counts = {}
-    for arm in of_kinds(config.train.arms, ("trained",), config.train.k):
-        kind, path = arm_corpus(inputs, arm, config.train.k)
+    group = None if arm is None else parse_arm(arm, config.train.k).budget_group
+    for name in of_kinds(config.train.arms, ("trained",), config.train.k):
+        if group is not None and parse_arm(name, config.train.k).budget_group != group:
+            continue
+        kind, path = arm_corpus(inputs, name, config.train.k)
         if not path.exists():
             continue
         try:
-            counts[arm] = arm_token_count(config, kind, path, tokenizer, family)
+            counts[name] = arm_token_count(config, kind, path, tokenizer, family)
         except InputError as e:  # an empty corpus fails its own arm, not the budget of the others
-            logger.warning("token budget: arm %s not counted: %s", arm, e)
+            logger.warning("token budget: arm %s not counted: %s", name, e)
     if not counts:
         raise InputError(
             f"token budget: none of the corpora of train.arms ({', '.join(config.train.arms)}) exist "
@@ -341,7 +347,7 @@ def _corpus(config: Config, inputs, arm: str, tok, family: str, token_budget: in
     rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon)
     examples = tokenize_texts(tok, rows["text"].tolist(), tcfg.max_seq_len, family)
     available = count_tokens(examples)
-    budget = token_budget or tcfg.token_budget or shared_token_budget(config, inputs, tok, family)
+    budget = token_budget or tcfg.token_budget or shared_token_budget(config, inputs, tok, family, arm)
     examples, used = apply_token_budget(examples, budget, config.run.seed)
     return _Corpus(rows, examples, available, used, budget, path)
 
