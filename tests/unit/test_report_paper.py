@@ -84,7 +84,7 @@ def test_findings_follow_the_arms_found_and_new_directed_metrics(monkeypatch):
     t1 = pd.DataFrame([{"target": "t", "model": "vanilla", "stereoset_ss": 61.0, "stereoset_ss_ci_low": 55.0,
                         "stereoset_ss_ci_high": 67.0, "crows_cs": 50.5, "crows_cs_ci_low": 45.0,
                         "crows_cs_ci_high": 56.0}])
-    lines = findings.markdown(ev, t1, ["t"], str, {"stereoset": 120}, None, {"token_budget": 722}, None)
+    lines = findings.markdown(ev, t1, ["t"], str, {"stereoset": 120}, None, {"token_budgets": [722]}, None)
     text = "\n".join(lines)
     assert "SS 61.00 [55.00, 67.00] (11.00 points above the unbiased 50)" in text
     assert "CS 50.50 [45.00, 56.00] (an interval that holds 50: no bias shown)" in text
@@ -93,6 +93,8 @@ def test_findings_follow_the_arms_found_and_new_directed_metrics(monkeypatch):
     assert "**self-debias** against vanilla: no difference shown in WinoBias gap +1.00 [-1.00, +3.00]" in text
     assert "WinoBias gap ±3.0 points" in text  # what the run could see
     assert "Caveats: each arm trained on 722 tokens" in text
+    two = "\n".join(findings.caveats({"token_budgets": [64, 722]}, None))
+    assert "the arms trained on 64 or 722 tokens (one budget per budget group" in two
 
 
 def test_no_paired_evidence_is_said_not_hidden():

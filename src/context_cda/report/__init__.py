@@ -348,7 +348,7 @@ def _facts(config: Config, folders: Mapping[str, Path]) -> dict[str, Any]:
                  if str(describe(ref).details.get("quantization", "F32"))[:1] in ("Q", "I")]
     budgets = {int(s["token_budget"]) for _, d in L.discover(folders["finetune"], "finetune")
                if isinstance((s := setup.summary_of(d)).get("token_budget"), int)}
-    return {"quantized": quantized, "token_budget": min(budgets) if budgets else None,
+    return {"quantized": quantized, "token_budgets": sorted(budgets),
             "max_items": config.evaluate.max_items}
 
 

@@ -131,14 +131,18 @@ def _decision_line(decisions: Decisions | None) -> list[str]:
 
 
 def caveats(facts: Mapping[str, Any], t2: pd.DataFrame | None) -> list[str]:
-    """What limits how far the numbers go: ``facts`` (from the setup: ``quantized`` targets, the ``token_budget``,
+    """What limits how far the numbers go: ``facts`` (from the setup: ``quantized`` targets, the ``token_budgets``,
     ``max_items``) and Table 2's deviation marks."""
     out = []
     if facts.get("quantized"):
         out.append(f"{', '.join(facts['quantized'])} computed from quantized weights (see Setup), so these are not "
                    "the full-precision model's numbers")
-    if facts.get("token_budget"):
-        out.append(f"each arm trained on {facts['token_budget']:,} tokens, far below the paper's budget")
+    budgets = facts.get("token_budgets") or []
+    if len(budgets) == 1:
+        out.append(f"each arm trained on {budgets[0]:,} tokens, far below the paper's budget")
+    elif budgets:
+        out.append(f"the arms trained on {' or '.join(f'{b:,}' for b in budgets)} tokens (one budget per budget "
+                   "group, see Setup), far below the paper's budget")
     if facts.get("max_items"):
         out.append(f"the per-epoch benchmarks were cut to their first {facts['max_items']} items")
     if t2 is not None and not t2.empty and any(t2.attrs.get("marks", {}).values()):

@@ -210,7 +210,8 @@ def _finetune_rows(finetune_dir: Path | None) -> list[list[str]]:
         rows.append([f"finetune [{keys['target']}, {keys['arm']}, seed {keys['seed']}]",
                      f"{_n(f.get('texts'))} texts, {_n(f.get('tokens_available'))} tokens",
                      f"{_n(f.get('sequences'))} sequences, {_n(f.get('tokens'))} tokens",
-                     f"cut to the token budget of {_n(f.get('token_budget'))} (the same for every arm); "
+                     f"cut to the token budget of {_n(f.get('token_budget'))} (the same for every arm of its budget "
+                     f"group); "
                      f"{_n(f.get('epochs'))} epochs, {_n(f.get('steps'))} optimizer steps"])
     return rows
 
@@ -230,7 +231,8 @@ def training_lines(config: Any, folders: Mapping[str, Path]) -> list[str]:
         f"learning rate {tcfg.get('learning_rate')}, sequences cut to {tcfg.get('max_seq_len')} tokens, precision "
         f"{tcfg.get('precision')} (auto: bf16 on a GPU that has it, else fp32), "
         + (f"LoRA r={lora.get('r')}" if lora.get("enabled") else "all weights trained") + ".",
-        f"- Token budget: {tcfg.get('token_budget') or 'the smallest arm’s token count'} for every arm.",
+        f"- Token budget: {tcfg.get('token_budget') or 'the smallest arm’s token count in each budget group'} for "
+        "every arm of the group (the swapping arms: CDA, Context-CDA, dropout; apart, the neutral arms).",
         *_software(first[1] if first else None),
     ]
 
