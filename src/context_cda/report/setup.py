@@ -211,8 +211,7 @@ def _finetune_rows(finetune_dir: Path | None) -> list[list[str]]:
                      f"{_n(f.get('texts'))} texts, {_n(f.get('tokens_available'))} tokens",
                      f"{_n(f.get('sequences'))} sequences, {_n(f.get('tokens'))} tokens",
                      f"cut to the token budget of {_n(f.get('token_budget'))} (the same for every arm of its budget "
-                     f"group); "
-                     f"{_n(f.get('epochs'))} epochs, {_n(f.get('steps'))} optimizer steps"])
+                     f"group); {_n(f.get('epochs'))} epochs, {_n(f.get('steps'))} optimizer steps"])
     return rows
 
 
