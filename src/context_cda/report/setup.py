@@ -133,7 +133,8 @@ def size_rows(config: Any, folders: Mapping[str, Path], run_dir: Path) -> list[l
     s = dict(ing.get("summary") or {})
     icfg = _cfg(ing).get("ingest") or {}
     rows = [["ingest", f"{_n(s.get('lines'))} lines, {_n(s.get('sentences'))} sentences", _n(s.get("rows_out")),
-             f"gendered sentences kept; {_why(s.get('rejected_by_reason'))}"
+             f"sentences with a {config.run.attribute} term kept; "
+             f"{_why(s.get('rejected_by_reason'))}"
              + (f"; a seeded sample of {icfg['sample_n']}" if icfg.get("sample_n") else "")]]
     c = summary_of(run_dir / L.FOLDERS["cda"])
     if c:
