@@ -23,6 +23,7 @@ TargetsOpt = Annotated[
     list[str] | None, typer.Option("--target", help="Target short name (repeatable; default: all).")
 ]
 ArmsOpt = Annotated[list[str] | None, typer.Option("--arm", help="Arm (repeatable; default: train.arms).")]
+NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
 AllowErrorsOpt = Annotated[
     bool | None,
     typer.Option("--allow-errors/--no-allow-errors",

@@ -11,6 +11,7 @@ import typer
 from ._common import (
     AllowErrorsOpt,
     MergeOpt,
+    NoProgressOpt,
     ParamsOpt,
     ProfileOpt,
     RunDirOpt,
@@ -45,7 +46,7 @@ def register(app: typer.Typer) -> None:
         base_url: Annotated[str | None, typer.Option("--base-url", help="openai backend endpoint.")] = None,
         limit: Annotated[int | None, typer.Option("--limit", help="Only the first N counterfactuals.")] = None,
         batch_size: Annotated[int | None, typer.Option("--batch-size", help="Prompts per generate call.")] = None,
-        no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+        no_progress: NoProgressOpt = False,
         allow_errors: AllowErrorsOpt = None,
         shard: ShardOpt = None,
         merge: MergeOpt = False,

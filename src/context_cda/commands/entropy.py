@@ -11,6 +11,7 @@ import typer
 from ._common import (
     AllowErrorsOpt,
     MergeOpt,
+    NoProgressOpt,
     ParamsOpt,
     ProfileOpt,
     RunDirOpt,
@@ -46,7 +47,6 @@ def parse_k(value: str | None) -> list[float] | None:
         ) from None
 
 
-NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
 
 
 def sample(

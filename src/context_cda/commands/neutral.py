@@ -9,6 +9,7 @@ import typer
 
 from ._common import (
     AllowErrorsOpt,
+    NoProgressOpt,
     ParamsOpt,
     ProfileOpt,
     RunDirOpt,
@@ -33,7 +34,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: <run_dir>/neutral).")] = None,
         limit: Annotated[int | None, typer.Option("--limit", help="Only the first N sentences.")] = None,
-        no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+        no_progress: NoProgressOpt = False,
         allow_errors: AllowErrorsOpt = None,
     ) -> None:
         """Gender-neutral rewrites by the generator (singular they, neutral nouns), each reviewed: no gendered word
