@@ -652,6 +652,13 @@ class EvaluateConfig(Section):
     )
     batch_size: int = Field(32, ge=1, description="Sequences per forward pass.")
     max_items: int | None = Field(None, ge=1, description="Evaluate only the first N items (smoke tests).")
+    arm_benchmarks: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Arms scored on fewer benchmarks than evaluate.benchmarks: arm -> the ones it runs, e.g. {inlp: "
+        "[stereoset, crows]} (a quick run that compares the baselines on the paper's Table 1 only). A name outside "
+        "evaluate.benchmarks is left out, an arm the run does not have is ignored; the vanilla model and the arms "
+        "not listed run every benchmark. The evaluation lists what an arm skipped and why (the report says so).",
+    )
     after_training: bool = Field(
         True,
         description="ccda run: also run the evaluate stage on every final model (the per-epoch evaluation "
@@ -667,6 +674,20 @@ class EvaluateConfig(Section):
                                          "resolution (lm-evaluation-harness's formulation).")
     winobias: WinoBiasConfig = Field(default_factory=WinoBiasConfig, description="WinoBias pro- vs "
                                      "anti-stereotyped coreference accuracy.")
+
+    @field_validator("arm_benchmarks")
+    @classmethod
+    def _arm_benchmarks(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        from .layout import VANILLA
+
+        if VANILLA in v:
+            raise ValueError("the vanilla model is every arm's reference and runs every benchmark; list arms only")
+        return v
+
+    def benchmarks_of(self, arm: str | None) -> list[str]:
+        """The benchmarks ``arm`` is scored on: ``benchmarks``, less what ``arm_benchmarks`` leaves out for it."""
+        keep = self.arm_benchmarks.get(arm) if arm else None
+        return list(self.benchmarks) if keep is None else [b for b in self.benchmarks if b in keep]
 
 
 class LoraConfig(Section):

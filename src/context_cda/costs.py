@@ -322,25 +322,28 @@ def model_family(table: Mapping[str, Any], model: str) -> str:
     return "masked"
 
 
-def _evaluation_seconds(config, table, a, ref: str, passes: float = 1.0) -> float:
-    """One evaluation of one model on one GPU: StereoSet and CrowS (``passes`` x their tokens) and the extrinsic
-    heads' training (~3 tasks each)."""
-    heads = [b for b in config.evaluate.benchmarks if b in ("glue", "biasbios", "stsb", "nli-bias")]
+def _evaluation_seconds(config, table, a, ref: str, passes: float = 1.0, arm: str | None = None) -> float:
+    """One evaluation of one model (``arm``'s: its benchmarks, ``evaluate.arm_benchmarks``) on one GPU: StereoSet
+    and CrowS (``passes`` x their tokens) and the extrinsic heads' training (~3 tasks each)."""
+    cfg = config.evaluate.model_copy(update={"benchmarks": config.evaluate.benchmarks_of(arm)})
+    heads = [b for b in cfg.benchmarks if b in ("glue", "biasbios", "stsb", "nli-bias")]
     r_train, _ = rate(table, "train", ref)
     r_score, _ = rate(table, "score", ref)
     family = model_family(table, ref)
-    seconds = passes * benchmark_tokens(a, family, config.evaluate.crows_mode) / r_score
-    seconds += choice_tokens(a, family, config.evaluate) / r_score  # WinoGender / WinoBias
+    seconds = passes * benchmark_tokens(a, family, cfg.crows_mode) / r_score
+    seconds += choice_tokens(a, family, cfg) / r_score  # WinoGender / WinoBias
     return seconds + len(heads) * 3 * a.extrinsic_examples * 2 * a.sentence_tokens / r_train
 
 
 def _evaluate(config, table, a, c) -> StepCost:
-    """The vanilla target and every fine-tuned (arm, seed) after training."""
+    """The vanilla target and every fine-tuned (arm, seed) after training (a fine-tuned model's StereoSet and
+    CrowS-Pairs scores are its last epoch's, :mod:`context_cda.evaluate.reuse`)."""
     hours, models = 0.0, 0
     for name, ref in config.run.targets.items():
-        n = 1 + _trained_runs(config, name)
-        models += n
-        hours += n * _evaluation_seconds(config, table, a, ref) / 3600
+        models += 1 + _trained_runs(config, name)
+        hours += _evaluation_seconds(config, table, a, ref) / 3600  # the vanilla target
+        for arm in T.arm_values(config, "finetune", name):  # StereoSet and CrowS: the last epoch's, reused
+            hours += len(config.train.seeds) * _evaluation_seconds(config, table, a, ref, 0.0, arm) / 3600
     return StepCost("evaluate", models, f"{models} models x {len(config.evaluate.benchmarks)} benchmarks", hours)
 
 
@@ -381,7 +384,7 @@ def _evaluate_posthoc(config, table, a, c) -> StepCost:
                 hours += 2 * benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) / r_score / 3600
             else:
                 # a published checkpoint is priced at its target's rates (the same architecture, e.g. MABEL's BERT)
-                hours += _evaluation_seconds(config, table, a, ref) / 3600
+                hours += _evaluation_seconds(config, table, a, ref, arm=arm) / 3600
     return StepCost("evaluate-posthoc", tasks, f"{tasks} post-hoc arms scored (no training)", hours)
 
 

@@ -70,6 +70,8 @@ TRAIN_ROWS_FILE = "train_rows.parquet"
 CORPUS_STATS_FILE = "corpus_stats.json"
 AGGREGATE_FILE = "aggregate.json"
 PREDICTIONS_FILE = "predictions.parquet"
+#: a benchmark an evaluation did not run (an arm it does not apply to, evaluate.arm_benchmarks): its folder says why
+NOT_APPLICABLE_FILE = "not_applicable.json"
 PROMOTION_FILE = "promotion.json"
 EVIDENCE_FILE = "evidence.parquet"
 EPOCH_PREDICTIONS_DIR = "predictions"

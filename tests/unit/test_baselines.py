@@ -238,6 +238,30 @@ def test_self_debias_without_decay_scores_like_the_plain_scorer(ref):
     assert np.allclose(got, plain, atol=1e-4), (got, plain)
 
 
+@pytest.mark.parametrize("ref", ["tiny:gpt2", "tiny:llama"])
+@pytest.mark.parametrize("mode", ["default", "bias-bench"])
+def test_self_debias_in_batches_scores_as_one_sentence_at_a_time(ref, mode):
+    """Batched (sentences of different lengths, right-padded after the prefixes) = bias-bench's one sentence per
+    pass, in both modes, for two_pass_logprobs and token_logprobs, in the order given."""
+    from context_cda.scoring import load_scorer
+    from context_cda.scoring.self_debias import SelfDebiasCausalScorer, SelfDebiasSettings
+
+    scorer = load_scorer(ref, device="cpu", batch_size=1)
+    settings = SelfDebiasSettings(("The following text discriminates against people because of their gender: ",),
+                                  mode=mode, position=13 if mode == "bias-bench" else None)
+    texts = ["He was tired", "The nurse said that she would help the doctor with his work today", "She laughed",
+             "My uncle and my aunt saw the children at the big old house near the river", "It"]
+    seqs = scorer.encode(texts, add_special_tokens=False)
+    one = SelfDebiasCausalScorer(scorer.model, scorer.tokenizer, settings, batch_size=1)
+    many = SelfDebiasCausalScorer(scorer.model, scorer.tokenizer, settings, batch_size=3)
+    start = scorer.start_token("auto", "bias-bench").id
+    for a, b in zip(one.two_pass_logprobs(seqs, start), many.two_pass_logprobs(seqs, start), strict=True):
+        assert len(a) == len(b) and np.allclose(a, b, atol=1e-5), (a, b)
+    for a, b in zip(one.token_logprobs(seqs), many.token_logprobs(seqs), strict=True):
+        assert len(a) == len(b) and np.allclose(a, b, atol=1e-5), (a, b)
+    assert many.token_logprobs([seqs[4][:1]]) == [[]]
+
+
 def test_bias_bench_mode_reads_its_fixed_position_and_says_when_the_tokenizer_cannot():
     from context_cda.scoring import load_scorer
     from context_cda.scoring.self_debias import SelfDebiasSettings, self_debias_scorer

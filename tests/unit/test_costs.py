@@ -129,6 +129,7 @@ def test_post_hoc_arms_are_priced_as_a_fit_or_scoring_and_dropout_as_training(tm
     one = benchmark_tokens(a, "causal") / score / 3600
     assert full["evaluate-posthoc"].tasks == 3
     assert full["evaluate-posthoc"].gpu_hours == pytest.approx(one + one + 2 * one)
+    assert full["evaluate"].gpu_hours == pytest.approx(one)  # the fine-tuned models' scores: their last epoch's
     two = {**over, "run": {"targets": {"t": "tgt", "u": "tgt"}},
            "baselines": {**over["baselines"], "targets": ["t"]}}
     only = {c.step: c for c in plan_costs(cfg(tmp_path, **two), TABLE, a)}

@@ -228,7 +228,7 @@ def _model_job(cfg, model, name, targets, arm, seed, out_dir, artifact=None, pro
     s = cfg.train.seeds[0] if seed is None else seed
     label = f"{short}/{a}/seed-{s}"
     dest = out_dir or layout.check().evaluation_dir(short, a, s)
-    return label, {}, dest, {"model": model, "name": label}
+    return label, {}, dest, {"model": model, "name": label, "arm": a, "seed": s}  # the arm's benchmarks apply
 
 
 def _projection(cfg, model: str, short: str, spec, progress: bool):

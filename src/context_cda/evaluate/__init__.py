@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..layout import AGGREGATE_FILE, PREDICTIONS_FILE
+from ..layout import AGGREGATE_FILE, NOT_APPLICABLE_FILE, PREDICTIONS_FILE
 from .registry import REGISTRY, Benchmark, Metric, check_names, get_benchmark, metric_specs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,22 +128,24 @@ def evaluate_model(
     batch_size: int | None = None,
     progress: bool = False,
     with_predictions: bool = False,
-) -> dict[str, float] | tuple[dict[str, float], dict[str, list[dict[str, Any]]]]:
+) -> dict[str, float] | tuple[dict[str, float], dict[str, dict[str, Any]]]:
     """The per-epoch benchmarks of a loaded model, flat: stereoset_ss/lms/icat, crows_cs/stereo/antistereo,
     next_token_* with their bootstrap intervals (``<name>_ci_low`` / ``_ci_high``; the benchmarks that fine-tune
-    a head are skipped: the evaluate stage runs them). ``with_predictions``: (flat, {benchmark: per-item rows}).
+    a head are skipped: the evaluate stage runs them). ``with_predictions``: (flat, {benchmark: result}), each
+    result as :func:`evaluate_scorer` gives it (per-item ``rows`` among them) with its reuse ``fingerprint``.
 
     The model is left in eval mode; callers in a training loop switch it back to train()."""
     from ..scoring import scorer_for
+    from .reuse import fingerprint
 
     scorer = scorer_for(model, tokenizer, batch_size=batch_size or cfg.batch_size, progress=progress)
-    results = evaluate_scorer(scorer, cfg, data_cache=data_cache, per_epoch_only=True)
+    loaded = load_benchmarks(cfg, data_cache=data_cache, per_epoch_only=True)
+    results = evaluate_scorer(scorer, cfg, data_cache=data_cache, loaded=loaded)
     flat: dict[str, float] = {}
     for name, res in results.items():
         flat.update(get_benchmark(name).flat(res["aggregate"]))
-    if with_predictions:
-        return flat, {name: res["rows"] for name, res in results.items()}
-    return flat
+        res["fingerprint"] = fingerprint(cfg, name, loaded[name])
+    return (flat, results) if with_predictions else flat
 
 
 def run_evaluate(
@@ -176,22 +178,22 @@ def run_evaluate(
         raise ConfigError("evaluate: name a model (--model), a target (--target) or a fine-tuned model input.")
     if name is None and target is not None:
         name = "/".join([target, *([arm] if arm else []), *([f"seed-{seed}"] if seed is not None else [])])
-    return _evaluate(config, inputs, Path(out_dir), model, name, progress, spec, target)
+    return _evaluate(config, inputs, Path(out_dir), model, name, progress, spec, target, arm)
 
 
 def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model: str, name: str | None,
-              progress: bool, spec: Any, target: str | None) -> dict[str, Any]:
+              progress: bool, spec: Any, target: str | None, arm: str | None = None) -> dict[str, Any]:
     from ..errors import ModelError
     from ..io import StageRecorder
     from ..models import parse_ref
     from ..progress import activity
     from ..scoring import load_scorer
-    from . import posthoc
+    from . import posthoc, reuse
     from .data import benchmark_file
 
     check_names(config.evaluate.benchmarks)  # a misspelt name fails now, not after the first benchmarks are scored
     posthoc.precheck(config, spec, model, target or name or model)
-    benchmarks, skipped = posthoc.benchmarks_for(config.evaluate, spec, config.evaluate.after_training)
+    benchmarks, skipped = posthoc.benchmarks_for(config.evaluate, spec, config.evaluate.after_training, arm)
     cfg = config.evaluate.model_copy(update={"benchmarks": benchmarks})
     name = name or parse_ref(model).name
     files = {
@@ -204,11 +206,13 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
         "evaluate", out,
         {"evaluate": cfg.model_dump(mode="json"), "model": model, "name": name,
          **({"arm": spec.name, "baselines": config.baselines.model_dump(mode="json")} if spec else {})},
-        inputs={**files, **{k: v for k, v in inputs.items() if k in ("debias", "artifact")}},
+        inputs={**files, **({k: v for k, v in inputs.items() if k in ("debias", "artifact") and v}
+                            if spec is not None and spec.kind == "projection" else {})},  # the others read no matrix
         versions=("torch", "transformers"),
     )
     summary: dict[str, Any] = {"model": model, "name": name, "bias_type": cfg.bias_type,
-                               **({"arm": spec.name, "not_applicable": skipped} if spec else {})}
+                               **({"arm": spec.name} if spec else {}),
+                               **({"not_applicable": skipped} if spec or skipped else {})}
     with rec.timed("load_benchmarks"):  # a bad benchmark file fails before the model is loaded
         loaded = load_benchmarks(cfg, {b: p for b, p in paths.items() if p}, config.run.data_cache)
     with rec.timed("load_model"), activity(f"load {model}"):
@@ -220,9 +224,13 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
                 raise
             return _write_unavailable(summary, str(e), out, rec)
         scorer, applied = posthoc.apply(scorer, config, spec, inputs, target or name)
+    reused = reuse.reusable(inputs.get("model"), cfg, {b: v for b, v in loaded.items() if get_benchmark(b).per_epoch})
     with rec.timed("score"):
-        results = evaluate_scorer(scorer, cfg, data_cache=config.run.data_cache, loaded=loaded)
-    summary.update({"family": scorer.family, **({"applied": applied} if applied else {})})
+        scored = evaluate_scorer(scorer, cfg, data_cache=config.run.data_cache,
+                                 loaded={b: v for b, v in loaded.items() if b not in reused})
+    results = {b: reused.get(b) or scored[b] for b in cfg.benchmarks if b in reused or b in scored}
+    summary.update({"family": scorer.family, **({"applied": applied} if applied else {}),
+                    **({"reused": sorted(reused)} if reused else {})})
     return _write_results(results, summary, out, rec)
 
 
@@ -253,6 +261,7 @@ def _write_results(results: Mapping[str, Any], summary: dict[str, Any], out: Pat
         bench = get_benchmark(bname)
         flat.update(bench.flat(res["aggregate"]))
         bdir = out / bname
+        (bdir / NOT_APPLICABLE_FILE).unlink(missing_ok=True)
         outputs[f"{bname}_predictions"] = write_table(pd.DataFrame(res["rows"]), bdir / PREDICTIONS_FILE)
         outputs[f"{bname}_aggregate"] = write_json(bdir / AGGREGATE_FILE, res["aggregate"])
         rejected_all += [{"benchmark": bname, **r} for r in res["rejected"]]
@@ -264,6 +273,11 @@ def _write_results(results: Mapping[str, Any], summary: dict[str, Any], out: Pat
         counts_rate = res["n_items"] / res["seconds"] if res["seconds"] > 0 else float("nan")
         per_bench[bname]["items_per_s"] = round(counts_rate, 2)
         per_bench[bname]["seconds"] = round(res["seconds"], 2)
+    for bname, why in summary.get("not_applicable", {}).items():  # one folder per benchmark (DVC's outs), saying why
+        for stale in (PREDICTIONS_FILE, AGGREGATE_FILE):  # an earlier evaluation's scores are not this one's
+            (out / bname / stale).unlink(missing_ok=True)
+        outputs[f"{bname}_not_applicable"] = write_json(out / bname / NOT_APPLICABLE_FILE, {"benchmark": bname,
+                                                                                         "not_applicable": why})
     summary = {**summary, "metrics": flat, "counts": counts}
     if "crows" in results:
         summary["crows_mode"] = results["crows"]["aggregate"].get("mode")

@@ -47,21 +47,27 @@ def model_of(config: Config, target: str | None, spec: A.Arm, model: str | None)
     return config.run.targets[target]
 
 
-def benchmarks_for(cfg: EvaluateConfig, spec: A.Arm | None, after_training: bool = True
+def benchmarks_for(cfg: EvaluateConfig, spec: A.Arm | None, after_training: bool = True, arm: str | None = None
                    ) -> tuple[list[str], dict[str, str]]:
-    """(benchmarks to run, {benchmark: why it does not apply}) for an evaluation of ``spec``."""
-    from .registry import get_benchmark
+    """(benchmarks to run, {benchmark: why it does not apply}) for an evaluation of ``spec`` (a post-hoc arm) or of
+    ``arm`` (a fine-tuned arm's model; None: the vanilla model): what the arm cannot take, then what
+    ``evaluate.arm_benchmarks`` leaves out for it."""
+    from .registry import check_names, get_benchmark
 
     names = list(cfg.benchmarks)
-    if spec is None:
-        return names, {}
     skipped: dict[str, str] = {}
-    if not after_training:
+    if spec is not None and not after_training:
         skipped.update({b: "evaluate.after_training is off: only the per-epoch benchmarks run"
                         for b in names if not get_benchmark(b).per_epoch})
-    if spec.kind == "scoring":
-        skipped.update({b: f"{spec.name} changes the scoring of token probabilities, which this benchmark does "
-                        "not read through the scorer" for b in names if b not in SCORER_BENCHMARKS})
+    if spec is not None and spec.kind == "scoring":
+        skipped.update({b: "the arm changes the scoring of token probabilities, which this benchmark does not read "
+                        "through the scorer" for b in names if b not in SCORER_BENCHMARKS})
+    arm = spec.name if spec is not None else arm
+    if arm in cfg.arm_benchmarks:
+        check_names(cfg.arm_benchmarks[arm], f"evaluate.arm_benchmarks.{arm}")
+        kept = cfg.benchmarks_of(arm)
+        skipped.update({b: "evaluate.arm_benchmarks leaves it out for the arm" for b in names
+                        if b not in kept and b not in skipped})
     return [b for b in names if b not in skipped], skipped
 
 

@@ -349,7 +349,30 @@ def _facts(config: Config, folders: Mapping[str, Path]) -> dict[str, Any]:
     budgets = {int(s["token_budget"]) for _, d in L.discover(folders["finetune"], "finetune")
                if isinstance((s := setup.summary_of(d)).get("token_budget"), int)}
     return {"quantized": quantized, "token_budgets": sorted(budgets),
-            "max_items": config.evaluate.max_items}
+            "max_items": config.evaluate.max_items, "not_scored": not_scored(folders.get("evaluations"))}
+
+
+def not_scored(evaluate_dir: Path | str | None) -> dict[str, list[tuple[list[str], list[str]]]]:
+    """``{reason: [(models, benchmarks)]}``: what the evaluations left out (``not_applicable`` in their aggregate:
+    a benchmark an arm cannot take, or one ``evaluate.arm_benchmarks`` leaves out), models with the same benchmarks
+    together, for the caveats."""
+    found: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for (_target, model), folder in sorted(evaluation_dirs(evaluate_dir).items(), key=lambda kv: _model_rank(kv[0][1])):
+        try:
+            skipped = read_json(folder / L.AGGREGATE_FILE).get("not_applicable") or {}
+        except (InputError, AttributeError):
+            continue
+        by_reason: dict[str, list[str]] = {}
+        for bench, why in skipped.items():
+            by_reason.setdefault(str(why), []).append(bench)
+        for why, benches in by_reason.items():
+            models = found.setdefault((why, tuple(benches)), [])
+            if arm_label(model) not in models:  # one entry per model, whatever its targets
+                models.append(arm_label(model))
+    out: dict[str, list[tuple[list[str], list[str]]]] = {}
+    for (why, benches), models in found.items():
+        out.setdefault(why, []).append((models, list(benches)))
+    return out
 
 
 def build(config: Config, folders: Mapping[str, Path], out: Path) -> Report:

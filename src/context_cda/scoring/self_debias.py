@@ -71,11 +71,12 @@ def _left_padded(tokenizer: Any, texts: Sequence[str], pad: int, add_special_tok
 class _SelfDebiasMixin:
     settings: SelfDebiasSettings
 
-    def _rows(self: Any, prefix_ids: list, prefix_att: list, seq: Sequence[int]) -> dict[str, Any]:
+    def _rows(self: Any, prefix_ids: list, prefix_att: list, seq: Sequence[int], right_pad: int = 0) -> dict[str, Any]:
         import torch
 
-        ids = torch.tensor([p + list(seq) for p in prefix_ids], dtype=torch.long)
-        att = torch.tensor([a + [1] * len(seq) for a in prefix_att], dtype=torch.long)
+        tail = [int(prefix_ids[0][0]) if prefix_ids and prefix_ids[0] else 0] * right_pad  # masked out: any id
+        ids = torch.tensor([p + list(seq) + tail for p in prefix_ids], dtype=torch.long)
+        att = torch.tensor([a + [1] * len(seq) + [0] * right_pad for a in prefix_att], dtype=torch.long)
         pos = self._positions(att)
         return {"input_ids": ids.to(self.device), "attention_mask": att.to(self.device), "position_ids": pos.to(self.device)}
 
@@ -126,10 +127,12 @@ class SelfDebiasMaskedScorer(_SelfDebiasMixin, MaskedScorer):
 
 
 class SelfDebiasCausalScorer(_SelfDebiasMixin, CausalScorer):
-    """A causal LM scored with self-debiasing at every position (one sentence per forward pass, as bias-bench)."""
+    """A causal LM scored with self-debiasing at every position (``batch_size`` sentences per forward pass;
+    bias-bench runs one: ``batch_size=1`` is that reference path, the same scores to float rounding)."""
 
-    def __init__(self, model: Any, tokenizer: Any, settings: SelfDebiasSettings, progress: bool = False) -> None:
-        super().__init__(model, tokenizer, batch_size=1, progress=progress)
+    def __init__(self, model: Any, tokenizer: Any, settings: SelfDebiasSettings, progress: bool = False,
+                 batch_size: int = 1) -> None:
+        super().__init__(model, tokenizer, batch_size=batch_size, progress=progress)
         if not _accepts(model, "position_ids"):
             raise ModelError(f"self-debias: {type(model).__name__} takes no position_ids, which the prefixed rows "
                              "need.")
@@ -154,9 +157,11 @@ class SelfDebiasCausalScorer(_SelfDebiasMixin, CausalScorer):
     def _positions(self, att: Any) -> Any:
         return (att.cumsum(-1) - 1).masked_fill(att == 0, 1)
 
-    def _sentence(self, seq: Sequence[int], start_id: int | None) -> list[float]:
-        """Debiased log p of every token of ``seq``: token 0 at the last prefix position, token i after tokens
-        0..i-1 (the regular row holds the sentence alone, as bias-bench's two-pass scoring)."""
+    def _sentences(self, seqs: Sequence[Sequence[int]], start_id: int | None) -> list[list[float]]:
+        """Debiased log p of every token of each sequence: token 0 at the last prefix position, token i after
+        tokens 0..i-1 (the regular row holds the sentence alone, as bias-bench's two-pass scoring). The sequences
+        run in one batch, right-padded after the left-padded prefixes (a causal LM reads no position after the
+        one it predicts from, so the padding changes nothing but float rounding)."""
         import torch
 
         width = self.prefix_length
@@ -164,34 +169,48 @@ class SelfDebiasCausalScorer(_SelfDebiasMixin, CausalScorer):
             raise ModelError(f"self-debias (bias-bench mode) reads the sentence at position {width} (bias-bench's fixed "
                              f"number, GPT-2's prefix length), but this tokenizer's prefix has only "
                              f"{len(self._prefix_ids[0])} tokens; use baselines.mode=default.")
+        n_rows, longest = len(self._prefix_ids), max(len(q) for q in seqs)
+        rows = [self._rows(self._prefix_ids, self._prefix_att, list(q), longest - len(q)) for q in seqs]
+        batch = {k: torch.cat([r[k] for r in rows]) for k in rows[0]}
         with torch.inference_mode():
-            logits = self.model(**self._rows(self._prefix_ids, self._prefix_att, seq)).logits
-            read = logits[:, width - 1 : width - 1 + len(seq)].clone()
+            logits = self.model(**batch).logits
+        out = []
+        for j, q in enumerate(seqs):
+            read = logits[j * n_rows:(j + 1) * n_rows, width - 1 : width - 1 + len(q)].clone()
             if self.settings.mode != "bias-bench" and start_id is not None:
                 read[0, 0] = self._start_logprobs(int(start_id)).to(read.device)  # the plain scorer's first token
             lp = self._debias(read)
-        return [float(lp[i, int(t)]) for i, t in enumerate(seq)]
+            out.append([float(lp[i, int(t)]) for i, t in enumerate(q)])
+        return out
+
+    def _batches(self, seqs: Sequence[Sequence[int]], start_id: int | None) -> list[list[float]]:
+        """:meth:`_sentences` over ``batch_size`` sequences at a time, longest first (the padding stays small),
+        in the order given."""
+        order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
+        out: list[list[float]] = [[] for _ in seqs]
+        with self._progress(len(seqs), "self-debias") as bar:
+            for b in range(0, len(order), self.batch_size):
+                idx = [i for i in order[b: b + self.batch_size] if len(seqs[i])]
+                for i, lps in zip(idx, self._sentences([seqs[i] for i in idx], start_id) if idx else [], strict=True):
+                    out[i] = lps
+                bar.update(len(order[b: b + self.batch_size]))
+        return out
 
     def two_pass_logprobs(self, seqs: Sequence[Sequence[int]], start_id: int | None = None) -> list[list[float]]:
-        start = self.start_id if start_id is None else start_id
-        out = []
-        with self._progress(len(seqs), "self-debias") as bar:
-            for s in seqs:
-                out.append(self._sentence(s, start))
-                bar.update(1)
-        return out
+        return self._batches(seqs, self.start_id if start_id is None else start_id)
 
     def token_logprobs(self, seqs: Sequence[Sequence[int]], desc: str = "self-debias") -> list[list[float]]:
         """[log p_debiased(s[i] | s[:i]) for i in 1..len-1] per sequence (the context is the sequence's start)."""
-        return [self._sentence(list(s), None)[1:] if len(s) > 1 else [] for s in seqs]
+        return [lps[1:] if len(s) > 1 else [] for s, lps in zip(seqs, self._batches([list(s) for s in seqs], None),
+                                                                    strict=True)]
 
 
 def self_debias_scorer(scorer: Any, settings: SelfDebiasSettings, progress: bool = False) -> Any:
     """The self-debiasing counterpart of a loaded masked or causal scorer (same model and tokenizer)."""
     if scorer.family == "masked":
         out = SelfDebiasMaskedScorer(scorer.model, scorer.tokenizer, settings, progress)
-    elif scorer.family == "causal":
-        out = SelfDebiasCausalScorer(scorer.model, scorer.tokenizer, settings, progress)
+    elif scorer.family == "causal":  # each sentence's rows hold the whole vocabulary's logits: at most 16 a batch
+        out = SelfDebiasCausalScorer(scorer.model, scorer.tokenizer, settings, progress, min(scorer.batch_size, 16))
     else:
         raise ModelError(f"self-debias is defined for masked and causal LMs; {type(scorer.model).__name__} is "
                          f"{scorer.family}.")

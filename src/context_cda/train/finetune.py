@@ -46,8 +46,8 @@ EvaluateFn = Callable[[Any, Any, Any], Mapping[str, float]]
 
 def default_evaluate_fn(config: Config) -> EvaluateFn | None:
     """:func:`context_cda.evaluate.evaluate_model` (StereoSet + CrowS-Pairs, ``config.evaluate``), or None when
-    the benchmarks cannot be imported. The function keeps its last per-item predictions in ``.predictions``
-    (``{benchmark: rows}``), which the per-epoch evaluation saves for epoch 0 and the last epoch."""
+    the benchmarks cannot be imported. The function keeps its last results in ``.predictions`` (``{benchmark:
+    result}``, the per-item rows among them), which the per-epoch evaluation saves for epoch 0 and the last epoch."""
     try:
         from ..evaluate import evaluate_model
     except ImportError as e:
@@ -63,16 +63,22 @@ def default_evaluate_fn(config: Config) -> EvaluateFn | None:
     return evaluate
 
 
-def save_epoch_predictions(out: Path, epoch: int, predictions: Mapping[str, list[dict[str, Any]]]) -> Path:
+def save_epoch_predictions(out: Path, epoch: int, predictions: Mapping[str, Any]) -> Path:
     """An epoch's per-item intrinsic predictions into ``predictions/epoch-<epoch>/<benchmark>/`` of the step
-    folder; a later epoch replaces the earlier ones (epoch 0, the vanilla model, stays)."""
+    folder; a later epoch replaces the earlier ones (epoch 0, the vanilla model, stays). ``predictions``:
+    {benchmark: rows}, or {benchmark: result} from :func:`context_cda.evaluate.evaluate_model`, whose
+    ``result.json`` lets the evaluate step reuse the last epoch's scores (:mod:`context_cda.evaluate.reuse`)."""
     import shutil
 
     import pandas as pd
 
     dest = L.epoch_predictions_dir(out, epoch)
-    for name, rows in predictions.items():
-        write_table(pd.DataFrame(rows), dest / name / L.PREDICTIONS_FILE)
+    for name, res in predictions.items():
+        write_table(pd.DataFrame(res["rows"] if isinstance(res, Mapping) else res), dest / name / L.PREDICTIONS_FILE)
+        if isinstance(res, Mapping) and "fingerprint" in res:
+            from ..evaluate.reuse import save
+
+            save(dest, name, res)
     if epoch > 0:
         for other in L.epoch_predictions_dirs(out):
             if L.epoch_of(other) not in (0, epoch):
@@ -388,7 +394,7 @@ def _train(config, model, tok, family, corpus: _Corpus, out: Path, target, arm, 
         metrics_log.write()
         shutil.rmtree(out / L.EPOCH_PREDICTIONS_DIR, ignore_errors=True)  # a fresh start: no older epoch's scores
     on_eval = _epoch_evaluator(config, evaluate_fn, evaluate, vanilla_metrics, metrics_log, tracker, say,
-                               f"{target}/{arm}/seed-{seed}")
+                               f"{target}/{arm}/seed-{seed}", arm)
     tracker.log_params(_params(config, target, arm, seed, family, corpus.budget))
     with rec.timed("train"), _mark_failed_on_error(tracker):
         result = train(model, tok, corpus.examples, tcfg, out, family=family, seed=seed, accelerator=acc,
@@ -413,9 +419,11 @@ def _remove_leftovers(out: Path, say) -> None:
 
 
 def _epoch_evaluator(config, evaluate_fn, evaluate: bool, vanilla_metrics, metrics_log: MetricsLog, tracker, say,
-                     label: str):
-    """The per-epoch callback of :func:`~context_cda.train.loop.train` (None: no evaluation)."""
+                     label: str, arm: str | None = None):
+    """The per-epoch callback of :func:`~context_cda.train.loop.train` (None: no evaluation): the per-epoch
+    benchmarks, after training those of the arm (``evaluate.arm_benchmarks``); epoch 0, the vanilla model, all."""
     fn = (evaluate_fn or default_evaluate_fn(config)) if evaluate else None
+    eval_cfg = config.evaluate.model_copy(update={"benchmarks": config.evaluate.benchmarks_of(arm)})
     if evaluate and fn is None:
         say("context_cda.evaluate.evaluate_model is not available: per-epoch evaluation skipped")
     if fn is None:
@@ -427,7 +435,7 @@ def _epoch_evaluator(config, evaluate_fn, evaluate: bool, vanilla_metrics, metri
         else:
             if hasattr(fn, "predictions"):
                 fn.predictions = None
-            metrics = dict(fn(m, t, config.evaluate))
+            metrics = dict(fn(m, t, config.evaluate if epoch == 0 else eval_cfg))  # epoch 0: the vanilla model
             if getattr(fn, "predictions", None):
                 save_epoch_predictions(metrics_log.path.parent, epoch, fn.predictions)
         metrics_log.add(epoch, metrics)
