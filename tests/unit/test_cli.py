@@ -30,7 +30,7 @@ def test_help_is_fast_and_imports_no_torch():
 
 def test_config_show_profile():
     r = ccda("config", "show", "--profile", "demo", "--section", "ingest")
-    assert "sample_n: 300" in r.stdout
+    assert "sample_n: 200" in r.stdout
 
 
 def test_user_errors_are_one_line_not_tracebacks(tmp_path):

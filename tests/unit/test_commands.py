@@ -18,7 +18,8 @@ def test_evaluate_model_with_arm_writes_the_arms_folder_not_the_vanilla_baseline
     final = str(rd / "finetune/gpt2/cda/seed-99/final")
     [(label, inputs, dest, kw)] = _jobs(cfg, final, "gpt2", None, "cda", 99, None)
     assert dest == rd / "evaluate/gpt2/cda/seed-99"
-    assert label == "gpt2/cda/seed-99" and kw == {"model": final, "name": "gpt2/cda/seed-99"} and inputs == {}
+    assert label == "gpt2/cda/seed-99" and inputs == {}
+    assert kw == {"model": final, "name": "gpt2/cda/seed-99", "arm": "cda", "seed": 99}  # the arm's benchmarks apply
     [(_, _, dest, _)] = _jobs(cfg, final, "gpt2", None, "cda", None, None)  # the seed defaults to train.seeds[0]
     assert dest == rd / "evaluate/gpt2/cda/seed-13"
 

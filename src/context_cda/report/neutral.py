@@ -47,7 +47,7 @@ def markdown(info: dict[str, Any] | None) -> list[str]:
              f"rewrite of {n} sentences: {ok} passed the review ({100 * ok / n:.0f} %: no gendered word left, nothing "
              f"else changed), {s.get('rejected', 0)} were rejected, {s.get('errors', 0)} ended as errors. The "
              "context-neutral arm trains on what validation kept; the lexicon's own rewrite is the Neutral (lexicon) "
-             "arm." if n else "The neutral step had no sentence to rewrite.", ""]
+             "arm (cda-neutral in train.arms)." if n else "The neutral step had no sentence to rewrite.", ""]
     if info["reasons"]:
         lines += ["| Reason | Rejected items |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in info["reasons"].items()] + [""]
