@@ -689,6 +689,10 @@ class EvaluateConfig(Section):
         keep = self.arm_benchmarks.get(arm) if arm else None
         return list(self.benchmarks) if keep is None else [b for b in self.benchmarks if b in keep]
 
+    def for_arm(self, arm: str | None) -> EvaluateConfig:
+        """These settings with ``benchmarks`` cut to ``arm``'s (:meth:`benchmarks_of`)."""
+        return self.model_copy(update={"benchmarks": self.benchmarks_of(arm)})
+
 
 class LoraConfig(Section):
     enabled: bool = Field(False, description="Train LoRA adapters (peft) instead of all weights.")

@@ -325,7 +325,7 @@ def model_family(table: Mapping[str, Any], model: str) -> str:
 def _evaluation_seconds(config, table, a, ref: str, passes: float = 1.0, arm: str | None = None) -> float:
     """One evaluation of one model (``arm``'s: its benchmarks, ``evaluate.arm_benchmarks``) on one GPU: StereoSet
     and CrowS (``passes`` x their tokens) and the extrinsic heads' training (~3 tasks each)."""
-    cfg = config.evaluate.model_copy(update={"benchmarks": config.evaluate.benchmarks_of(arm)})
+    cfg = config.evaluate.for_arm(arm)
     heads = [b for b in cfg.benchmarks if b in ("glue", "biasbios", "stsb", "nli-bias")]
     r_train, _ = rate(table, "train", ref)
     r_score, _ = rate(table, "score", ref)

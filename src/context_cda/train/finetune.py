@@ -423,7 +423,7 @@ def _epoch_evaluator(config, evaluate_fn, evaluate: bool, vanilla_metrics, metri
     """The per-epoch callback of :func:`~context_cda.train.loop.train` (None: no evaluation): the per-epoch
     benchmarks, after training those of the arm (``evaluate.arm_benchmarks``); epoch 0, the vanilla model, all."""
     fn = (evaluate_fn or default_evaluate_fn(config)) if evaluate else None
-    eval_cfg = config.evaluate.model_copy(update={"benchmarks": config.evaluate.benchmarks_of(arm)})
+    eval_cfg = config.evaluate.for_arm(arm)
     if evaluate and fn is None:
         say("context_cda.evaluate.evaluate_model is not available: per-epoch evaluation skipped")
     if fn is None:
