@@ -21,6 +21,10 @@
 #   EXTRAS, MODEL_PACKAGES, MLFLOW_VERSION, VLLM_IMAGE   passed on as build args when set
 #   REGISTRY         also tag <REGISTRY>/context-cda-<name>:<version> (nothing is pushed)
 #   BUILD_FLAGS      more flags for the engine's build command (e.g. --no-cache, --pull)
+#   MIN_FREE_GB      refuse to start when the engine's storage has less free space (default 8: cpu and train are
+#                    about 2.2 GB each, and a build holds a second copy of the venv); 0 to try anyway
+#   KEEP_REPLACED    1 keeps the image a rebuilt tag replaced (default: it is removed, unless a container uses it,
+#                    so that rebuilds don't leave 2 GB of untagged images each time)
 #
 # Exit status: 0 built; 2 bad setting or no engine; 3 a base image can't be had (one line says which build arg
 # fixes it); 1 a build failed (the engine's output above says where). Per image it prints the build time and size.
@@ -38,6 +42,8 @@ DEFAULT_PYTHON_IMAGE=python:3.11.13-slim-bookworm
 PYTHON_IMAGE="${PYTHON_IMAGE:-$DEFAULT_PYTHON_IMAGE}"
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
 BASE="${BASE:-auto}"
+MIN_FREE_GB="${MIN_FREE_GB:-8}"
+[[ "$MIN_FREE_GB" =~ ^[0-9]+$ ]] || die "MIN_FREE_GB=$MIN_FREE_GB: a whole number of GB (0 to skip the check)"
 [ "$#" -gt 0 ] || set -- cpu train mlflow
 for name in "$@"; do
   [ -f "docker/Dockerfile.$name" ] || die "unknown image '$name': use $(cd docker && ls Dockerfile.* | sed 's/Dockerfile\.//' | tr '\n' ' ')"
@@ -93,6 +99,33 @@ fi
 . scripts/engine.sh
 engine_detect || die "$ENGINE_ERROR"
 say "engine: $ENGINE_DESC"
+
+# ---- free space in the engine's storage -------------------------------------------------------------------
+storage_dir() {
+  if [ "$ENGINE" = podman ]; then "${ENGINE_CMD[@]}" info --format '{{.Store.GraphRoot}}'
+  else "${ENGINE_CMD[@]}" info --format '{{.DockerRootDir}}'; fi 2>/dev/null
+}
+STORAGE=$(storage_dir || true)
+if [ "$MIN_FREE_GB" -gt 0 ] && [ -n "$STORAGE" ] && [ -d "$STORAGE" ]; then
+  free_gb=$(df -Pk "$STORAGE" | awk 'NR == 2 { printf "%d", $4 / 1048576 }')
+  [ "$free_gb" -ge "$MIN_FREE_GB" ] || fail 1 "only $free_gb GB free under $STORAGE (the $ENGINE storage):" \
+    "building needs about $MIN_FREE_GB GB; free some ($ENGINE image prune, $ENGINE builder prune) or set" \
+    "MIN_FREE_GB=0 to try anyway"
+fi
+image_id() { "${ENGINE_CMD[@]}" image inspect --format '{{.Id}}' "$1" 2>/dev/null || true; }
+
+# remove_replaced TAG OLD_ID: the image TAG pointed at before this build, now untagged, is removed (not forced:
+# one a container uses, or that still has another tag, stays)
+remove_replaced() {
+  local new
+  new=$(image_id "$1")
+  [ -n "$2" ] && [ "$2" != "$new" ] && [ "${KEEP_REPLACED:-0}" != 1 ] || return 0
+  if "${ENGINE_CMD[@]}" image rm "$2" >/dev/null 2>&1; then
+    say "removed the image $1 pointed at before (${2#sha256:}; KEEP_REPLACED=1 keeps it)"
+  else
+    say "kept the image $1 pointed at before (${2#sha256:}): a container or another tag uses it"
+  fi
+}
 
 # torch_find_links BUILD: sets LINKS to the URL of the served wheel folder when it holds torch VERSION+BUILD
 # (starting the server once, in this shell, so that the EXIT trap stops it), else to nothing
@@ -161,6 +194,7 @@ for name in "$@"; do
   tags=(-t "$tag")
   [ -z "${REGISTRY:-}" ] || tags+=(-t "${REGISTRY%/}/$tag")
   say "building $tag (docker/Dockerfile.$name)"
+  replaced=$(image_id "$tag")
   start=$(date +%s)
   # in the background, so that a TERM/INT stops the build at once (cleanup ends it)
   # shellcheck disable=SC2086  # BUILD_FLAGS is a list of flags
@@ -175,5 +209,6 @@ for name in "$@"; do
   secs=$(( $(date +%s) - start ))
   size=$("${ENGINE_CMD[@]}" image inspect --format '{{.Size}}' "$tag")
   say "built $tag in ${secs} s, $(( size / 1000000 )) MB"
+  remove_replaced "$tag" "$replaced"
 done
 exit "$status"

@@ -96,8 +96,17 @@ def engine_session() -> Iterator[Engine]:
     try:
         yield Engine(name, cmd, started)
     finally:
+        _bound_build_cache(name, cmd)
         if started:
             _engine_sh("stop", timeout=60)
+
+
+def _bound_build_cache(name: str, cmd: list[str]) -> None:
+    """CCDA_BUILD_CACHE_KEEP (e.g. ``10GB``, set by .ci/run): docker's build cache is cut to that size after the
+    session (the most recently used layers stay), so repeated runs on one machine don't fill its disk."""
+    keep = os.environ.get("CCDA_BUILD_CACHE_KEEP")
+    if keep and name == "docker":
+        subprocess.run([*cmd, "builder", "prune", "-f", "--keep-storage", keep], capture_output=True, timeout=600)
 
 
 def build_images(engine: Engine, names: Sequence[str], **env: str) -> subprocess.CompletedProcess:

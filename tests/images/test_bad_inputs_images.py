@@ -56,3 +56,24 @@ def test_a_run_folder_the_container_user_cannot_write(container_engine, project_
     line = _one_error_line(proc)
     assert f"{run / 'tiny'}: cannot write here (Permission denied" in line
     assert f"{run} belongs to uid {run.stat().st_uid}, this process runs as uid {IMAGE_UID}" in line
+
+
+def test_too_little_free_space_is_refused_before_building(container_engine):
+    proc = build_images(container_engine, ["mlflow"], MIN_FREE_GB="1000000")
+    assert proc.returncode == 1
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("build-images: only ") and "GB free under /" in line
+    assert "MIN_FREE_GB=0 to try anyway" in line and "building context-cda" not in proc.stderr
+
+
+def test_a_rebuild_removes_the_image_its_tag_pointed_at_before(container_engine, project_images, tmp_path):
+    """Each rebuild of cpu/train would otherwise leave a 2 GB untagged image behind (CI's disk filled up so)."""
+    tag = project_images["mlflow"]
+    (tmp_path / "Dockerfile").write_text(f"FROM {tag}\nLABEL test.stale={tmp_path.name}\n")
+    container_engine.run("build", "-q", "-t", tag, str(tmp_path))
+    stale = container_engine.run("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip()
+    proc = build_images(container_engine, ["mlflow"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"removed the image {tag} pointed at before ({stale.removeprefix('sha256:')}" in proc.stderr
+    assert container_engine.run("image", "inspect", stale, check=False).returncode != 0
+    assert container_engine.run("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip() != stale

@@ -74,3 +74,9 @@ def test_engine_stop_leaves_a_daemon_it_did_not_start_alone(tmp_path):
     (tmp_path / "dockerd.pid").write_text(str(os.getpid()))  # this pytest process: not a dockerd
     proc = _script("engine.sh", "stop", CCDA_DOCKERD_DIR=str(tmp_path))
     assert proc.returncode == 0 and not (tmp_path / "dockerd.pid").exists()
+
+
+def test_a_free_space_floor_that_is_not_a_number_is_refused_before_the_engine():
+    proc = _script("build-images.sh", "cpu", MIN_FREE_GB="8GB")
+    assert proc.returncode == 2
+    assert _last_line(proc) == "build-images: MIN_FREE_GB=8GB: a whole number of GB (0 to skip the check)"
