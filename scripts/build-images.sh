@@ -27,7 +27,8 @@
 #                    so that rebuilds don't leave 2 GB of untagged images each time)
 #
 # Exit status: 0 built; 2 bad setting or no engine; 3 a base image can't be had (one line says which build arg
-# fixes it); 1 a build failed (the engine's output above says where). Per image it prints the build time and size.
+# fixes it); 1 a build failed (the engine's output above says where) or too little free space (one line). Per
+# image it prints the build time and size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -1237,6 +1237,10 @@ def _layer(
             sources[f"{sec}.{key}"] = origin
 
 
+class _DottedFlags(dict):
+    """The mapping ``--set a.b.c=v`` builds under ``a.b`` (one key set, not the whole value given)."""
+
+
 def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
     """``["ingest.sample_n=100", "augment.sampling.n=3"]`` -> nested mapping (values parsed as YAML)."""
     out: dict[str, dict[str, Any]] = {}
@@ -1255,25 +1259,30 @@ def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
         if len(parts) == 2:
             sec[parts[1]] = value
         else:  # nested section field, e.g. augment.sampling.n: merge into the nested mapping
-            node = sec.setdefault(parts[1], {})
+            node = sec.setdefault(parts[1], _DottedFlags())
             for p in parts[2:-1]:
-                node = node.setdefault(p, {})
+                node = node.setdefault(p, _DottedFlags())
             node[parts[-1]] = value
     return out
 
 
 def _nested_merge_for_subsections(base: dict[str, Any], flags: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Flags on nested fields (augment.sampling.n) keep the sibling values of the lower layers."""
+    """Flags on nested fields (augment.sampling.n) keep the sibling values of the lower layers; so do dotted
+    flags into a mapping field (``evaluate.arm_benchmarks.inlp=[...]`` sets one arm's list, the others stay;
+    ``evaluate.arm_benchmarks.inlp=`` removes it), while a whole mapping given as the value replaces it."""
     for sec, values in flags.items():
         section = STAGE_SECTIONS.get(sec)
         for key, value in values.items():
             field = section.model_fields.get(key) if section else None
             nested = field is not None and isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+            dotted = field is not None and get_origin(field.annotation) is dict and isinstance(value, _DottedFlags)
             cur = base.get(sec, {}).get(key)
-            if nested and isinstance(value, dict) and isinstance(cur, dict):
+            if dotted and cur is None:
+                cur = field.get_default(call_default_factory=True)
+            if (nested or dotted) and isinstance(value, dict) and isinstance(cur, dict):
                 merged = {**cur}
                 _deep_update(merged, value)
-                values[key] = merged
+                values[key] = {k: v for k, v in merged.items() if v is not None} if dotted else merged
     return flags
 
 

@@ -39,6 +39,21 @@ def test_layering_defaults_params_profile_flags(tmp_path):
     assert cfg.augment.sampling.n == 3 and cfg.augment.sampling.temperature == Config().augment.sampling.temperature
 
 
+def test_a_dotted_flag_into_a_mapping_sets_one_key_and_keeps_the_others(tmp_path):
+    cut = {"inlp": ["stereoset"], "dropout": ["crows"]}
+    params = write(tmp_path / "params.yaml", {"evaluate": {"arm_benchmarks": cut}})
+    one = load_config(None, ["evaluate.arm_benchmarks.self-debias=[crows, stereoset]"], params_file=params)
+    assert one.evaluate.arm_benchmarks == {**cut, "self-debias": ["crows", "stereoset"]}
+    changed = load_config(None, ["evaluate.arm_benchmarks.inlp=[crows]"], params_file=params)
+    assert changed.evaluate.arm_benchmarks == {"inlp": ["crows"], "dropout": ["crows"]}
+    removed = load_config(None, ["evaluate.arm_benchmarks.inlp="], params_file=params)
+    assert removed.evaluate.arm_benchmarks == {"dropout": ["crows"]}
+    whole = load_config(None, ["evaluate.arm_benchmarks={inlp: [crows]}"], params_file=params)
+    assert whole.evaluate.arm_benchmarks == {"inlp": ["crows"]}  # a whole mapping as the value replaces it
+    targets = load_config(None, ["run.targets={a: gpt2}"], params_file=write(tmp_path / "t.yaml", {}))
+    assert targets.run.targets == {"a": "gpt2"}
+
+
 def test_unknown_key_names_key_and_file(tmp_path):
     params = write(tmp_path / "params.yaml", {"ingest": {"min_wrds": 4}})
     with pytest.raises(ConfigError) as e:
