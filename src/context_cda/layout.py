@@ -75,6 +75,8 @@ NOT_APPLICABLE_FILE = "not_applicable.json"
 PROMOTION_FILE = "promotion.json"
 EVIDENCE_FILE = "evidence.parquet"
 EPOCH_PREDICTIONS_DIR = "predictions"
+#: beside an epoch's predictions of a benchmark: its aggregate and fingerprint, which the evaluate step reuses
+EPOCH_RESULT_FILE = "result.json"
 REPORT_FILE = "report.md"
 ERRORS_FILE = "errors.parquet"  # items that failed for a transient reason (retried by the next run)
 LOCK_FILE = ".ccda-lock"  # held while a process works in a step folder (context_cda.io.file_lock)

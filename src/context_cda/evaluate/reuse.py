@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
-from ..io import json_hash, read_json, write_json
+from ..io import MANIFEST, json_hash, read_json, write_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import EvaluateConfig
 
-RESULT_FILE = "result.json"
 #: settings that choose which benchmarks run, not how one is scored
 _NOT_SCORING = {"benchmarks", "arm_benchmarks", "after_training"}
 
@@ -39,7 +38,7 @@ def fingerprint(cfg: EvaluateConfig, name: str, items: list[Any]) -> str:
 def save(folder: Path, name: str, result: Mapping[str, Any]) -> Path:
     """``<folder>/<name>/result.json`` beside the predictions (``result``: one benchmark's result of
     :func:`context_cda.evaluate.evaluate_model` with its ``fingerprint``): what the evaluate step reuses."""
-    return write_json(Path(folder) / name / RESULT_FILE, {
+    return write_json(Path(folder) / name / L.EPOCH_RESULT_FILE, {
         "fingerprint": result["fingerprint"], "aggregate": result["aggregate"], "rejected": list(result["rejected"]),
         "n_items": result["n_items"], "seconds": result["seconds"]})
 
@@ -47,10 +46,10 @@ def save(folder: Path, name: str, result: Mapping[str, Any]) -> Path:
 def last_epoch_dir(model_dir: Path | str) -> Path | None:
     """The per-epoch predictions of the epoch ``model_dir`` (a finetune step's ``final/``) holds, or None."""
     step = Path(model_dir).parent
-    if Path(model_dir).name != L.FINAL_DIR or not (step / "manifest.json").is_file():
+    if Path(model_dir).name != L.FINAL_DIR or not (step / MANIFEST).is_file():
         return None
     try:
-        epochs = read_json(step / "manifest.json").get("summary", {}).get("epochs")
+        epochs = read_json(step / MANIFEST).get("summary", {}).get("epochs")
     except Exception:  # noqa: BLE001 - an unreadable manifest only means nothing is reused
         return None
     found = L.epoch_predictions_dir(step, int(epochs)) if isinstance(epochs, int) and epochs > 0 else None
@@ -65,8 +64,10 @@ def reusable(model_dir: Path | str | None, cfg: EvaluateConfig, loaded: Mapping[
 
     folder = last_epoch_dir(model_dir) if model_dir else None
     out: dict[str, dict[str, Any]] = {}
-    for name, items in loaded.items() if folder is not None else ():
-        res, preds = folder / name / RESULT_FILE, folder / name / L.PREDICTIONS_FILE
+    if folder is None:
+        return out
+    for name, items in loaded.items():
+        res, preds = folder / name / L.EPOCH_RESULT_FILE, folder / name / L.PREDICTIONS_FILE
         if not (res.is_file() and preds.is_file()):
             continue
         saved = read_json(res)
