@@ -129,6 +129,11 @@ class LexiconConfig(Section):
         None, description="race, religion: words that are also common words (black, white as colours), swapped only "
         "where they refer to people (cda.ambiguous); null: the attribute's built-in list."
     )
+    bound: list[str] | None = Field(
+        None, description="race, religion: words and phrases bound to one group with no counterpart in the others "
+        "(Catholic, Easter, Talmud, Ramadan ...): a sentence holding one is left alone (reason bound), never half "
+        "swapped; null: the attribute's built-in list (context_cda.cda.groups.BOUND), [] none."
+    )
     on_conflict: Literal["error", "keep-first", "report"] = Field(
         "report",
         description="What to do when a word maps to two counterparts (e.g. his -> her and his -> hers): "
@@ -896,12 +901,14 @@ class BaselinesConfig(Section):
 class DecontaminateConfig(Section):
     """No training text of any arm may contain an evaluation item (context_cda.decontam)."""
 
-    enabled: bool = Field(True, description="Drop training sentences that overlap a benchmark item (ingest, cda, "
-                          "augment), each into rejected.parquet with reason eval-overlap.")
-    benchmarks: list[Literal["stereoset", "crows"]] = Field(
-        default_factory=lambda: ["stereoset", "crows"],
+    enabled: bool = Field(True, description="Drop training texts that overlap a benchmark item (ingest, cda, "
+                          "augment, the neutral step, the cda-neutral arm's rewrites), each into its step's "
+                          "rejected.parquet with reason eval-overlap.")
+    benchmarks: list[Literal["stereoset", "crows", "winogender", "winobias"]] = Field(
+        default_factory=lambda: ["stereoset", "crows", "winogender", "winobias"],
         description="Benchmarks whose items no training text may contain: StereoSet contexts and sentences, "
-        "CrowS-Pairs sentences (every bias type; files from evaluate.stereoset_path / crows_path or the datasets).",
+        "CrowS-Pairs sentences (every bias type), WinoGender sentences, WinoBias sentences of evaluate.winobias."
+        "split (files from evaluate.stereoset_path, crows_path, winogender.path, winobias.path or the datasets).",
     )
     ngram: int = Field(8, ge=2, description="n of the word n-grams compared (an item shorter than n words is one "
                        "n-gram: the whole item).")
@@ -1219,6 +1226,27 @@ def resolve_profile_path(profile: str, params_file: Path | None) -> Path:
     )
 
 
+def _profile_paths(layer: Any, profile: Path) -> Any:
+    """A profile's relative input paths (keys ``path`` and ``*_path``: ``ingest.path: configs/data/race-demo``) name
+    files of the project the profile belongs to (the folder holding ``configs/``): one that is not there from the
+    current folder but is from that project is made absolute, so ``ccda run --profile demo`` works from any folder
+    (the images run it in /workspace with the profiles in /opt/ccda)."""
+    root = profile.resolve().parent
+    root = root.parent if root.name == "configs" else root
+    if not isinstance(layer, dict):
+        return layer
+    out = {}
+    for key, value in layer.items():
+        if isinstance(value, dict):
+            value = _profile_paths(value, profile)
+        elif (isinstance(key, str) and (key == "path" or key.endswith("_path")) and isinstance(value, str) and value
+              and "://" not in value and not Path(value).expanduser().is_absolute() and not Path(value).exists()
+              and (root / value).exists()):
+            value = str(root / value)
+        out[key] = value
+    return out
+
+
 def _layer(
     merged: dict[str, Any], sources: dict[str, str], layer: dict[str, Any], origin: str
 ) -> None:
@@ -1307,7 +1335,7 @@ def load_config(
         _layer(merged, sources, _read_yaml(pfile), str(pfile))
     if profile:
         ppath = resolve_profile_path(profile, pfile)
-        _layer(merged, sources, _read_yaml(ppath), str(ppath))
+        _layer(merged, sources, _profile_paths(_read_yaml(ppath), ppath), str(ppath))
     flags = parse_overrides(overrides) if isinstance(overrides, list) or overrides is None else overrides
     flags = _nested_merge_for_subsections(merged, flags)
     _layer(merged, sources, flags, "command-line flags")
