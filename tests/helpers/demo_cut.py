@@ -6,12 +6,12 @@ from __future__ import annotations
 
 #: ``--set`` overrides (nested) that cut ``--profile demo`` down; the run folder is added by the caller
 DEMO_CUT: dict = {
-    "ingest": {"sample_n": 12},
+    "ingest": {"sample_n": 40},  # INLP's classes need two sentences each: about 1 in 12 of the demo's is female
     "augment": {"limit": 12, "batch_size": 12, "shard_size": 12},
-    "neutral": {"limit": 4},
+    "neutral": {"limit": 12},  # SmolLM2 passes the neutral review for about one rewrite in four or fewer
     "entropy": {"n_samples": 2, "max_tokens": 16, "batch_size": 8},
     "train": {"epochs": 1, "eval_every": 1, "max_seq_len": 32},
-    "baselines": {"inlp": {"neutral_lines": 8}},
+    "baselines": {"inlp": {"neutral_lines": 8, "min_per_class": 2}},
     "evaluate": {"max_items": 6, "winogender": {"max_items": 2}, "winobias": {"max_items": 2},
                  "glue": {"tasks": ["sst2"], "max_train": 8, "max_eval": 8},
                  "biasbios": {"max_train": 8, "max_eval": 8}, "stsb": {"max_train": 8, "max_eval": 8, "max_pairs": 8},

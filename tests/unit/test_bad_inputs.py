@@ -931,7 +931,7 @@ def _(t):
 
 
 @case("runner benchmark file missing", r"pre-flight, nothing was run: evaluate\.crows_path: .*nope\.csv does not "
-      r"exist \(needed by crows\)")
+      r"exist \(needed by crows, decontaminate\)")
 def _(t):
     return run(t, f"evaluate.crows_path={t / 'nope.csv'}")
 

@@ -170,3 +170,28 @@ def test_both_neutral_arms_reject_a_rewrite_that_is_a_benchmark_sentence(tmp_pat
     assert "They thanked their parent for the advice." not in rows["text"].tolist() and len(rows) == 2
     assert [r["reason"] for r in rows.attrs["left_out"]] == ["eval-overlap: stereoset:x2a 1.00"]
     assert len(load_arm_rows("cda-neutral", src)) == 3  # without a config: nothing to check against
+
+
+def test_the_report_counts_every_step_that_makes_training_text(tmp_path, cfg_factory):
+    """ingest, cda, augment, the neutral step and the cda-neutral arm's finetune each get a row with their counts
+    per benchmark; a step that did not run has none."""
+    from context_cda.report.baselines import decontamination, decontamination_markdown
+
+    run = tmp_path / "run"
+    summaries = {"ingest": {"eval_overlap": 2, "eval_overlap_by_benchmark": {"stereoset": 1, "winobias": 1}},
+                 "cda": {"eval_overlap": 0, "eval_overlap_by_benchmark": {}},
+                 "augment": {"eval_overlap": 1, "eval_overlap_by_benchmark": {"crows": 1}},
+                 "neutral": {"eval_overlap": 1, "eval_overlap_by_benchmark": {"winogender": 1}},
+                 "finetune/tg/cda-neutral/seed-13": {"eval_overlap": 3, "eval_overlap_by_benchmark": {"stereoset": 3}},
+                 "finetune/tg/cda/seed-13": {"texts": 10}}
+    for folder, summary in summaries.items():
+        (run / folder).mkdir(parents=True)
+        (run / folder / "manifest.json").write_text(json.dumps({"summary": summary}))
+    rows = decontamination({"ingest": run / "ingest", "cda": run / "cda", "augment": run / "augment",
+                            "finetune": run / "finetune"})
+    assert [(r["stage"], r["dropped"]) for r in rows] == [
+        ("ingest", 2), ("cda", 0), ("augment", 1), ("neutral", 1), ("finetune (cda-neutral)", 3)]
+    text = "\n".join(decontamination_markdown(rows, cfg_factory()))
+    assert "| neutral | neutral rewrites (context-neutral) | 1 | winogender: 1 |" in text
+    assert "| finetune (cda-neutral) | lexicon neutral rewrites (cda-neutral) | 3 | stereoset: 3 |" in text
+    assert "stereoset, crows, winogender, winobias" in text

@@ -30,8 +30,19 @@ Which occurrences count (``permutations`` only; ``cda.ambiguous`` = ``person``, 
   is not, and a name goes on with a capital: ``Black Sea``).
   ``white wine``, ``a black cat``, ``black-and-white film`` and ``White House`` stay.
 
-``cda.ambiguous: swap`` swaps ambiguous words everywhere, ``skip`` never. Every occurrence left alone is reported
-with its reason (``name``, ``not-a-person``), and the cda stage counts them.
+* an **origin adjective** (the lexicon's ``origin``: ``African``, ``European``, ``Asian``) counts unless it qualifies a
+  thing or a place: it counts standing alone (``an Asian``), before a word for people or ancestry (past a list of
+  group and nationality words: ``European, American and African collectors``) or in ``-born``; ``Asian elephants``
+  and ``European waters`` stay. The people nouns ``blacks`` / ``whites`` count unless they are tones or things
+  (``the whites of``, ``egg whites``, a sentence about paint, light or images: :data:`COLOUR_CONTEXT`);
+* a sentence that cannot be swapped as a **unit** is left alone whole (reason ``bound``): it holds a word bound to one
+  group (the lexicon's ``bound``: ``Easter``, ``Catholic``; reported as ``no-counterpart``), or a group word inside a
+  name (not a first name, not a colour) beside a swappable word of the same group (``the Jewish Federation`` and
+  ``the synagogue``).
+
+``cda.ambiguous: swap`` swaps every occurrence (no sense or unit rules), ``skip`` never swaps the ambiguous words.
+Every occurrence left alone is reported with its reason (``name``, ``not-a-person``, ``bound``; the bound words as
+``no-counterpart``), and the ingest and cda stages count them.
 """
 
 from __future__ import annotations

@@ -14,6 +14,12 @@ when a sentence's group *i* is mapped to group *j* (:mod:`context_cda.cda.group_
 * words that are also common words (``black`` and ``white`` as colours) are marked *ambiguous* and swapped only
   where they refer to people (see the swapper); lower-case nouns (``church``) written with a capital inside a
   sentence are taken as part of a name (``St Mary's Church``) and left alone;
+* people nouns (``Asians``, ``Hispanics``, ``blacks``/``whites``) and origin adjectives and demonyms (``African``,
+  ``European``, ``Latin American``: :data:`ORIGIN`, words for people unless they qualify a thing or a place) are
+  rows of their own; a second word for a group (``Caucasian``, ``Latino``, ``Islamic``) sits in a *one-way* row
+  (:data:`DEFAULT_ROWS`) that says what it becomes without making it anyone's counterpart;
+* words bound to one group with no counterpart in the others (:data:`BOUND`: ``Catholic``, ``Easter``, ``Talmud``)
+  are no rows: a sentence holding one is left alone as a unit by the swapper (never a "Catholic mosque");
 * no country or continent names: swapping ``Africa`` for ``Asia`` changes a fact about a place, not a person
   (bias-bench's lists do it; load them with ``lexicon.source: bias-bench``).
 
