@@ -196,8 +196,10 @@ def _filter_rows(filter_dir: Path | None) -> list[list[str]]:
             if f:
                 kept, dropped = f.get("kept"), f.get("dropped")
                 total = kept + dropped if isinstance(kept, int) and isinstance(dropped, int) else None
+                cut = f.get("cut")  # None: too few items for the k % to drop one
                 rows.append([f"filter [{target_dir.name}, {kdir.name}]", _n(total), _n(kept),
-                             f"the highest-entropy {f.get('k', '?'):g} % dropped (SE above {f.get('cut', 0):.3f})"
+                             f"the highest-entropy {f['k']:g} % dropped "
+                             + (f"(SE above {cut:.3f})" if isinstance(cut, int | float) else "(none: too few items)")
                              if isinstance(f.get("k"), int | float) else "filtered"])
     return rows
 
