@@ -54,9 +54,19 @@ def register_cmd(
         with file_lock(step_dir / LOCK_FILE, f"register[{t}]"):  # the runner's register step holds the same lock
             result = run_register_target(cfg, folders, step_dir, t, arms=arms, evaluation=evaluation)
         for a, summary in result["arms"].items():
-            print_summary(f"register {t}/{a}", {k: v for k, v in summary.items() if k != "decision"})
-            verdict = "promoted to champion" if summary.get("promote") else "kept as candidate"
-            console().print(f"{summary['model_name']} v{summary.get('version')}: {verdict}")
+            print_summary(f"register {t}/{a}", {k: v for k, v in summary.items()
+                                                if k not in ("decision", "verdict", "note")})
+            console().print(register_line(summary), highlight=False, markup=False)
+
+
+def register_line(summary: dict) -> str:
+    """``smollm2-135m-debiased v3 (context-cda): refused: not shown (underpowered: ...) - kept as candidate``."""
+    from ..tracking.decisions import verdict_line
+
+    where = "promoted to champion" if summary.get("promote") else "kept as candidate"
+    version = f" v{summary['version']}" if summary.get("version") is not None else " (not registered)"
+    return (f"{summary['model_name']}{version} ({summary['arm']}): "
+            f"{verdict_line(summary.get('verdict', ''), summary.get('note', ''))} - {where}")
 
 
 def register(app: typer.Typer) -> None:
