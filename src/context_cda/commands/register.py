@@ -63,8 +63,10 @@ def register_line(summary: dict) -> str:
     """``smollm2-135m-debiased v3 (context-cda): refused: not shown (underpowered: ...) - kept as candidate``."""
     from ..tracking.decisions import verdict_line
 
-    where = "promoted to champion" if summary.get("promote") else "kept as candidate"
-    version = f" v{summary['version']}" if summary.get("version") is not None else " (not registered)"
+    registered = summary.get("version") is not None
+    where = ("promoted to champion" if summary.get("promote") else "kept as candidate") if registered else (
+        "not registered (tracking off): no alias moved")
+    version = f" v{summary['version']}" if registered else ""
     return (f"{summary['model_name']}{version} ({summary['arm']}): "
             f"{verdict_line(summary.get('verdict', ''), summary.get('note', ''))} - {where}")
 
