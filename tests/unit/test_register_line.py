@@ -15,11 +15,11 @@ from context_cda.layout import RunLayout
 
 
 def test_the_register_line_says_the_verdict():
-    s = {"model_name": "t-debiased", "version": "3", "arm": "cda", "promote": False, "verdict": "refused: not shown",
+    s = {"model_name": "t-debiased", "version": "3", "promote": False, "verdict": "refused: not shown",
          "note": "underpowered: SS vs vanilla: detectable shift ≥ 14.52 (observed +0.04)"}
-    assert register_line(s) == ("t-debiased v3 (cda): refused: not shown (underpowered: SS vs vanilla: detectable "
+    assert register_line(s, "cda") == ("t-debiased v3 (cda): refused: not shown (underpowered: SS vs vanilla: detectable "
                                 "shift ≥ 14.52 (observed +0.04)) - kept as candidate")
-    assert register_line({**s, "promote": True, "verdict": "promoted", "note": ""}) == (
+    assert register_line({**s, "promote": True, "verdict": "promoted", "note": ""}, "cda") == (
         "t-debiased v3 (cda): promoted - promoted to champion")
 
 

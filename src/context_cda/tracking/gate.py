@@ -254,8 +254,8 @@ def bias_check(cand: Items, ref: Items, metric: str, settings: Settings, margin:
     dr: Draws = paired_draws(a, b, lambda m: {"v": fn(m)[key]}, settings)
     cand_iv, ref_iv = dr.interval("v", "a"), dr.interval("v", "b")
     side = _orient(ref_iv.point, cand_iv.point)
-    shift_draws = side * (dr.boot_b["v"] - dr.boot_a["v"])
-    shift = dr.difference(side * (ref_iv.point - cand_iv.point), shift_draws)
+    shift_draws = side * (dr.boot_b["v"] - dr.boot_a["v"]) + 0.0  # + 0.0: no "-0.00" in the reasons
+    shift = dr.difference(side * (ref_iv.point - cand_iv.point) + 0.0, shift_draws)
     biased = ref_iv.low > IDEAL + TOLERANCE or ref_iv.high < IDEAL - TOLERANCE
     return BiasCheck(metric, side, BIASED if biased else NOISE, ref_iv, cand_iv, shift,
                      percentile_p(shift_draws, margin + TOLERANCE), margin, sign_flip(a, b, column, settings),
