@@ -154,10 +154,29 @@ def build_groups(attribute: str, groups: Sequence[str], rows: Iterable[GroupRow]
             have.setdefault(row.role, words)
         kept.append(GroupRow(words, row.origin, row.role))
     known = set(group)
-    return GroupLexicon(attribute, groups, tuple(kept), group, entries,
-                        frozenset(AMBIGUOUS.get(attribute, ()) if ambiguous is None else map(_norm, ambiguous)) & known,
+    return GroupLexicon(attribute, groups, tuple(kept), group, entries, _ambiguous(attribute, ambiguous, known, source),
                         frozenset(COMMON_NOUNS.get(attribute, ()) if common_nouns is None else map(_norm, common_nouns))
                         & known, issues, source)
+
+
+def _ambiguous(attribute: str, given: Iterable[str] | None, known: set[str], source: str) -> frozenset[str]:
+    """The ambiguous words: ``given`` (``lexicon.ambiguous``, which replaces the built-in list), each a word of the
+    lexicon; else the attribute's built-in ones the lexicon has. A word the lexicon lacks is refused: the list it
+    replaces would be silently emptied (black and white then swapped as colours: "a glass of Asian wine")."""
+    import difflib
+
+    if given is None:
+        return frozenset(AMBIGUOUS.get(attribute, ())) & known
+    words = {_norm(w) for w in given}
+    unknown = sorted(words - known)
+    if unknown:
+        hints = [f"{w!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(w, known, 1, 0.75)) else "")
+                 for w in unknown]
+        builtin = ", ".join(sorted(AMBIGUOUS.get(attribute, ()))) or "none"
+        raise ConfigError(f"lexicon.ambiguous: {', '.join(hints)} {'is' if len(unknown) == 1 else 'are'} not in the "
+                          f"{attribute} lexicon ({source}); the list replaces the built-in one ({builtin}), so name "
+                          "words the lexicon swaps (or null for the built-in list).")
+    return frozenset(words)
 
 
 def _check_row(attribute: str, groups: tuple[str, ...], row: GroupRow, words: tuple[str, ...]) -> None:

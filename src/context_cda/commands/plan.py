@@ -14,7 +14,7 @@ def plan(
     profile: ProfileOpt = None,
     sets: SetOpt = None,
     params: ParamsOpt = None,
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs the run may use side by side.")] = 1,
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs the run may use side by side (at least 1).")] = 1,
     throughput: Annotated[
         Path | None, typer.Option("--throughput", help="Throughput table (JSON; default: the packaged one).")
     ] = None,
@@ -26,12 +26,13 @@ def plan(
     wall time on --gpus GPUs, and the assumptions behind each figure."""
     from rich.table import Table
 
-    from ..costs import Assumptions, load_throughput, plan_costs, wall_hours
+    from ..costs import Assumptions, check_plan_args, load_throughput, plan_costs, wall_hours
 
+    check_plan_args(gpus, sentences)
     cfg = resolve_config(profile, sets, params=params)
     table = load_throughput(throughput)
     assume = Assumptions()
-    if sentences:
+    if sentences is not None:
         assume.corpus_sentences[cfg.ingest.corpus] = sentences
     costs = plan_costs(cfg, table, assume)
     out = Table(title=f"ccda plan: {cfg.profile or 'defaults'} on {gpus} x {table['gpu']['name']}",

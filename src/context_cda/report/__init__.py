@@ -348,8 +348,10 @@ def _facts(config: Config, folders: Mapping[str, Path]) -> dict[str, Any]:
                  if str(describe(ref).details.get("quantization", "F32"))[:1] in ("Q", "I")]
     budgets = {int(s["token_budget"]) for _, d in L.discover(folders["finetune"], "finetune")
                if isinstance((s := setup.summary_of(d)).get("token_budget"), int)}
+    ev_dir = folders.get("evaluations") or folders.get("posthoc")
     return {"quantized": quantized, "token_budgets": sorted(budgets),
-            "max_items": config.evaluate.max_items, "not_scored": not_scored(folders.get("evaluations"))}
+            "max_items": config.evaluate.max_items, "not_scored": not_scored(folders.get("evaluations")),
+            "projections": baselines.projection_warnings(ev_dir)}
 
 
 def not_scored(evaluate_dir: Path | str | None) -> dict[str, list[tuple[list[str], list[str]]]]:
