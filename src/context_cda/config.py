@@ -127,7 +127,8 @@ class LexiconConfig(Section):
     )
     ambiguous: list[str] | None = Field(
         None, description="race, religion: words that are also common words (black, white as colours), swapped only "
-        "where they refer to people (cda.ambiguous); null: the attribute's built-in list."
+        "where they refer to people (cda.ambiguous); null: the attribute's built-in list. It replaces that list, so "
+        "a word the lexicon lacks is refused."
     )
     on_conflict: Literal["error", "keep-first", "report"] = Field(
         "report",
@@ -486,7 +487,8 @@ class FilterConfig(Section):
         "filtered corpus each (ablation: 20, 30, 40).",
     )
     threshold: float | None = Field(
-        None, description="Keep items with SE below this absolute value instead of dropping the top k %."
+        None, gt=0.0, description="Keep items with SE below this absolute value instead of dropping the top k % "
+        "(above 0: semantic entropy is never negative, so 0 or less would drop every item)."
     )
 
     @field_validator("k")

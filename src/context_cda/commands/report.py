@@ -21,9 +21,11 @@ def register(app: typer.Typer) -> None:
         no_tracking: Annotated[bool, typer.Option("--no-tracking", help="Do not log the report to MLflow.")] = False,
     ) -> None:
         """Write report.md, report.html, table1.csv and the per-epoch PNGs (also logged to MLflow)."""
+        from ..layout import RunLayout
         from ..report import run_report
 
         cfg = resolve_config(profile, sets, run_dir, params, tracking={"enabled": False if no_tracking else None})
+        RunLayout.of(cfg).existing("ccda report")  # reads a run: a folder that holds none is refused, not created
         inputs, out_dir = step_io(cfg, "report", out=out)
         summary = run_report(cfg, inputs, out_dir)
         from rich.table import Table

@@ -208,7 +208,7 @@ def _cut_note(f: Mapping[str, Any]) -> str:
     if isinstance(k, number) and not isinstance(k, bool):
         if not isinstance(cut, number) or not f.get("dropped"):
             return f"the highest-entropy {k:g} % dropped: no item ({k:g} % of {_n(f.get('kept'))} is under one)"
-        return f"the highest-entropy {k:g} % dropped (the lowest dropped SE {cut:.3f})"
+        return f"the highest-entropy {k:g} % dropped (SE above {cut:.3f})"
     if isinstance(threshold, number) and not isinstance(threshold, bool):
         return f"items with SE at or above {threshold:g} dropped"
     return "filtered"
