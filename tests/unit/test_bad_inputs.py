@@ -858,6 +858,9 @@ def _(t):
 
 @case("report of an empty run folder", r"run/finetune: no fine-tuning step with a metrics\.csv .*run `ccda finetune`")
 def _(t):
+    from context_cda.layout import write_marker
+
+    write_marker(t / "run")  # a run folder that has not fine-tuned yet (a folder that is no run: below)
     return ["report", str(t / "run"), "--params", str(PARAMS), "--profile", "tiny", "--no-tracking"]
 
 
@@ -1867,6 +1870,16 @@ def _(t):
             str(_ingest_folder(t, 45, 45, 45)), "--cda", str(cda), "--no-progress", "--out", str(t / "elsewhere")]
 
 
+@case("SentenceDebias components as many as the dimensions (debias)", r"debias sentence-debias on target tiny-gpt2: "
+      r"baselines\.sentence_debias\.n_components=32, and its hidden states have 32 dimensions, and 32 directions "
+      r"would remove every one; use fewer components")
+def _(t):
+    cda = table(t / "cda.parquet", cda_rows(12, original=[f"He said that his mother {i} was tired." for i in range(12)],
+                                          counterfactual=[f"She said that her father {i} was tired." for i in range(12)]))
+    return ["debias", *base(t, "train.arms=[cda,sentence-debias]", "baselines.sentence_debias.n_components=32"),
+            "--sentences", str(_ingest_folder(t, 12, 12, 12)), "--cda", str(cda)]
+
+
 # ------------------------------------------------------------------------------------------------ numbers at the door
 
 
@@ -2523,3 +2536,21 @@ def test_an_allocation_failure_of_the_generator_is_final_not_transient(monkeypat
                        r".*entropy\.batch_size for the sample step\), the samples per prompt \(entropy\.n_samples\)"):
         gen.generate(messages, SamplingParams(n=50, temperature=1.0, max_tokens=32, seed=0))
     assert out_of_memory(MemoryError()) and not out_of_memory(RuntimeError("CUDA error: device-side assert"))
+
+
+def test_an_allocation_failure_anywhere_is_one_line_not_a_retry(tmp_path, capsys, monkeypatch):
+    """Out of memory in any step no stage turned into its own error (a scorer's batch, a training step): exit 2
+    and one line with the cause and the settings to lower, never a traceback and never exit 75."""
+    import context_cda.costs as costs
+
+    def no_memory(*a, **k):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)")
+
+    monkeypatch.setattr(costs, "plan_costs", no_memory)
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    assert main(["plan", "--params", str(PARAMS)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert re.search(r"^error: out of memory \(CUDA out of memory\. Tried to allocate 2\.00 GiB .*\)\. This is not "
+                     r"transient: a rerun fails the same way .*Lower the batch size", err), err

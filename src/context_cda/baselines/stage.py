@@ -48,9 +48,9 @@ def run_debias(config: Config, inputs: Mapping[str, Path | str] | None, out_dir:
                           f"projection arms: {', '.join(a for a in ('inlp', 'sentence-debias'))}.")
     io_keys = {"target": who, "arm": arm}
     inputs, out = resolve_io(config, "debias", inputs, out_dir, **io_keys)
-    _inputs_exist(inputs, arm, who)
     data = _select(config, inputs, arm, who)  # the corpus is checked before any model is read
-    family = _family(config, ref, arm, who)
+    _inputs_exist(inputs, arm, who)
+    family = _family(config, ref, arm, who, data)
     with file_lock(out / L.LOCK_FILE, f"debias[{who}/{arm}]"):
         return _learn(config, inputs, out, who, arm, ref, family, data, progress)
 
@@ -77,14 +77,25 @@ def _target_ref(config: Config, target: str) -> str:
                           "pass --model REF to learn a projection for another model.") from None
 
 
-def _family(config: Config, ref: str, arm: str, who: str) -> str:
+def _family(config: Config, ref: str, arm: str, who: str, data: Mapping[str, Any]) -> str:
+    """The model's family from its config (the arm must take it), and SentenceDebias's components checked against
+    its width and the pairs: fewer than the dimensions, no more than the pair vectors PCA sees."""
     from transformers import AutoConfig
 
     from ..models import family_of_config, parse_ref, resolve_pretrained
+    from ..scoring.interventions import config_width
 
     parse_ref(ref)
-    family = family_of_config(AutoConfig.from_pretrained(resolve_pretrained(ref, config.run.model_cache)))
+    model_config = AutoConfig.from_pretrained(resolve_pretrained(ref, config.run.model_cache))
+    family = family_of_config(model_config)
     A.check_family(arm, family, who)
+    width, k = config_width(model_config), config.baselines.sentence_debias.n_components
+    rows = 2 * len(data.get("pairs", ()))
+    if arm == "sentence-debias" and ((width is not None and k >= width) or k > rows):
+        why = (f"its hidden states have {width} dimensions, and {k} directions would remove every one" if width
+               is not None and k >= width else f"the {rows // 2} pairs give {rows} vectors, fewer than {k} components")
+        raise ConfigError(f"debias sentence-debias on target {who}: baselines.sentence_debias.n_components={k}, and "
+                          f"{why}; use fewer components (bias-bench uses 1).")
     return family
 
 

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ModelError
+from ..errors import ModelError, out_of_memory
 from ..progress import iterate
 from .base import (
     EMPTY_PROMPT,
@@ -109,17 +109,6 @@ class _Rows:
     def __post_init__(self) -> None:
         self.tokens = [[] for _ in self.owner]
         self.reasons = ["length"] * len(self.owner)
-
-
-#: what an allocation failure says (torch's CPU and CUDA allocators; Python's MemoryError has no message)
-_NO_MEMORY = ("out of memory", "can't allocate memory", "defaultcpuallocator", "alloc_cpu")
-
-
-def out_of_memory(err: BaseException) -> bool:
-    """Whether ``err`` is an allocation failure (``MemoryError``, ``torch.OutOfMemoryError``, a CPU allocator's
-    RuntimeError): not transient, since the same batch needs the same memory again."""
-    return isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or any(
-        m in str(err).lower() for m in _NO_MEMORY)
 
 
 class HFGenerator:
