@@ -1973,6 +1973,15 @@ def _(t):
     return plan(t, throughput=throughput(rates__trian={}))
 
 
+def test_a_throughput_table_without_its_about_line_still_prices(tmp_path, capsys, monkeypatch):
+    """A table (e.g. hand-written) with every figure but no ``about`` text prices the plan and names its file."""
+    monkeypatch.chdir(ROOT)
+    table = throughput(about=None)
+    capsys.readouterr()
+    assert main(plan(tmp_path, throughput=table)) == 0
+    assert "throughput: " + str(tmp_path / "throughput.json") in capsys.readouterr().out.replace("\n", "")
+
+
 @case("entropy.min_samples above n_samples (runner)", r"entropy: entropy\.min_samples \(5\) is more than "
       r"entropy\.n_samples \(3, M\): every item would be rejected as too-few-samples")
 def _(t):
@@ -2114,6 +2123,16 @@ def _(t):
       r"'crows'\?\)")
 def _(t):
     return [*run(t, "evaluate.benchmarks=[stereoset, crow]"), "--dry-run"]
+
+
+@case("report of a metrics.csv edited by hand", r"seed-13/metrics\.csv: column\(s\) epoch hold values that are not "
+      r"numbers; .*rerun that step \(ccda run --only finetune --force\)")
+def _(t):
+    from context_cda.layout import write_marker
+
+    write_marker(t / "r")
+    text_file(t / "r" / "finetune" / "tiny-gpt2" / "cda" / "seed-13" / "metrics.csv", "epoch,stereoset_ss\nlast,50\n")
+    return ["report", str(t / "r"), "--params", str(PARAMS), "--profile", "tiny", "--no-tracking"]
 
 
 @case("report on an empty folder", r"/empty: not a run folder \(no layout\.json and no stage outputs\); ccda report")
@@ -2554,3 +2573,25 @@ def test_an_allocation_failure_anywhere_is_one_line_not_a_retry(tmp_path, capsys
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert re.search(r"^error: out of memory \(CUDA out of memory\. Tried to allocate 2\.00 GiB .*\)\. This is not "
                      r"transient: a rerun fails the same way .*Lower the batch size", err), err
+
+
+def test_the_runner_refuses_to_write_an_inlp_matrix_that_removes_every_dimension(tmp_path, capsys, monkeypatch):
+    """The runner's door onto the debias step (`ccda run --only debias`): the same one line as `ccda debias`, and
+    no matrix written, so no evaluation can score it."""
+    monkeypatch.chdir(ROOT)
+    from context_cda.layout import write_marker
+
+    run_dir = tmp_path / "r"
+    write_marker(run_dir)
+    ingest = _ingest_folder(tmp_path, 45, 45, 45)
+    (run_dir / "ingest").mkdir(parents=True)
+    for f in ingest.iterdir():
+        (run_dir / "ingest" / f.name).write_bytes(f.read_bytes())
+    table(run_dir / "validate" / "cda" / "valid.parquet", cda_rows(3))
+    capsys.readouterr()
+    code = main([*run(tmp_path, "train.arms=[cda,inlp]", "baselines.inlp.n_classifiers=20", "tracking.enabled=false"),
+                 "--run-dir", str(run_dir), "--only", "debias"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert code == 2 and len(err) == 1, err
+    assert re.search(r"debias inlp on target tiny-gpt2: the 20 classifiers .* removed all 32 dimensions", err[0]), err
+    assert not list(run_dir.rglob("projection.safetensors"))

@@ -46,9 +46,9 @@ def plan(
     con = console()
     con.print(out)
     dominant = max(costs, key=lambda c: c.gpu_hours) if costs else None
-    if dominant:
+    if dominant and total > 0:
         con.print(f"dominant step: {dominant.step} ({dominant.gpu_hours / total:.0%} of the GPU-hours)")
-    con.print(f"throughput: {table['about']}", highlight=False)
+    con.print(f"throughput: {table.get('about') or throughput or 'the packaged table'}", highlight=False)
     for key, src in assume.sources().items():
         con.print(f"  assumption {key} = {getattr(assume, key)} ({src})", highlight=False)
 
