@@ -2160,6 +2160,11 @@ def _(t):
     return ["report", str(t / "r"), "--params", str(PARAMS), "--profile", "tiny", "--no-tracking"]
 
 
+@case("run --dry-run with a misspelt lexicon.ambiguous word", r"lexicon\.ambiguous: 'blak' \(did you mean 'black'\?\)")
+def _(t):
+    return [*run(t, "run.attribute=race", "evaluate.bias_type=all", "lexicon.ambiguous=[blak]"), "--dry-run"]
+
+
 @case("report on an empty folder", r"/empty: not a run folder \(no layout\.json and no stage outputs\); ccda report")
 def _(t):
     (t / "empty").mkdir(parents=True)

@@ -88,8 +88,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _dry_run_checks(cfg, steps) -> None:
-    """The run's own checks that need no download, model or server: the benchmark names the steps score and the
-    post-hoc arms' model families."""
+    """The run's own checks that need no download, model or server: the benchmark names the steps score, the
+    post-hoc arms' model families and a lexicon that is built in or a local file (its words, its ambiguous words)."""
+    from pathlib import Path
+
     from ..errors import ConfigError
     from ..pipeline import check_arm_families
     from ..preflight import check_benchmarks
@@ -98,3 +100,8 @@ def _dry_run_checks(cfg, steps) -> None:
     if problems:
         raise ConfigError(" ".join(problems))
     check_arm_families(cfg, steps)
+    local = cfg.lexicon.source == "default" or Path(cfg.lexicon.source).expanduser().is_file()
+    if local and any(s.row.step in ("ingest", "cda") for s in steps):
+        from ..cda.stage import attribute_lexicon
+
+        attribute_lexicon(cfg)
