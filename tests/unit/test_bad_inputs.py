@@ -1879,11 +1879,11 @@ def _(t):
     return ["debias", *base(t, "train.arms=[cda,inlp]"), "--sentences", str(_ingest_folder(t, 12, 12, 12))]
 
 
-@case("debias with a --cda file that is not there", r"debias sentence-debias on target tiny-gpt2: .*nowhere\.parquet: "
-      r"no such file or folder")
+@case("debias inlp with a --cda file that is not there", r"debias inlp on target tiny-gpt2: .*nowhere\.parquet: no such "
+      r"file or folder; the debias step records its cda input")
 def _(t):
-    return ["debias", *base(t, "train.arms=[cda,sentence-debias]"), "--sentences", str(_ingest_folder(t, 12, 12, 12)),
-            "--cda", str(t / "nowhere.parquet")]
+    return ["debias", *base(t, "train.arms=[cda,inlp]"), "--sentences", str(_ingest_folder(t, 12, 12, 12)), "--cda",
+            str(t / "nowhere.parquet")]
 
 
 @case("debias INLP that removes every dimension", r"debias inlp on target tiny-gpt2: the 20 classifiers "
