@@ -127,7 +127,8 @@ class LexiconConfig(Section):
     )
     ambiguous: list[str] | None = Field(
         None, description="race, religion: words that are also common words (black, white as colours), swapped only "
-        "where they refer to people (cda.ambiguous); null: the attribute's built-in list."
+        "where they refer to people (cda.ambiguous); null: the attribute's built-in list. It replaces that list, so "
+        "a word the lexicon lacks is refused."
     )
     bound: list[str] | None = Field(
         None, description="race, religion: words and phrases bound to one group with no counterpart in the others "
@@ -412,8 +413,16 @@ class NeutralConfig(Section):
     )
 
 
+#: the most rephrasings per item (entropy.n_samples) and why
+MAX_SAMPLES = 100
+MAX_SAMPLES_WHY = ("the judge compares up to M(M-1)/2 pairs per item (4,950 at M = 100) and the generator decodes M "
+                   "rows per prompt at once, so memory and time grow with M (and M^2), while the estimate settles by M "
+                   "of about 10 (Kuhn et al. sample 10)")
+
+
 class EntropyConfig(Section):
-    n_samples: int = Field(10, ge=2, description="M: rephrasings sampled per contextual counterfactual.")
+    n_samples: int = Field(10, ge=2, description=f"M: rephrasings sampled per contextual counterfactual (at most "
+                           f"{MAX_SAMPLES}: {MAX_SAMPLES_WHY}).")
     temperature: float = Field(1.0, ge=0.0, le=10.0, description="Sampling temperature for the M rephrasings.")
     max_tokens: int = Field(96, ge=1, description="Most new tokens per sampled rephrasing.")
     generator_backend: Literal["hf", "vllm", "openai"] | None = Field(
@@ -459,6 +468,22 @@ class EntropyConfig(Section):
     )
     limit: int | None = Field(None, ge=1, description="Score only the first N items (null: all).")
 
+    @field_validator("n_samples")
+    @classmethod
+    def _at_most(cls, v: int) -> int:
+        if v > MAX_SAMPLES:
+            raise ValueError(f"M = {v} rephrasings per item is more than {MAX_SAMPLES}: {MAX_SAMPLES_WHY}; use "
+                             f"n_samples <= {MAX_SAMPLES}")
+        return v
+
+    @model_validator(mode="after")
+    def _min_samples(self) -> EntropyConfig:
+        if self.min_samples > self.n_samples:
+            raise ValueError(f"entropy.min_samples ({self.min_samples}) is more than entropy.n_samples "
+                             f"({self.n_samples}, M): every item would be rejected as too-few-samples after all its "
+                             "samples were drawn; lower min_samples or raise n_samples")
+        return self
+
 
 class FilterConfig(Section):
     k: list[float] = Field(
@@ -467,7 +492,8 @@ class FilterConfig(Section):
         "filtered corpus each (ablation: 20, 30, 40).",
     )
     threshold: float | None = Field(
-        None, description="Keep items with SE below this absolute value instead of dropping the top k %."
+        None, gt=0.0, description="Keep items with SE below this absolute value instead of dropping the top k % "
+        "(above 0: semantic entropy is never negative, so 0 or less would drop every item)."
     )
 
     @field_validator("k")
@@ -661,7 +687,8 @@ class EvaluateConfig(Section):
         default_factory=dict,
         description="Arms scored on fewer benchmarks than evaluate.benchmarks: arm -> the ones it runs, e.g. {inlp: "
         "[stereoset, crows]} (a quick run that compares the baselines on the paper's Table 1 only). A name outside "
-        "evaluate.benchmarks is left out, an arm the run does not have is ignored; the vanilla model and the arms "
+        "evaluate.benchmarks is left out, an arm the run does not have is ignored (a name that is no arm or no "
+        "benchmark at all is refused); the vanilla model and the arms "
         "not listed run every benchmark. The evaluation lists what an arm skipped and why (the report says so).",
     )
     after_training: bool = Field(
@@ -1082,6 +1109,43 @@ class Config(Section):
         return self
 
     @model_validator(mode="after")
+    def _lexicon_for_attribute(self) -> Config:
+        """The lexicon settings of the other kind of attribute would be ignored: refused (gender swaps pairs,
+        race and religion rows of n-ary groups)."""
+        lex, attr = self.lexicon, self.run.attribute
+        if attr == "gender":
+            wrong = [k for k in ("extra_groups", "ambiguous") if getattr(lex, k)]
+            kind, use = "race and religion (rows of n-ary groups)", "lexicon.extra_pairs for gender words"
+        else:
+            wrong = ["extra_pairs"] if lex.extra_pairs else []
+            kind, use = "gender (male/female pairs)", f"lexicon.extra_groups for {attr} rows"
+        if wrong:
+            keys = " and ".join(f"lexicon.{k}" for k in wrong)
+            raise ValueError(f"{keys} {'apply' if len(wrong) > 1 else 'applies'} to {kind}, and run.attribute={attr} "
+                             f"would ignore {'them' if len(wrong) > 1 else 'it'}; remove {keys} or use {use}")
+        return self
+
+    @model_validator(mode="after")
+    def _arm_benchmarks_arms(self) -> Config:
+        """Every key of ``evaluate.arm_benchmarks`` is an arm name or a published checkpoint's name: a misspelt
+        one would leave the arm on every benchmark, silently (an arm this run does not train is allowed: one
+        profile serves several runs)."""
+        from .arms import ARM_HELP, ARM_NAMES, ARM_PATTERN
+
+        published = {n for names in self.baselines.published.values() for n in names}
+        unknown = [a for a in self.evaluate.arm_benchmarks if not ARM_PATTERN.match(a) and a not in published]
+        if unknown:
+            import difflib
+
+            names = [*ARM_NAMES, *sorted(published)]
+            hints = [f"{a!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(a, names, 1, 0.6))
+                                 else "") for a in unknown]
+            raise ValueError(f"evaluate.arm_benchmarks: unknown arm{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(hints)}; its keys are arms ({ARM_HELP}) or the names of published "
+                             "checkpoints (baselines.published)")
+        return self
+
+    @model_validator(mode="after")
     def _published_targets(self) -> Config:
         for key, names in (("published", self.baselines.published), ("targets", self.baselines.targets or [])):
             unknown = sorted(set(names) - set(self.run.targets))
@@ -1355,6 +1419,9 @@ def _explain(err: ValidationError, sources: dict[str, str]) -> str:
             continue
         if loc and loc[0] == "validate_":
             loc[0] = "validate"
+        if len(loc) == 1 and item["type"] == "value_error" and isinstance(item.get("input"), dict):
+            lines.append(f"{loc[0]}: {_across_sections(item['msg'], sources)}")  # a section's rule across its keys
+            continue
         key = ".".join(loc)
         origin = sources.get(".".join(loc[:2]), "defaults")
         msg = item["msg"]

@@ -104,13 +104,14 @@ def step_names(steps: Iterable[Any]) -> list[str]:
 
 
 def check_benchmarks(config: Config, steps: Iterable[str]) -> list[str]:
-    """One line when a planned step scores benchmarks and ``evaluate.benchmarks`` names an unknown one."""
-    from .evaluate import check_names
+    """One line when a planned step scores benchmarks and ``evaluate.benchmarks`` (or an arm's list in
+    ``evaluate.arm_benchmarks``) names an unknown one."""
+    from .evaluate.registry import check_config_names
 
     if not set(steps) & set(EVALUATING_STEPS):
         return []
     try:
-        check_names(config.evaluate.benchmarks, "evaluate.benchmarks")
+        check_config_names(config.evaluate)  # and each arm's list of evaluate.arm_benchmarks
     except CCDAError as e:
         return [str(e)]
     return []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 
@@ -119,17 +117,3 @@ def test_seeds_intervals_marks_and_paired_comparisons(tmp_path):
     assert row["diff"] == pytest.approx(0.0, abs=1.0) and not bool(row["significant"])  # (70 + 74) / 2 = 72
     html = (run / "report" / "report.html").read_text()
     assert "Paired comparisons" in html and "mean ± std (2 seeds)" in html
-
-
-def test_a_filter_that_dropped_nothing_has_its_row(tmp_path):
-    """k = 30 % of three items drops none: the filter writes no cut (None), and the report says so instead of
-    failing on it (seen on the demo cut to a few items)."""
-    from context_cda.report.setup import _filter_rows
-
-    for k, cut, kept, dropped in ((30.0, None, 3, 0), (30.0, 1.25, 7, 3)):
-        d = tmp_path / "filter" / "tg" / f"k{int(k)}-{kept}"
-        d.mkdir(parents=True)
-        (d / "manifest.json").write_text(json.dumps({"summary": {"k": k, "cut": cut, "kept": kept, "dropped": dropped}}))
-    rows = _filter_rows(tmp_path / "filter")
-    assert rows[0][1:] == ["3", "3", "the highest-entropy 30 % dropped (none: too few items)"]
-    assert rows[1][1:] == ["10", "7", "the highest-entropy 30 % dropped (SE above 1.250)"]

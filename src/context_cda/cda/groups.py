@@ -238,8 +238,7 @@ def build_groups(attribute: str, groups: Sequence[str], rows: Iterable[GroupRow]
         kept.append(GroupRow(words, row.origin, row.role, row.own))
     _check_owned(source, group, entries, first_seen)
     known = set(group)
-    return GroupLexicon(attribute, groups, tuple(kept), group, entries,
-                        _given_or_built_in(ambiguous, AMBIGUOUS, attribute) & known,
+    return GroupLexicon(attribute, groups, tuple(kept), group, entries, _ambiguous(attribute, ambiguous, known, source),
                         _given_or_built_in(common_nouns, COMMON_NOUNS, attribute) & known, issues, source,
                         frozenset(ORIGIN.get(attribute, ())) & known,
                         _given_or_built_in(bound, BOUND, attribute) - known)
@@ -256,6 +255,26 @@ def _check_owned(source: str, group: dict[str, int], entries: dict, first_seen: 
     if orphan:
         raise InputError(f"lexicon {source}: {', '.join(map(repr, orphan))} ({first_seen[orphan[0]]}) only stand in "
                          "one-way rows as counterparts: give each a row of its own.")
+
+
+def _ambiguous(attribute: str, given: Iterable[str] | None, known: set[str], source: str) -> frozenset[str]:
+    """The ambiguous words: ``given`` (``lexicon.ambiguous``, which replaces the built-in list), each a word of the
+    lexicon; else the attribute's built-in ones the lexicon has. A word the lexicon lacks is refused: the list it
+    replaces would be silently emptied (black and white then swapped as colours: "a glass of Asian wine")."""
+    import difflib
+
+    if given is None:
+        return frozenset(AMBIGUOUS.get(attribute, ())) & known
+    words = {_norm(w) for w in given}
+    unknown = sorted(words - known)
+    if unknown:
+        hints = [f"{w!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(w, known, 1, 0.75)) else "")
+                 for w in unknown]
+        builtin = ", ".join(sorted(AMBIGUOUS.get(attribute, ()))) or "none"
+        raise ConfigError(f"lexicon.ambiguous: {', '.join(hints)} {'is' if len(unknown) == 1 else 'are'} not in the "
+                          f"{attribute} lexicon ({source}); the list replaces the built-in one ({builtin}), so name "
+                          "words the lexicon swaps (or null for the built-in list).")
+    return frozenset(words)
 
 
 def _check_row(attribute: str, groups: tuple[str, ...], row: GroupRow, words: tuple[str, ...]) -> None:

@@ -48,6 +48,20 @@ def unavailable(evaluate_dir: Path | str | None) -> dict[tuple[str, str], str]:
     return out
 
 
+def projection_warnings(evaluate_dir: Path | str | None) -> list[str]:
+    """The post-hoc evaluations' warnings about their projection (one that removes most dimensions of the hidden
+    states: :func:`context_cda.evaluate.posthoc.apply`), for the report's caveats."""
+    out = []
+    for _key, folder in sorted(posthoc_dirs(evaluate_dir).items()):
+        try:
+            applied = read_json(folder / L.AGGREGATE_FILE).get("applied") or {}
+        except (InputError, AttributeError):
+            continue
+        if isinstance(applied, dict) and applied.get("warning"):
+            out.append(str(applied["warning"]))
+    return out
+
+
 def published_values(config: Config) -> dict[str, Any]:
     """``{"source": ..., "models": {model reference: {row: {metric: value}}}}`` from ``report.published``."""
     import yaml
