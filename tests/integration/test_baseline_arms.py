@@ -191,3 +191,8 @@ def test_the_runner_reports_every_table1_row_registers_and_judges_the_baselines(
         assert decision["reasons"], arm  # judged by the gate: its reasons in numbers, whatever it decided
     registered = json.loads((run / "register" / "tiny-gpt2" / "inlp" / "manifest.json").read_text())
     assert "evaluation" in registered["inputs"]
+    for arm in ("inlp", "self-debias"):  # a post-hoc arm's card: the vanilla weights, the arm applied at scoring
+        card = (run / "register" / "tiny-gpt2" / arm / "card" / "README.md").read_text()
+        agg = json.loads((run / "evaluate" / "tiny-gpt2" / arm / "posthoc" / "aggregate.json").read_text())["metrics"]
+        assert "No fine-tuning: this arm is applied to the vanilla weights" in card and "no training:" in card
+        assert f"| stereoset | stereoset_ss | {agg['stereoset_ss']:.2f} [" in card

@@ -104,10 +104,8 @@ def _seed_metrics(finetune_df: pd.DataFrame, evaluations: Path | None) -> dict[t
 def _pairs(folders: Mapping[str, Path], targets: list[str], arms: list[str], seeds: list[int],
            settings) -> dict[tuple[str, str, str], dict[str, Difference]]:
     """Every arm against vanilla and against every later arm, on the items both were scored on."""
-    from ..stats import paired
     from ..tracking import evidence as E
 
-    fn = {b: (E.scorer(b).metrics, E.scorer(b).IDEALS) for b in E.BENCHMARKS}
     out: dict[tuple[str, str, str], dict[str, Difference]] = {}
     for target in targets:
         ev_dir, ft_dir = _of_target(folders.get("evaluations"), "evaluate", target), _of_target(
@@ -125,10 +123,7 @@ def _pairs(folders: Mapping[str, Path], targets: list[str], arms: list[str], see
                 models[arm] = E.load([post])
         names = [m for m in (L.VANILLA, *arms) if m in models]
         for b, a in itertools.combinations(names, 2):  # a - b, b earlier (vanilla first)
-            diffs: dict[str, Difference] = {}
-            for bench, (metric, ideals) in fn.items():
-                if models[a].has(bench) and models[b].has(bench):
-                    diffs.update(paired(models[a].items[bench], models[b].items[bench], metric, settings, ideals))
+            diffs = E.paired_differences(models[a], models[b], settings)
             if diffs:
                 out[(target, a, b)] = diffs
     return out
