@@ -51,18 +51,26 @@ def load_tokenizer(metadata: dict):
         raise ValueError("ccda tasks split each sentence at its first token and need the model's tokenizer: run with "
                          "--model_args pretrained=NAME (the harness passes the model arguments to the task), or "
                          "--metadata '{\"tokenizer\": \"NAME\"}'.")
-    kwargs = {k: metadata[k] for k in TOKENIZER_ARGS if metadata.get(k) is not None}
-    if "use_fast_tokenizer" in kwargs:
-        kwargs["use_fast"] = bool(kwargs.pop("use_fast_tokenizer"))
+    kwargs = {k: metadata[k] for k in TOKENIZER_ARGS if metadata.get(k) not in (None, "")}
+    use_fast = _flag(kwargs.pop("use_fast_tokenizer", True))
+    if metadata.get("tokenizer") or "gguf_file" not in kwargs:  # as the harness: a GGUF file brings its tokenizer
+        kwargs.pop("gguf_file", None)
+        kwargs["use_fast"] = use_fast
+    if "trust_remote_code" in kwargs:
+        kwargs["trust_remote_code"] = _flag(kwargs["trust_remote_code"])
+    if metadata.get("add_bos_token") is not None:  # the harness hands it to the tokenizer too
+        kwargs["add_bos_token"] = _flag(metadata["add_bos_token"])
     return AutoTokenizer.from_pretrained(name, **kwargs)
 
 
 def encoder(tok, metadata: dict):
     """``encode(text) -> ids`` as the harness's HF model encodes a request's text (its ``tok_encode``): special
     tokens as the tokenizer adds them unless ``add_bos_token`` is given, and none when the text starts with the
-    token the harness conditions empty contexts on."""
+    token the harness conditions empty contexts on (``prefix_token_id``, else BOS, else EOS)."""
     add_bos = metadata.get("add_bos_token")
     prefix_id = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    if metadata.get("prefix_token_id") not in (None, ""):  # the harness's custom prefix for empty contexts
+        prefix_id = int(metadata["prefix_token_id"])
     prefix = tok.decode([prefix_id]) if prefix_id is not None else None
 
     def encode(text: str) -> list[int]:
