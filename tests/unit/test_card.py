@@ -113,3 +113,19 @@ def test_the_card_reads_the_gates_verdict_and_power_where_it_states_them():
 def test_no_card_when_cards_are_off(tmp_path):
     _, _, arm_dir, summary = _register(tmp_path, card={"enabled": False})
     assert "card" not in summary and not (arm_dir / L.CARD_DIR).exists()
+
+
+def test_each_metric_names_the_dataset_it_was_measured_on():
+    from context_cda.publish.card import dataset_of
+
+    facts = {"datasets": [
+        {"name": "glue-sst2", "used_by": "glue", "hub_id": "nyu-mll/glue", "description": "SST-2"},
+        {"name": "glue-rte", "used_by": "glue", "hub_id": "nyu-mll/glue", "description": "RTE"},
+        {"name": "stereoset", "used_by": "stereoset, next-token", "hub_id": "McGill-NLP/stereoset",
+         "description": "StereoSet"},
+        {"name": "glue-qnli", "used_by": "glue", "hub_id": None, "description": "QNLI"}]}
+    assert dataset_of(facts, "glue", "glue_rte_acc") == ("nyu-mll/glue", "RTE")
+    assert dataset_of(facts, "glue", "glue_qnli_acc") == ("glue-qnli", "QNLI")  # an explicit file: no Hub id
+    assert dataset_of(facts, "glue", "glue_avg_acc") == ("nyu-mll/glue", "SST-2")
+    assert dataset_of(facts, "next-token", "next_token_imbalance") == ("McGill-NLP/stereoset", "StereoSet")
+    assert dataset_of(facts, "winobias", "winobias_acc") == ("winobias", "winobias")  # nothing recorded

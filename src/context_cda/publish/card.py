@@ -61,26 +61,34 @@ def license_of(facts: Mapping[str, Any], override: str | None = None) -> str | N
 # ------------------------------------------------------------------------------------------------ metadata
 
 
-def _dataset_ids(facts: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
-    """benchmark -> (Hub dataset id, or the registry's name when the Hub holds none; a readable name)."""
-    by_user: dict[str, tuple[str, str]] = {}
-    for d in facts["datasets"]:
-        for user in d["used_by"].split(", "):
-            by_user.setdefault(user, (d.get("hub_id") or d["name"], d.get("description") or d["name"]))
-    return by_user
+def dataset_of(facts: Mapping[str, Any], bench: str, metric: str) -> tuple[str, str]:
+    """(Hub dataset id, or the registry's name when the Hub holds none; a readable name) of the dataset a metric was
+    measured on: of the benchmark's datasets, the one its name names (GLUE's ``glue-rte`` for ``glue_rte_acc``),
+    else the first."""
+    rows = [d for d in facts["datasets"] if bench in d["used_by"].split(", ")]
+    if not rows:
+        return bench, bench
+    parts = set(metric.split("_"))
+    d = next((r for r in rows if r["name"].rsplit("-", 1)[-1] in parts), rows[0])
+    return d.get("hub_id") or d["name"], d.get("description") or d["name"]
 
 
 def eval_results(facts: Mapping[str, Any]) -> list:
-    """``model-index`` entries (:class:`huggingface_hub.EvalResult`): every metric, its interval in the value."""
+    """``model-index`` entries (:class:`huggingface_hub.EvalResult`): every metric, its interval in the value. The
+    Hub groups a model's results by task and dataset, so the task's name lists the benchmarks measured on it."""
     from huggingface_hub import EvalResult
 
-    ids, ev = _dataset_ids(facts), facts["evaluation"]
+    ev = facts["evaluation"]
     task = PIPELINE_TAGS.get(facts.get("family") or "", "text-generation")
+    measured = [(bench, name, m, dataset_of(facts, bench, name)) for bench, name, m in metrics_of(facts)]
+    on: dict[str, list[str]] = {}
+    for bench, _, _, (dataset_id, _) in measured:
+        if bench not in on.setdefault(dataset_id, []):
+            on[dataset_id].append(bench)
     out = []
-    for bench, name, m in metrics_of(facts):
-        dataset_id, dataset_name = ids.get(bench, (bench, bench))
+    for _, name, m, (dataset_id, dataset_name) in measured:
         value = interval_text(m["value"], m["ci"], ev["level"]) if m["ci"] else float(m["value"])
-        out.append(EvalResult(task_type=task, task_name=f"{bench} ({ev['bias_type']} bias)",
+        out.append(EvalResult(task_type=task, task_name=f"{', '.join(on[dataset_id])} ({ev['bias_type']})",
                               dataset_type=dataset_id, dataset_name=dataset_name, metric_type=name,
                               metric_name=f"{name} ({m['description']})", metric_value=value, verified=False))
     return out
@@ -109,14 +117,14 @@ def eval_result_files(facts: Mapping[str, Any], repo_id: str | None = None) -> d
     the notes). The source is the model's Hub page (``repo_id``), else ``tracking.card.source_url``, else none."""
     from huggingface_hub import EvalResultEntry
 
-    ids, ev = _dataset_ids(facts), facts["evaluation"]
+    ev = facts["evaluation"]
     url = f"https://huggingface.co/{repo_id}" if repo_id else facts.get("source_url")
     source = {"source_url": url, "source_name": "context-cda model card" if repo_id else "context-cda run"} if url \
         else {}
     files: dict[str, list] = {}
     for bench, name, m in metrics_of(facts):
-        dataset_id = ids.get(bench, (None,))[0]
-        if not dataset_id or "/" not in dataset_id:
+        dataset_id = dataset_of(facts, bench, name)[0]
+        if "/" not in dataset_id:
             continue
         notes = (f"{name}: {m['description']} {interval_text(m['value'], m['ci'], ev['level'])} (seeded bootstrap, "
                  f"{ev['resamples']} resamples); {facts['evaluation']['benchmarks'][bench]['items'] or '?'} items, "
