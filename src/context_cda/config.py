@@ -778,10 +778,9 @@ class PromotionConfig(Section):
         "(LMS - vanilla's LMS) must be at least -lms_delta."
     )
     min_effect: float = Field(
-        0.0, ge=0, le=50, description="Less biased than vanilla, for m = SS and CS: the paired interval of the shift "
-        "toward 50 (in the direction of vanilla's bias) must lie above min_effect, and the candidate's interval "
-        "must stay min_effect short of vanilla's distance mirrored across 50 (0: significantly less biased; "
-        "docs/evaluation.md)."
+        0.0, ge=0, le=50, description="Less biased than vanilla, for m = SS and CS where vanilla is demonstrably "
+        "biased: the paired interval of the shift toward 50 (in the direction of vanilla's bias) must lie above "
+        "min_effect, points (a margin on the shift only; 0: significantly less biased; docs/evaluation.md)."
     )
     require_improvement: bool = Field(
         True, description="Against the current champion: significantly better on at least one of SS, CS (less "

@@ -110,7 +110,7 @@ def _every_version_has_its_card_and_exports(run: Path, tmp_path: Path) -> None:
             assert text.startswith(f"{agg[name]:.2f} [95% CI") if f"{name}_ci_low" in agg else \
                 float(text) == agg[name], (arm, name, text)
         decision = json.loads((run / "register" / "tiny-gpt2" / arm / "promotion.json").read_text())
-        assert f"Verdict: {decision['decision']}" in card.text and "## Bias, Risks, and Limitations" in card.text
+        assert f"Verdict: {decision['verdict']}" in card.text and "## Bias, Risks, and Limitations" in card.text
     version = json.loads((run / "register" / "tiny-gpt2" / "cda" / "promotion.json").read_text())["version"]
     out = tmp_path / "export"
     ccda("export", "--model", "tiny-gpt2-debiased", "--version", str(version), "--to", str(out),

@@ -1398,6 +1398,31 @@ def _(t):
     return ["register", *base(t, "tracking.promotion.min_effect=60")]
 
 
+@case("tracking.promotion.min_effect=-1 (register)", r"tracking\.promotion\.min_effect: Input should be greater than "
+      r"or equal to 0 \(got -1\)")
+def _(t):
+    return ["register", *base(t, "tracking.promotion.min_effect=-1")]
+
+
+@case("tracking.promotion.lms_delta=-0.5 (runner)", r"tracking\.promotion\.lms_delta: Input should be greater than "
+      r"or equal to 0 \(got -0\.5\)")
+def _(t):
+    return run(t, "tracking.promotion.lms_delta=-0.5")
+
+
+@case("evaluate.bootstrap.level=1.5 (register)", r"evaluate\.bootstrap\.level: Input should be less than 1 "
+      r"\(got 1\.5\)")
+def _(t):
+    return ["register", *base(t, "evaluate.bootstrap.level=1.5")]
+
+
+@case("evaluate.bootstrap.level: 0 in a profile (report)", r"level0\.yaml.*evaluate\.bootstrap\.level: Input "
+      r"should be greater than 0")
+def _(t):
+    p = text_file(t / "level0.yaml", "evaluate:\n  bootstrap:\n    level: 0\n")
+    return ["report", str(t / "run"), "--params", str(PARAMS), "--profile", str(p)]
+
+
 # ------------------------------------------------------------------------------------------------ YAML, run folders
 
 

@@ -62,10 +62,13 @@ def test_the_card_says_how_it_was_made_and_what_it_cannot_show(tmp_path):
     cfg, agg, arm_dir, _ = _register(tmp_path)
     text = (arm_dir / L.CARD_DIR / L.CARD_FILE).read_text()
     record = json.loads((arm_dir / L.PROMOTION_FILE).read_text())
-    assert f"**Verdict: {record['decision']}**" in text  # the gate's own word
+    assert f"**Verdict: {record['verdict']}**" in text and record["verdict"]  # the gate's own four-state word
     for reason in record["reasons"]:
         assert f"- {reason}" in text
     assert "## Bias, Risks, and Limitations" in text and "120 items" in text
+    assert record["detectable_shift"]  # the gate's power statement, quoted per benchmark
+    for metric, shift in record["detectable_shift"].items():
+        assert f"{metric} {shift:.2f}" in text
     assert "- Token budget: 600 tokens" in text and "training seeds 13" in text
     assert "`tiny:gpt2`" in text and "float32" in text and "apache-2.0" in text
     assert "| stereoset | stereoset | CC BY-SA 4.0 |" in text and "| crows-pairs | crows | CC BY-SA 4.0 |" in text
@@ -104,7 +107,7 @@ def test_the_card_reads_the_gates_verdict_and_power_where_it_states_them():
     facts = {"model": {"attribute": "gender"}, "arm": {"corpus": "cda"}, "generation": {}, "decision": d,
              "evaluation": {"benchmarks": {"stereoset": {"items": 255}}, "not_scored": {}, "max_items": None}}
     text = "\n".join(limits_section(facts))
-    assert "stereoset: 255 items; smallest shift it could show (the gate's power statement): stereoset_ss 4.25" in text
+    assert "stereoset: 255 items; smallest shift toward 50 it could show, in points (the gate's power statement): stereoset_ss 4.25" in text
     assert decision({"decision": "promoted", "promote": True})["verdict"] == "promoted"
     facts["decision"] = decision({"decision": "refused"})
     assert "states no smallest detectable shift" in "\n".join(limits_section(facts))

@@ -128,7 +128,7 @@ def test_register_command_runs_the_register_step_of_each_target(cfg, monkeypatch
                                    "--evaluation", str(ev)])
     assert out.exit_code == 0, out.output
     assert seen == [("gpt2", ["cda"], ev, cfg.run_dir() / "register/gpt2")]
-    assert "gpt2-debiased v1: kept as candidate" in out.output
+    assert "gpt2-debiased v1 (cda): refused - kept as candidate" in out.output
 
 
 def test_run_help_lists_every_stage_in_order():

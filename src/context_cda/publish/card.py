@@ -222,9 +222,9 @@ def gate_section(facts: Mapping[str, Any]) -> list[str]:
     aliases = ", ".join(d["aliases"]) or "none"
     return ["## Promotion gate", "",
             f"**Verdict: {d['verdict']}**" + (f" ({d['note']})" if d.get("note") else "")
-            + f" (aliases given at registration: {aliases}). The gate's reasons, as it "
-            "stated them (context-cda's `tracking.promotion.decide`: less biased than vanilla, LMS non-inferior, not "
-            "worse than the champion, each by its paired interval):", "",
+            + f" (aliases given at registration: {aliases}). The gate's reasons, as it stated them (context-cda's "
+            "promotion gate, `tracking.promotion.decide`: every rule judged on the items both models were scored on, "
+            "by its paired interval and exact test; docs/evaluation.md states the rules):", "",
             *(f"- {r}" for r in d["reasons"] or ["(none recorded)"]), ""]
 
 
@@ -234,7 +234,7 @@ def _sizes(facts: Mapping[str, Any]) -> list[str]:
     out = []
     for bench, b in ev["benchmarks"].items():
         mine = {k: v for k, v in shown.items() if k.startswith(f"{bench}_")}
-        shift = ("; smallest shift it could show (the gate's power statement): "
+        shift = ("; smallest shift toward 50 it could show, in points (the gate's power statement): "
                  + ", ".join(f"{k} {_shift(v)}" for k, v in mine.items())) if mine else ""
         out.append(f"- {bench}: {b['items'] or '?'} items{shift}.")
     if not shown:

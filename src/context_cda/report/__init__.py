@@ -7,10 +7,11 @@ text rendered for a browser, with its figures).
    stage, the training budget, the benchmarks' sizes, the seeds and what was sampled;
 2. **Findings** (:mod:`.findings`): what the paired evidence shows and does not show, in words and numbers;
 3. **Table 1** (``table1.csv``): per target, the vanilla model (epoch 0) and each arm after its last epoch (the
-   evaluate stage's full-benchmark metrics where it ran), cells with their bootstrap intervals and ▲ / ▼ where
-   the paired difference from vanilla is significantly better / worse; several seeds: one row per seed and the
-   mean ± std (:mod:`.evidence`);
-4. **Paired comparisons** (``comparisons.csv``): every arm against vanilla and every other arm, marked the same way;
+   evaluate stage's full-benchmark metrics where it ran), cells with their bootstrap intervals and ▲ / ▼: on SS,
+   CS and LMS the promotion gate's own judgement against vanilla (:func:`context_cda.tracking.gate.judge`), on
+   ICAT a significant paired difference; several seeds: one row per seed and the mean ± std (:mod:`.evidence`);
+4. **Paired comparisons** (``comparisons.csv``): every arm against vanilla and every other arm, with the gate's
+   statistic (the shift toward 50) and marks;
 5. **Table 2** (``table2.csv``): extrinsic bias, GLUE and next-token balance with their deviation marks
    (:mod:`.extrinsic`), when the evaluate stage ran;
 6. **Registry decisions** (:mod:`.registry`): each version's decision and aliases, in the registry's words;

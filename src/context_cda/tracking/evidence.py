@@ -169,15 +169,14 @@ def load(folders: Mapping[int, Path | str] | Sequence[Path | str]) -> Evidence:
 
 def paired_differences(a: Evidence, b: Evidence, settings: Any = None) -> dict[str, Difference]:
     """``metric(a) - metric(b)`` of every metric of every benchmark both were scored on (``ss``, ``lms``, ``icat``,
-    ``cs``, ... and the distances ``ss_dist``, ``cs_dist``), paired on their shared items
-    (:func:`context_cda.stats.paired`; ``settings``: the bootstrap's)."""
+    ``cs``, ``stereo``, ``antistereo``), paired on their shared items (:func:`context_cda.stats.paired`;
+    ``settings``: the bootstrap's). The report's paired table and the model cards read these."""
     from ..stats import Settings, paired
 
     out: dict[str, Difference] = {}
     for bench in BENCHMARKS:
         if a.has(bench) and b.has(bench):
-            mod = scorer(bench)
-            out.update(paired(a.items[bench], b.items[bench], mod.metrics, Settings.of(settings), mod.IDEALS))
+            out.update(paired(a.items[bench], b.items[bench], scorer(bench).metrics, Settings.of(settings)))
     return out
 
 
