@@ -96,6 +96,9 @@ _FIXED: dict[str, Arm] = {
     "self-debias": Arm("self-debias", "scoring", "Self-Debias", LM_FAMILIES),
 }
 
+#: the arms' fixed names (context-cda-k<K> aside), for "did you mean" hints
+ARM_NAMES = ("context-cda", *_FIXED)
+
 #: which arm kinds each arm-fanned step of the stage table iterates
 STEP_KINDS: dict[str, tuple[Kind, ...]] = {
     "finetune": ("trained",),

@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 
 LAYOUT_VERSION = 3
 LAYOUT_FILE = "layout.json"
@@ -336,6 +336,21 @@ class RunLayout:
         if found != LAYOUT_VERSION:
             raise ConfigError(f"{self.root}: this run folder uses run layout {found}, and this context-cda reads "
                               f"layout {LAYOUT_VERSION}. {upgrade_hint(self.root, found)}")
+        return self
+
+
+    def existing(self, command: str) -> RunLayout:
+        """The run folder a state command (``ccda clean``, ``ccda migrate``) works on: refused when it is missing,
+        not a folder, holds no run (no layout record and no stage outputs) or has an unreadable layout record."""
+        _resolvable(self.root)
+        if not self.root.is_dir():
+            what = "no such folder" if not self.root.exists() else "a file, not a folder"
+            raise InputError(f"{self.root}: {what}; {command} works on a run folder: pass the folder `ccda run` wrote "
+                             "(--run-dir / run.run_dir, e.g. runs/demo).")
+        if self.version() is None:
+            raise InputError(f"{self.root}: not a run folder (no {LAYOUT_FILE} and no stage outputs); {command} works "
+                             "on a run folder: pass the folder `ccda run` wrote (--run-dir / run.run_dir, e.g. "
+                             "runs/demo).")
         return self
 
 

@@ -230,3 +230,16 @@ def test_benchmark_sizes_come_from_the_evaluate_steps_else_the_per_epoch_predict
     agg.parent.mkdir(parents=True)
     agg.write_text(json.dumps({"counts": {"stereoset_in": 255, "stereoset_scored": 120, "crows_scored": 118}}))
     assert setup.item_counts(run / "evaluate", run / "finetune") == {"stereoset": 120, "crows": 118}
+
+
+def test_a_filter_cut_that_dropped_nothing_is_a_row_not_a_crash(tmp_path):
+    """k % of a small corpus under one item drops nothing (its cut is None): the setup row says so; a threshold
+    cut says what it dropped (`ccda report` raised TypeError on the first, the runner's last step)."""
+    run = tmp_path / "run"
+    lay = L.RunLayout(run).check()
+    _manifest(lay.step_dir("filter", target="s") / "k5", {"mode": "k", "k": 5.0, "cut": None, "kept": 8, "dropped": 0})
+    _manifest(lay.step_dir("filter", target="s") / "threshold0.5", {"mode": "threshold", "threshold": 0.5,
+                                                                     "cut": 0.5, "kept": 6, "dropped": 2})
+    rows = setup._filter_rows(lay.step_dir("filter", target="s").parent)
+    assert rows == [["filter [s, k5]", "8", "8", "the highest-entropy 5 % dropped: no item (5 % of 8 is under one)"],
+                    ["filter [s, threshold0.5]", "8", "6", "items with SE at or above 0.5 dropped"]]

@@ -175,7 +175,8 @@ def _decision_line(decisions: Decisions | None) -> list[str]:
 
 def caveats(facts: Mapping[str, Any], t2: pd.DataFrame | None) -> list[str]:
     """What limits how far the numbers go: ``facts`` (from the setup: ``quantized`` targets, the ``token_budgets``,
-    ``max_items``, the benchmarks ``not_scored`` for some models) and Table 2's deviation marks."""
+    ``max_items``, the benchmarks ``not_scored`` for some models, the ``projections`` that remove most dimensions)
+    and Table 2's deviation marks."""
     out = []
     if facts.get("quantized"):
         out.append(f"{', '.join(facts['quantized'])} computed from quantized weights (see Setup), so these are not "
@@ -191,6 +192,7 @@ def caveats(facts: Mapping[str, Any], t2: pd.DataFrame | None) -> list[str]:
     for why, rows in (facts.get("not_scored") or {}).items():
         out.append("not scored: " + "; ".join(f"{', '.join(models)} on {', '.join(b)}" for models, b in rows)
                    + f" ({why})")
+    out += list(facts.get("projections") or [])  # a projection that removes most dimensions
     if t2 is not None and not t2.empty and any(t2.attrs.get("marks", {}).values()):
         out.append("Table 2's numbers were computed under deviations from the published protocols (the letters "
                    "beside them): they show that the extrinsic machinery runs, not an effect on bias")
