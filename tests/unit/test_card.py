@@ -71,7 +71,8 @@ def test_the_card_says_how_it_was_made_and_what_it_cannot_show(tmp_path):
         assert f"{metric} {shift:.2f}" in text
     assert "- Token budget: 600 tokens" in text and "training seeds 13" in text
     assert "`tiny:gpt2`" in text and "float32" in text and "apache-2.0" in text
-    assert "| stereoset | stereoset | CC BY-SA 4.0 |" in text and "| crows-pairs | crows | CC BY-SA 4.0 |" in text
+    for name, user in (("stereoset", "stereoset"), ("crows-pairs", "crows")):  # each dataset with its licence
+        assert re.search(rf"\| {name} \| [^|]*\b{user}\b[^|]* \| CC BY-SA 4\.0 \|", text), name
     # the paired difference from vanilla: this model's items against vanilla's (52 % vs 75 % stereotyped clusters)
     facts = json.loads((arm_dir / L.CARD_DIR / L.CARD_FACTS_FILE).read_text())
     ss = facts["evaluation"]["benchmarks"]["stereoset"]["metrics"]["stereoset_ss"]
@@ -103,7 +104,7 @@ def test_the_card_reads_the_gates_verdict_and_power_where_it_states_them():
               "detectable_shift": {"stereoset_ss": 4.25, "crows_cs": 9.5}}
     d = decision(record)
     assert d["verdict"] == "refused: not shown" and d["detectable"] == {"stereoset_ss": 4.25, "crows_cs": 9.5}
-    assert gate_section({"decision": d})[2].startswith("**Verdict: refused: not shown** (underpowered: SS vs")
+    assert gate_section({"decision": d})[2].startswith("**Verdict: refused: not shown** — underpowered: SS vs")
     facts = {"model": {"attribute": "gender"}, "arm": {"corpus": "cda"}, "generation": {}, "decision": d,
              "evaluation": {"benchmarks": {"stereoset": {"items": 255}}, "not_scored": {}, "max_items": None}}
     text = "\n".join(limits_section(facts))

@@ -221,8 +221,8 @@ def gate_section(facts: Mapping[str, Any]) -> list[str]:
     d = facts["decision"]
     aliases = ", ".join(d["aliases"]) or "none"
     return ["## Promotion gate", "",
-            f"**Verdict: {d['verdict']}**" + (f" ({d['note']})" if d.get("note") else "")
-            + f" (aliases given at registration: {aliases}). The gate's reasons, as it stated them (context-cda's "
+            f"**Verdict: {d['verdict']}**" + (f" — {d['note']}" if d.get("note") else "")
+            + f". Aliases given at registration: {aliases}. The gate's reasons, as it stated them (context-cda's "
             "promotion gate, `tracking.promotion.decide`: every rule judged on the items both models were scored on, "
             "by its paired interval and exact test; docs/evaluation.md states the rules):", "",
             *(f"- {r}" for r in d["reasons"] or ["(none recorded)"]), ""]
