@@ -943,6 +943,24 @@ class DecontaminateConfig(Section):
     min_words: int = Field(4, ge=1, description="Items shorter than this many words are not matched (too common).")
 
 
+class CardConfig(Section):
+    enabled: bool = Field(
+        True, description="Write a Hugging Face model card (README.md with model-index metadata, .eval_results/) "
+        "for every registered version, from the run's evidence and the gate's decision, into the register step's "
+        "folder and with the version in MLflow (ccda export writes it into an uploadable folder).",
+    )
+    licenses: dict[str, str] = Field(
+        default_factory=dict, description="Licence of a base model whose files record none, as a Hub licence id "
+        "(apache-2.0, mit, llama3.2, ...), keyed by target name or model reference. A GGUF file's general.license, "
+        "a model folder's README.md metadata and the Hub cache's model card are read first; ccda export refuses a "
+        "model whose licence is unknown.",
+    )
+    source_url: str | None = Field(
+        None, description="Where the evaluation can be inspected (the run's report, a Space, a paper): the source "
+        "the card's evaluation results name (ccda export --repo-id names the model's own Hub page instead).",
+    )
+
+
 class TrackingConfig(Section):
     enabled: bool = Field(True, description="Log runs, metrics and models to MLflow.")
     uri: str | None = Field(
@@ -958,6 +976,7 @@ class TrackingConfig(Section):
         "python model that scores sentences (executes code on load: opt in only for trusted registries).",
     )
     promotion: PromotionConfig = Field(default_factory=PromotionConfig, description="Promotion gate policy.")
+    card: CardConfig = Field(default_factory=CardConfig, description="The model card of every registered version.")
 
 
 class ReportConfig(Section):

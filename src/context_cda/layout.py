@@ -24,7 +24,8 @@ this module for paths; none of them joins a file name of its own::
                                                     bias_direction.safetensors), debias_rows.parquet, lines.txt
     <run>/evaluate/<target>/<arm>/posthoc/          (the same as evaluate, for an arm applied to the vanilla
                                                     model: a projection, self-debias, a published checkpoint)
-    <run>/register/<target>/<arm>/                  promotion.json, evidence.parquet
+    <run>/register/<target>/<arm>/                  promotion.json, evidence.parquet, card/ (the version's model
+                                                    card: README.md, .eval_results/*.yaml, card.json: its facts)
     <run>/report/                                   report.md, report.html, table1.csv, ...
 
 Names that become path parts (targets, arms) must match :data:`NAME_PATTERN`; :func:`safe_name` refuses
@@ -74,6 +75,12 @@ PREDICTIONS_FILE = "predictions.parquet"
 NOT_APPLICABLE_FILE = "not_applicable.json"
 PROMOTION_FILE = "promotion.json"
 EVIDENCE_FILE = "evidence.parquet"
+#: a registered version's Hugging Face model card: the folder, its README.md, the Hub's evaluation-results folder
+#: and the facts it is written from (context_cda.publish)
+CARD_DIR = "card"
+CARD_FILE = "README.md"
+EVAL_RESULTS_DIR = ".eval_results"
+CARD_FACTS_FILE = "card.json"
 EPOCH_PREDICTIONS_DIR = "predictions"
 #: beside an epoch's predictions of a benchmark: its aggregate and fingerprint, which the evaluate step reuses
 EPOCH_RESULT_FILE = "result.json"

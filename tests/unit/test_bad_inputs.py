@@ -1567,6 +1567,49 @@ def _(t):
 
 
 
+# ------------------------------------------------------------------------------------------------ export
+# (a version without evidence, an unknown licence, a missing version: tests/unit/test_export.py, on a registry)
+
+
+def full_folder(t: Path) -> Path:
+    text_file(t / "mine" / "notes.txt", "keep me")
+    return t / "mine"
+
+
+@case("export into a folder that is not empty", r"/mine: the folder exists and is not empty; name a new or "
+      r"empty folder for the model folder \(--to\)")
+def _(t):
+    return ["export", "--model", "tg-debiased", "--version", "1", "--to", str(full_folder(t))]
+
+
+@case("export without a version", r"ccda export: name --version \(ccda export --model NAME --version N --to DIR\)")
+def _(t):
+    return ["export", "--model", "tg-debiased", "--to", str(t / "run" / "out")]
+
+
+@case("export from a registry that is not there", r"nowhere\.db: no model registry there \(tracking\.uri")
+def _(t):
+    return ["export", "--model", "tg-debiased", "--version", "1", "--to", str(t / "run" / "out"),
+            "--tracking-uri", f"sqlite:///{t / 'nowhere.db'}"]
+
+
+@case("lm-eval tasks into a folder that is not empty", r"/mine: the folder exists and is not empty; name a new or "
+      r"empty folder for the lm-eval tasks \(--to\)")
+def _(t):
+    return ["export", "lm-eval-tasks", "--to", str(full_folder(t))]
+
+
+@case("lm-eval tasks without a folder", r"ccda export lm-eval-tasks: name the folder to write \(--to DIR\)")
+def _(t):
+    return ["export", "lm-eval-tasks", *base(t)[:4]]
+
+
+@case("lm-eval tasks of a benchmark file that is not there", r"evaluate\.crows_path|nothere\.csv")
+def _(t):
+    return ["export", "lm-eval-tasks", "--to", str(t / "run" / "tasks"), *base(t)[:4],
+            "--set", f"evaluate.crows_path={t}/nothere.csv"]
+
+
 # ------------------------------------------------------------------------------------------------ WinoGender, WinoBias
 # Every benchmark reader refuses what StereoSet's refuses (issue 36): an id or a line given twice, unpaired parts, an
 # empty part, another encoding; a byte-order mark and CRLF read like plain UTF-8 (WORKS below).

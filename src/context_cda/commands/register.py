@@ -42,7 +42,7 @@ def register_cmd(
     from ..errors import ConfigError
     from ..io import file_lock
     from ..layout import LOCK_FILE
-    from ..tracking import run_register_target
+    from ..publish import run_register_target
 
     cfg = resolve_config(profile, sets, run_dir, params, tracking={"uri": tracking_uri})
     targets = pick(target, list(cfg.run.targets), "--target")

@@ -77,11 +77,16 @@ def published_values(config: Config) -> dict[str, Any]:
     return data
 
 
+def published_rows(config: Config, published: Mapping[str, Any], target: str) -> dict[str, dict[str, float]]:
+    """``{row: {metric: value}}`` the paper publishes for the target's model reference (empty: not a paper model)."""
+    ref = config.run.targets.get(target)
+    rows = (published.get("models", {}).get(ref) or {}) if ref else {}
+    return {str(name): {k: float(v) for k, v in row.items()} for name, row in rows.items() if row}
+
+
 def published_row(config: Config, published: Mapping[str, Any], target: str, model: str) -> dict[str, float] | None:
     """The published values of (target, row) when the paper reports the target's reference."""
-    ref = config.run.targets.get(target)
-    row = (published.get("models", {}).get(ref) or {}).get(model) if ref else None
-    return {k: float(v) for k, v in row.items()} if row else None
+    return published_rows(config, published, target).get(model)
 
 
 def decontamination(folders: Mapping[str, Path]) -> list[dict[str, Any]]:

@@ -152,18 +152,13 @@ def compare(models: Mapping[str, Any], names: list[str], policy: PromotionPolicy
     """Every model of ``names`` against every earlier one (vanilla first): the paired differences of every metric
     and the gate's judgement (:func:`context_cda.tracking.gate.judge`; against vanilla with the policy's margins,
     against an earlier arm with the champion's rules)."""
-    from ..stats import paired
     from ..tracking import evidence as E
     from ..tracking.gate import CHAMPION, VANILLA, judge
 
     pairs: dict[tuple[str, str, str], dict[str, Difference]] = {}
     judgements: dict[tuple[str, str, str], Judgement] = {}
     for b, a in itertools.combinations([m for m in names if m in models], 2):  # a - b, b earlier
-        diffs: dict[str, Difference] = {}
-        for bench in E.BENCHMARKS:
-            if models[a].has(bench) and models[b].has(bench):
-                diffs.update(paired(models[a].items[bench], models[b].items[bench], E.scorer(bench).metrics,
-                                    policy.settings))
+        diffs = E.paired_differences(models[a], models[b], policy.settings)
         if diffs:
             pairs[(target, a, b)] = diffs
             role = VANILLA if b == L.VANILLA else CHAMPION
@@ -333,11 +328,14 @@ def comparisons_frame(ev: Evidence) -> pd.DataFrame:
 
 def _rows(t1: pd.DataFrame, ev: Evidence | None, target: str, metrics: list[str], label, published=None):
     """(model label, epoch text, cells) of one target's Table 1: each row, its seeds' rows, the paper's published
-    values of the row (``published``: (config, values)), labelled as such."""
-    from .baselines import published_row
+    values of the row (``published``: (config, values)), labelled as such; then the paper's rows for the target's
+    model that this run did not measure (e.g. a published checkpoint it did not score)."""
+    from .baselines import published_row, published_rows
 
+    measured = set()
     for _, r in t1[t1["target"] == target].iterrows():
         model = str(r["model"])
+        measured.add(model)
         marks = [ev.mark(target, model, m) if ev and model != L.VANILLA else "" for m in metrics]
         several = ev is not None and len(ev.per_seed.get((target, model), {})) > 1
         first = [""] * len(metrics) if several else marks
@@ -352,6 +350,10 @@ def _rows(t1: pd.DataFrame, ev: Evidence | None, target: str, metrics: list[str]
         quoted = published_row(published[0], published[1], target, model) if published else None
         if quoted:  # a cell the paper's table does not give here (or that is not sourced) says so: n/a
             yield f"{label(model)}, published (paper)", "", [cell(quoted, m) if m in quoted else "n/a" for m in metrics]
+    for model, quoted in (published_rows(published[0], published[1], target) if published else {}).items():
+        if model not in measured:
+            yield (f"{label(model)}, published (paper; not run here)", "",
+                   [cell(quoted, m) if m in quoted else "n/a" for m in metrics])
 
 
 def table1_markdown(t1: pd.DataFrame, ev: Evidence | None, metrics: list[str], label, published=None) -> list[str]:
