@@ -110,12 +110,8 @@ def table_inputs(step: str, artifacts: Mapping[str, Any], keys: Mapping[str, Any
 def run_table_step(step: str, config, artifacts: Mapping[str, Any], output, **keys: Any) -> str:
     """Run one step of the stage table: inputs from ``artifacts``, outputs into ``output`` (an artifact whose
     metadata records the step and its keys for the components downstream); returns the summary as JSON."""
-    from context_cda import stages as T
-
-    row = T.get(step)
     output.metadata.update({"step": step, **keys})
-    return run_stage(row.step, config, table_inputs(step, artifacts, keys), output.path,
-                     **T.step_options(row, keys))
+    return run_stage(step, config, table_inputs(step, artifacts, keys), output.path, **keys)
 
 
 def step_matrix(config, step: str, fixed: Mapping[str, Any]) -> list[dict]:
@@ -134,25 +130,30 @@ def config_json(config) -> str:
     return json.dumps(config.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
-def run_stage(stage: str, config, inputs: Mapping[str, Any], out_dir: str, **options: Any) -> str:
-    """Call the library function of step ``stage`` and return its summary as JSON (the component's output). A
-    SIGTERM (Kubernetes stopping the pod) stops the stage cleanly, as in the CLI (:mod:`context_cda.signals`):
-    finished shards and epochs stay in ``out_dir``, locks are released, and the task exits with code 143 and one
-    line instead of a traceback."""
+def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, **keys: Any) -> str:
+    """Run step ``step`` (with fan-out ``keys``) in ``out_dir`` through the step envelope every door shares
+    (:func:`context_cda.steps.run`: lock, SIGTERM guard, manifest, item-error policy, marker) and return its
+    summary as JSON (the component's output). The input check is left out: the DAG hands each task its producer's
+    artifact of the same run. A SIGTERM (Kubernetes stopping the pod: the component's command ``exec``s python, so
+    python is the process that gets it, :mod:`components.images`) stops the stage cleanly, as in the CLI: finished
+    shards and epochs stay in ``out_dir``, locks are released, and the task exits with code 143 and one line."""
     import sys
 
-    from context_cda.signals import Terminated, sigterm_raises
-    from context_cda.stages import get_stage
+    from context_cda import stages as T
+    from context_cda import steps as E
+    from context_cda.signals import Terminated
 
+    row = T.get(step)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    st = E.Step(row, row.keys_of(keys), out, {k: Path(v) for k, v in inputs.items()}, T.step_options(row, keys))
     try:
-        with sigterm_raises():
-            summary = get_stage(stage)(config, {k: Path(v) for k, v in inputs.items()}, out, **options)
+        ran = E.run(st, config, check=False)
     except Terminated as e:
-        print(f"error: {stage} stopped by SIGTERM; its finished shards and epochs are kept in {out}.", file=sys.stderr)
+        print(f"error: {st.name} stopped by SIGTERM; its finished shards and epochs are kept in {out}; rerun the "
+              "task (or the pipeline run) to resume.", file=sys.stderr)
         raise SystemExit(e.exit_code) from None
-    return json.dumps(summary, default=str, sort_keys=True)
+    return json.dumps(ran.summary, default=str, sort_keys=True)
 
 
 def log_metrics(metrics, summary_json: str, prefix: str = "") -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import arms as A
 from . import layout as L
+from . import schemas as S
 from .errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,6 +78,9 @@ class Stage:
     metrics: tuple[str, ...] = ()
     plots: tuple[str, ...] = ()
     cache: bool = True
+    # (table file, column, input name): the values of that column of the step's table are ids of that input's
+    # table (a consumer checks that what it reads came from its own run: context_cda.steps.check_inputs)
+    lineage: tuple[str, str, str] | None = None
 
     def keys_of(self, values: Mapping[str, Any]) -> dict[str, Any]:
         missing = [k for k in self.fanout if k not in values]
@@ -103,6 +107,15 @@ OUT_LISTS = {"{benchmark}": "evaluate.benchmarks"}
 _PER_BENCHMARK = {"outs": ("{benchmark}",), "metrics": (L.AGGREGATE_FILE,)}
 _GEN = ("generation", "models.py", "tiny.py")
 _VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_FILE,)}
+
+
+def _valid(boundary: str) -> dict[str, Any]:
+    """A validation step's outs, and its valid rows' ids: those of the table it checked (input ``boundary``)."""
+    return {**_VALIDATED, "lineage": (L.VALID_FILE, S.ID, boundary)}
+
+
+_REPHRASED = (L.AUGMENTED_FILE, S.CDA_ID, "counterfactuals")  # augment, neutral: one row per counterfactual
+_SAMPLED = (L.SAMPLES_FILE, S.ID, "augmented")  # sample: the validated contextual counterfactuals' ids
 _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
 #: what decontamination reads (context_cda.decontam): its settings, and the benchmark files it compares with
 _DECONTAM = ("decontaminate", "evaluate.stereoset_path", "evaluate.crows_path")
@@ -120,54 +133,55 @@ TABLE: tuple[Stage, ...] = (
           code=("corpus.py", "cda", "decontam.py"), artifact="sentences", config_files=("ingest.path", *_EVAL_FILES)),
     Stage("cda", "cda", "context_cda.cda:run_cda", ("run.seed", "run.attribute", "lexicon", "cda", *_DECONTAM),
           (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda", "decontam.py"), artifact="counterfactuals",
-          config_files=_EVAL_FILES),
+          config_files=_EVAL_FILES, lineage=(L.COUNTERFACTUALS_FILE, S.SOURCE_ID, "sentences")),
     Stage("validate-cda", "validate", "context_cda.validation:run_validate",
           ("run.seed", "run.attribute", "lexicon", "validate", "cda"),
           (Input("cda", "cda", L.COUNTERFACTUALS_FILE),), options={"boundary": "cda"}, code=("validation",),
-          artifact="validated", cli_args=("--stage", "cda"), **_VALIDATED),
+          artifact="validated", cli_args=("--stage", "cda"), **_valid("cda")),
     Stage("augment-part", "augment", "context_cda.augment:run_augment",
           # entropy.judge / judge_model: the review's meaning judge defaults to the entropy step's judge model
           ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "entropy.judge", "entropy.judge_model",
            "pipeline.generation_shards"),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), fanout=("shard",), gpu="generator",
           code=("augment", *_GEN, "shards.py", "items.py", "judges.py"), artifact="part", cli_args=("--no-progress",),
-          generates=True),
+          generates=True, lineage=_REPHRASED),
     Stage("augment", "augment", "context_cda.augment:run_augment_merge",
           ("run.attribute", "lexicon", "augment", "pipeline.generation_shards", *_DECONTAM),
           (Input("parts", "augment-part"), Input("counterfactuals", "validate-cda", L.VALID_FILE)),
           code=("augment", "shards.py", "items.py", "decontam.py"), artifact="augmented", cli_args=("--merge",),
-          config_files=_EVAL_FILES),
+          config_files=_EVAL_FILES, lineage=_REPHRASED),
     Stage("validate-augment", "validate", "context_cda.validation:run_validate",
           ("run.attribute", "lexicon", "validate", "augment"),
           (Input("augment", "augment", L.AUGMENTED_FILE),), options={"boundary": "augment"},
-          code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_VALIDATED),
+          code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_valid("augment")),
     Stage("neutral", "neutral", "context_cda.augment:run_neutral",
           ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "neutral", "entropy.judge",
            "entropy.judge_model"),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), gpu="generator",
           code=("augment", *_GEN, "shards.py", "items.py", "judges.py", "cda"), artifact="neutral",
-          cli_args=("--no-progress",), generates=True, when="train.arms~context-neutral"),
+          cli_args=("--no-progress",), generates=True, when="train.arms~context-neutral", lineage=_REPHRASED),
     Stage("validate-neutral", "validate", "context_cda.validation:run_validate",
           ("run.attribute", "lexicon", "validate", "augment", "neutral"),
           (Input("neutral", "neutral", L.AUGMENTED_FILE),), options={"boundary": "neutral"},
           code=("validation", "augment", "cda"), artifact="validated", cli_args=("--stage", "neutral"),
-          when="train.arms~context-neutral", **_VALIDATED),
+          when="train.arms~context-neutral", **_valid("neutral")),
     Stage("sample-part", "sample", "context_cda.entropy:run_sample",
           ("run.seed", "run.device", "run.attribute", "augment", *SAMPLE_KEYS, "pipeline.generation_shards"),
           (Input("augmented", "validate-augment", L.VALID_FILE),), fanout=("shard",), gpu="yes",
           code=("entropy", "augment", *_GEN, "judges.py", "shards.py", "items.py"), artifact="part",
-          cli_args=("--no-progress",), generates=True),
-    Stage("sample", "sample", "context_cda.entropy:run_sample_merge", ("entropy.limit", "pipeline.generation_shards"),
+          cli_args=("--no-progress",), generates=True, lineage=_SAMPLED),
+    Stage("sample", "sample", "context_cda.entropy:run_sample_merge",
+          ("entropy.limit", "entropy.n_samples", "pipeline.generation_shards"),
           (Input("parts", "sample-part"), Input("augmented", "validate-augment", L.VALID_FILE)),
-          code=("entropy", "shards.py", "items.py"), artifact="samples", cli_args=("--merge",)),
+          code=("entropy", "shards.py", "items.py"), artifact="samples", cli_args=("--merge",), lineage=_SAMPLED),
     Stage("entropy", "entropy", "context_cda.entropy:run_entropy", ("run.device", "run.targets.{target}", *SCORE_KEYS),
           (Input("samples", "sample"),), fanout=("target",), gpu="yes",
           code=("entropy", "scoring", "models.py", "tiny.py", "items.py"), artifact="scores",
-          cli_args=("--no-progress",)),
+          cli_args=("--no-progress",), lineage=(L.SCORES_FILE, S.ID, "samples")),
     Stage("validate-entropy", "validate", "context_cda.validation:run_validate", ("validate",),
           (Input("entropy", "entropy", L.SCORES_FILE, ("target",)),), fanout=("target",),
           options={"boundary": "entropy"}, code=("validation",), artifact="validated",
-          cli_args=("--stage", "entropy"), **_VALIDATED),
+          cli_args=("--stage", "entropy"), **_valid("entropy")),
     Stage("filter", "filter", "context_cda.entropy:run_filter", ("filter",),
           (Input("scores", "validate-entropy", L.VALID_FILE, ("target",)),), fanout=("target",),
           code=("entropy/filter.py",), artifact="filtered"),
@@ -253,6 +267,14 @@ def until_index(name: str) -> int:
     return max([last, *checks])
 
 
+def command_line(row: Stage, keys: Mapping[str, Any]) -> str:
+    """The stage command that runs one step of ``row`` (``ccda validate --stage cda``, ``ccda finetune --target
+    gpt2 --arm cda --seed 13``): what an error tells a user to rerun."""
+    args = [a for a in row.cli_args if not a.startswith("${")]
+    flags = [f"--{k} {v}" for k, v in keys.items()]
+    return "`" + " ".join(["ccda", row.command, *args, *flags]) + "`"
+
+
 def outs_of(row: Stage, config: Config) -> tuple[str, ...]:
     """The row's ``outs`` with each :data:`OUT_LISTS` placeholder expanded over its config list."""
     out: list[str] = []
@@ -276,6 +298,25 @@ def config_value(config: Config, key: str) -> Any:
 
 def sections_of(row: Stage, keys: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(s.format(**keys) for s in row.sections)
+
+
+#: settings that give a step's tables their meaning for every step after it (the attribute the corpus was
+#: selected and swapped for, the M samples an item's entropy is estimated from): a step refuses an input whose
+#: producer ran with other values, whether it reads them itself or not (context_cda.steps.check_inputs)
+CONTRACT_KEYS = ("run.attribute", "entropy.n_samples")
+
+
+def shared_keys(mine: Iterable[str], theirs: Iterable[str]) -> list[str]:
+    """The config keys two lists of sections have in common, at the finer of two nested spellings (``cda`` and
+    ``cda.mode`` share ``cda.mode``)."""
+    theirs = list(theirs)
+    out: list[str] = []
+    for a in mine:
+        for b in theirs:
+            key = a if a == b or a.startswith(b + ".") else b if b.startswith(a + ".") else None
+            if key is not None and key not in out:
+                out.append(key)
+    return out
 
 
 #: fan-out key -> the config list (or mapping) it iterates: a step with that key reads only its own value, so

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from context_cda import pipeline
+from context_cda import pipeline, stages, steps
 from context_cda.errors import ConfigError
-from context_cda.io import StageRecorder, write_text
+from context_cda.io import write_text
+from context_cda.steps import Counts, recorder
 
 OUTPUT = {"ingest": "sentences.parquet", "cda": "counterfactuals.parquet", "validate-cda": "valid.parquet",
           "augment-part": "augmented.parquet", "augment": "augmented.parquet", "validate-augment": "valid.parquet",
@@ -36,12 +37,12 @@ def calls(monkeypatch):
                 outs = {"out": write_text(out_dir / OUTPUT[stage], content)}
             if stage == "finetune":
                 write_text(out_dir / "metrics.csv", "epoch,arm,target,stereoset_ss\n0,a,t,60.0\n1,a,t,55.0\n")
-            StageRecorder(stage, out_dir, {}, {}).finish({}, outputs=outs, summary={"rows_out": 1})
+            recorder(out_dir).finish(Counts(items_in=1, out=1), outputs=outs, summary={"rows_out": 1})
             return {"rows_out": 1}
 
         return run
 
-    monkeypatch.setattr(pipeline, "get_stage", fake)
+    monkeypatch.setattr(stages, "get_stage", fake)
     monkeypatch.setattr(pipeline, "_finish_tracking", lambda config, status: log.append(f"tracking:{status}"))
     monkeypatch.setattr(pipeline, "preflight_problems", lambda config, steps: [])  # the fakes read no datasets
     return log
@@ -105,7 +106,7 @@ def test_changing_a_param_reruns_only_downstream(cfg, calls, cfg_factory):
 
 def test_killed_step_is_rerun(cfg, calls):
     pipeline.run_pipeline(cfg)
-    (cfg.run_dir() / "augment" / pipeline.MARKER).unlink()  # as if killed before the marker was written
+    (cfg.run_dir() / "augment" / steps.MARKER).unlink()  # as if killed before the marker was written
     res = {r.step.name: r.status for r in pipeline.run_pipeline(cfg)}
     assert res["augment"] == "ran" and res["cda"] == "skipped"
 
@@ -134,7 +135,7 @@ def test_vanilla_metrics_are_reused_across_arms(cfg, calls, monkeypatch):
 
 
 def test_failure_stops_the_run_and_is_reported(cfg, calls, monkeypatch):
-    orig = pipeline.get_stage
+    orig = stages.get_stage
 
     def failing(stage):
         if stage == "augment-part":
@@ -143,7 +144,7 @@ def test_failure_stops_the_run_and_is_reported(cfg, calls, monkeypatch):
             return boom
         return orig(stage)
 
-    monkeypatch.setattr(pipeline, "get_stage", failing)
+    monkeypatch.setattr(stages, "get_stage", failing)
     events = []
     with pytest.raises(RuntimeError, match="generator crashed"):
         pipeline.run_pipeline(cfg, on_event=lambda kind, step, res: events.append((kind, step.name)))

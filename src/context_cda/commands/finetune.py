@@ -9,6 +9,7 @@ import typer
 
 from ._common import (
     ArmsOpt,
+    ForceOpt,
     ParamsOpt,
     ProfileOpt,
     RunDirOpt,
@@ -20,7 +21,7 @@ from ._common import (
     pick_arms,
     print_summary,
     resolve_config,
-    step_io,
+    run_step,
 )
 
 SeedsOpt = Annotated[list[int] | None, typer.Option("--seed", help="Training seed (repeatable; default: train.seeds).")]
@@ -48,11 +49,10 @@ def finetune(
     ] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Stop after N optimizer steps.")] = None,
     no_eval: Annotated[bool, typer.Option("--no-eval", help="Skip the per-epoch benchmarks.")] = False,
+    force: ForceOpt = False,
 ) -> None:
     """Fine-tune each target on each arm's (validated) corpus; kill and rerun to resume from the last epoch."""
     import logging
-
-    from ..train import run_finetune
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = resolve_config(profile, sets, run_dir, params,
@@ -68,10 +68,9 @@ def finetune(
         raise ConfigError("--input/--out need exactly one --target, --arm and --seed (of "
                           f"{len(jobs)} configured: add --arm and --seed).")
     for t, a, s in jobs:
-        inputs, out_dir = step_io(cfg, "finetune", None, out, target=t, arm=a, seed=s)
-        if input_path is not None:
-            inputs = {"corpus": input_path}
-        summary = run_finetune(cfg, inputs, out_dir, t, a, s, evaluate=not no_eval)
+        summary, out_dir = run_step(cfg, "finetune", None, out, force,
+                                    {"corpus": input_path} if input_path is not None else None,
+                                    {"evaluate": not no_eval}, target=t, arm=a, seed=s)
         print_summary(f"finetune {t}/{a}/seed-{s}", summary)
         console().print(f"wrote {out_dir} (final model, per-epoch metrics)")
 
