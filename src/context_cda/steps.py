@@ -182,15 +182,11 @@ def detached(config: Config, step: str, out: Path | str, inputs: Mapping[str, An
 # ---------------------------------------------------------------------------------------------- up to date
 
 
-def input_hashes(step: Step, rule: int = HASH_RULE) -> dict[str, str] | None:
-    """The fingerprint of each input (None when one is missing); the step's own marker and lock, and (rule 2)
+def input_hashes(step: Step, rule: int = HASH_RULE) -> dict[str, str | None]:
+    """The fingerprint of each input (None for one that is missing); the step's own marker and lock, and (rule 2)
     resume state and caches, are left out."""
-    out = {}
-    for name, p in step.inputs.items():
-        if not Path(p).exists():
-            return None
-        out[name] = path_hash(p, ignore=(MARKER, L.LOCK_FILE), ignore_dirs=L.RESUME_DIRS if rule >= 2 else ())
-    return out
+    return {name: path_hash(p, ignore=(MARKER, L.LOCK_FILE), ignore_dirs=L.RESUME_DIRS if rule >= 2 else ())
+            if Path(p).exists() else None for name, p in step.inputs.items()}
 
 
 def read_marker(out_dir: Path | str) -> dict[str, Any] | None:
@@ -208,7 +204,7 @@ def is_fresh(step: Step, config: Config) -> bool:
     if rec is None or rec.get("key") != step.key(config):
         return False
     hashes = input_hashes(step, int(rec.get("hash_rule", 1)))
-    return (hashes is not None and rec.get("inputs") == hashes and outputs_exist(step.out_dir)
+    return (None not in hashes.values() and rec.get("inputs") == hashes and outputs_exist(step.out_dir)
             and (step.row.fresh is None or bool(T.resolve(step.row.fresh)(config, step.out_dir, **step.keys))))
 
 
@@ -284,7 +280,7 @@ def run(step: Step, config: Config, check: bool = True, body: Any = None, **extr
         if main and not rec.counts.errors:
             write_json(step.out_dir / MARKER, {"stage": step.row.step, "name": step.name, "keys": step.keys,
                                                "key": step.key(config), "hash_rule": HASH_RULE,
-                                               "inputs": input_hashes(step) or {}})
+                                               "inputs": input_hashes(step)})
     return Ran(summary if isinstance(summary, dict) else {}, rec.counts)
 
 
@@ -293,7 +289,7 @@ def _record(step: Step, config: Config, rec: Recorder, summary: Any) -> None:
     if not rec.finished:  # a body that reported nothing: its summary is all there is
         rec.finish(Counts(), {}, summary if isinstance(summary, Mapping) else {})
     rec.timings["total"] = round(time.perf_counter() - rec._t0, 4)
-    hashes = input_hashes(step) or {}
+    hashes = input_hashes(step)
     sections = T.key_sections(config, step.row, step.keys)
     write_json(step.out_dir / MANIFEST, {
         "stage": step.row.step,
