@@ -64,7 +64,7 @@ def with_errors(results: Iterable[StepResult]) -> list[StepResult]:
 
 
 def plan(config: Config, targets: Iterable[str] | None = None) -> list[Step]:
-    """All steps of a run, in table order."""
+    """All steps of a run, in table order: those of the rows it plans (:func:`context_cda.stages.planned`)."""
     names = list(targets) if targets else list(config.run.targets)
     unknown = [t for t in names if t not in config.run.targets]
     if unknown:
@@ -72,7 +72,8 @@ def plan(config: Config, targets: Iterable[str] | None = None) -> list[Step]:
             f"--targets: unknown target(s) {', '.join(unknown)}; configured: {', '.join(config.run.targets)}."
         )
     layout = RunLayout.of(config)
-    return [E.make(config, row.step, layout, **keys) for row in T.TABLE if row.enabled(config)
+    rows = T.planned(config)  # a step no configured arm reads is not planned
+    return [E.make(config, row.step, layout, **keys) for row in T.TABLE if row.step in rows
             for keys in T.step_keys(config, row, names)]
 
 

@@ -51,6 +51,9 @@ MARKER = ".ccda-step.json"
 #: removing them (`ccda clean`, a finished fine-tuning) leaves the later steps up to date; markers without a rule
 #: are rule 1
 HASH_RULE = 2
+#: how a marker's step key was computed: 3 hashes the row's config keys as the step sees them (stages.step_view);
+#: older markers (no rule) are read by context_cda.migrate.legacy_key
+KEY_RULE = 3
 
 
 # ---------------------------------------------------------------------------------------------- the record
@@ -199,13 +202,35 @@ def read_marker(out_dir: Path | str) -> dict[str, Any] | None:
 
 def is_fresh(step: Step, config: Config) -> bool:
     """Up to date: the marker records this step's key and its inputs' fingerprints, its outputs are there, and
-    the row's own check (``Stage.fresh``, e.g. the model registry) agrees."""
+    the row's own check (``Stage.fresh``, e.g. the model registry) agrees. A marker written before the keys said
+    what a step depends on (no ``key_rule``) is read by its own rule (:func:`_legacy_inputs_match`)."""
     rec = read_marker(step.out_dir)
-    if rec is None or rec.get("key") != step.key(config):
+    if rec is None:
         return False
     hashes = input_hashes(step, int(rec.get("hash_rule", 1)))
-    return (None not in hashes.values() and rec.get("inputs") == hashes and outputs_exist(step.out_dir)
+    if rec.get("key_rule") == KEY_RULE:
+        same = rec.get("key") == step.key(config) and None not in hashes.values() and rec.get("inputs") == hashes
+    else:
+        from .migrate import legacy_key
+
+        same = rec.get("key") == legacy_key(config, step) and _legacy_inputs_match(step, rec, hashes)
+    return (same and outputs_exist(step.out_dir)
             and (step.row.fresh is None or bool(T.resolve(step.row.fresh)(config, step.out_dir, **step.keys))))
+
+
+def _legacy_inputs_match(step: Step, rec: Mapping[str, Any], hashes: Mapping[str, str | None]) -> bool:
+    """An older marker: every input it and the step both name is unchanged, and a fine-tuning's token budget (an
+    input those markers did not have) is the one it trained with, so a run finished by older code is not redone."""
+    recorded = rec.get("inputs") or {}
+    if any(hashes.get(n) is None or hashes[n] != recorded[n] for n in recorded if n in hashes):
+        return False
+    if "budget" in step.inputs and "budget" not in recorded:
+        try:
+            budget = read_json(step.inputs["budget"]).get("token_budget")
+        except (OSError, ValueError, InputError):
+            return False
+        return budget is not None and budget == summary_of(step.out_dir).get("token_budget")
+    return all(n in recorded for n in hashes)
 
 
 def outputs_exist(out_dir: Path | str) -> bool:
@@ -279,7 +304,8 @@ def run(step: Step, config: Config, check: bool = True, body: Any = None, **extr
                           step.out_dir / L.ERRORS_FILE, config.run.allow_errors)
         if main and not rec.counts.errors:
             write_json(step.out_dir / MARKER, {"stage": step.row.step, "name": step.name, "keys": step.keys,
-                                               "key": step.key(config), "hash_rule": HASH_RULE,
+                                               "key": step.key(config), "key_rule": KEY_RULE,
+                                               "hash_rule": HASH_RULE,
                                                "inputs": input_hashes(step)})
     return Ran(summary if isinstance(summary, dict) else {}, rec.counts)
 

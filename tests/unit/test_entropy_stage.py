@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.helpers.envelope import enveloped
 
 from context_cda import layout as L
 from context_cda import schemas as S
@@ -17,7 +18,6 @@ from context_cda.entropy.filter import split_top_k
 from context_cda.generation.base import GenerationResult as _GR
 from context_cda.layout import k_dirname
 from context_cda.scoring.base import LogLik as _LL
-from tests.helpers.envelope import enveloped
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "entropy_reference"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.helpers.envelope import enveloped
 
 from context_cda.config import Config
-from tests.helpers.envelope import enveloped
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "evaluate"

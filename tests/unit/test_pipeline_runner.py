@@ -12,7 +12,7 @@ from context_cda.steps import Counts, recorder
 
 OUTPUT = {"ingest": "sentences.parquet", "cda": "counterfactuals.parquet", "validate-cda": "valid.parquet",
           "augment-part": "augmented.parquet", "augment": "augmented.parquet", "validate-augment": "valid.parquet",
-          "sample-part": "samples.parquet", "sample": "samples.parquet", "entropy": "scores.parquet",
+          "sample-part": "samples.parquet", "sample": "samples.parquet", "entropy": "scores.parquet", "budget": "budget.json",
           "validate-entropy": "valid.parquet", "finetune": "final/model.safetensors",
           "evaluate-vanilla": "aggregate.json", "evaluate": "aggregate.json", "register": "decision.json",
           "report": "report.md"}
@@ -68,8 +68,12 @@ def test_plan_order_and_fan_out(cfg):
     ft = next(s for s in steps if s.name == "finetune[a/context-cda/seed-13]")
     rd = cfg.run_dir()
     # every arm of a target gets the same inputs (the validated tables and the target's filtered corpora)
-    assert ft.inputs == {"cda": rd / "validate/cda/valid.parquet", "augmented": rd / "validate/augment/valid.parquet",
-                         "filtered": rd / "filter/a"}
+    # each arm reads its own corpus (context-cda: the target's filtered corpora) and its token budget
+    assert ft.inputs == {"filtered": rd / "filter/a", "budget": rd / "budget/a/context-cda/budget.json"}
+    assert next(s for s in steps if s.name == "finetune[a/cda/seed-13]").inputs == {
+        "cda": rd / "validate/cda/valid.parquet", "budget": rd / "budget/a/cda/budget.json"}
+    assert next(s for s in steps if s.name == "budget[a/cda]").inputs == {  # the budget group's corpora
+        "cda": rd / "validate/cda/valid.parquet", "filtered": rd / "filter/a"}
     assert ft.out_dir == rd / "finetune/a/context-cda/seed-13"
     assert next(s for s in steps if s.name == "filter[a]").inputs == {"scores": rd / "validate/entropy/a/valid.parquet"}
     assert next(s for s in steps if s.name == "sample-part[part-0]").inputs == {
@@ -100,8 +104,10 @@ def test_changing_a_param_reruns_only_downstream(cfg, calls, cfg_factory):
     res = {r.step.name: r.status for r in pipeline.run_pipeline(cfg2)}
     assert res["ingest"] == res["augment"] == res["sample"] == res["entropy[a]"] == "skipped"
     assert res["filter[a]"] == res["filter[b]"] == "ran"
-    # the filter folders changed, and every arm reads them (the shared token budget counts each arm's corpus)
-    assert res["finetune[a/context-cda/seed-13]"] == res["finetune[a/cda/seed-13]"] == "ran"
+    # the filter folders changed: the arm that trains on them reruns, and so do the budget steps that count them;
+    # the cda arm's budget came out the same, and its corpus is not in those folders: not retrained
+    assert res["finetune[a/context-cda/seed-13]"] == res["budget[a/cda]"] == "ran"
+    assert res["finetune[a/cda/seed-13]"] == "skipped"
 
 
 def test_killed_step_is_rerun(cfg, calls):

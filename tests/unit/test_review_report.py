@@ -14,12 +14,12 @@ pytest.importorskip("matplotlib")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from cda_table import openai_config, write_cda_table  # noqa: E402
+from envelope import enveloped  # noqa: E402
 from predictions import write_entropy_scores  # noqa: E402
 from test_augment_stage import ScriptedGenerator  # noqa: E402
 
 from context_cda import schemas as S  # noqa: E402
 from context_cda.augment import run_augment  # noqa: E402
-from envelope import enveloped  # noqa: E402
 from context_cda.layout import RunLayout  # noqa: E402
 from context_cda.report import generated  # noqa: E402
 

@@ -28,33 +28,33 @@ def _body(counts: Counts, file: str = "out.txt"):
 
 
 def test_the_manifest_holds_the_key_sections_and_the_counts_and_the_marker_makes_the_step_fresh(cfg_factory):
-    cfg = cfg_factory()
-    step = steps.make(cfg, "filter", target=next(iter(cfg.run.targets)))
+    conf = cfg_factory()
+    step = steps.make(conf, "filter", target=next(iter(conf.run.targets)))
     _table(step.inputs["scores"], ["a"])
-    ran = steps.run(step, cfg, check=False, body=_body(Counts(items_in=10, out=7, rejected=3)))
+    ran = steps.run(step, conf, check=False, body=_body(Counts(items_in=10, out=7, rejected=3)))
     manifest = json.loads((step.out_dir / "manifest.json").read_text())
-    assert manifest["config"] == stages.key_sections(cfg, step.row, step.keys) == {"filter": cfg.filter.model_dump(
+    assert manifest["config"] == stages.key_sections(conf, step.row, step.keys) == {"filter": conf.filter.model_dump(
         mode="json")}
     assert manifest["counts"] == {"items_in": 10, "out": 7, "rejected": 3, "errors": 0, "error_reasons": {}}
     assert manifest["keys"] == step.keys and manifest["summary"] == {"n": 7} and ran.counts.out == 7
-    assert (step.out_dir / steps.MARKER).is_file() and steps.is_fresh(step, cfg)
+    assert (step.out_dir / steps.MARKER).is_file() and steps.is_fresh(step, conf)
     (step.out_dir / "out.txt").unlink()  # an output gone: not fresh
-    assert not steps.is_fresh(step, cfg)
+    assert not steps.is_fresh(step, conf)
 
 
 def test_error_items_exit_75_with_the_manifest_written_and_no_marker(cfg_factory, caplog):
-    cfg = cfg_factory()
-    step = steps.make(cfg, "augment")
+    conf = cfg_factory()
+    step = steps.make(conf, "augment")
     body = _body(Counts(items_in=4, out=3, errors=1, error_reasons={"HTTP 500": 1}))
     with pytest.raises(ItemErrors, match=r"augment: 1 of 4 items failed for a transient reason \(HTTP 500 x1\)") as e:
-        steps.run(step, cfg, check=False, body=body)
+        steps.run(step, conf, check=False, body=body)
     assert e.value.exit_code == 75 and str(step.out_dir / "errors.parquet") in str(e.value)
     assert json.loads((step.out_dir / "manifest.json").read_text())["counts"]["errors"] == 1
     assert not (step.out_dir / steps.MARKER).exists()
-    cfg.run.allow_errors = True  # --allow-errors: a warning, the run goes on; the step is still not up to date
+    conf.run.allow_errors = True  # --allow-errors: a warning, the run goes on; the step is still not up to date
     with caplog.at_level("WARNING", logger="context_cda"):
-        assert steps.run(step, cfg, check=False, body=body).counts.errors == 1
-    assert "WARNING augment: 1 of 4" in caplog.text and not steps.is_fresh(step, cfg)
+        assert steps.run(step, conf, check=False, body=body).counts.errors == 1
+    assert "WARNING augment: 1 of 4" in caplog.text and not steps.is_fresh(step, conf)
 
 
 def test_a_stage_command_leaves_the_marker_the_runner_reads_and_invalidates_it_when_it_reruns(cfg, calls,  # noqa: F811
@@ -85,38 +85,38 @@ def _table(path: Path, ids: list[str], **cols) -> Path:
     return write_table(pd.DataFrame({"id": ids, **cols}), path)
 
 
-def _ran(cfg, name: str, table: str, ids: list[str], **keys):
+def _ran(conf, name: str, table: str, ids: list[str], **keys):
     """Step ``name`` as if it had run: its table (``ids``), its manifest and marker, through the envelope."""
-    step = steps.make(cfg, name, **keys)
+    step = steps.make(conf, name, **keys)
 
     def body(config, inputs, out_dir, **options):
         out = _table(Path(out_dir) / table, ids, text=[f"t {i}" for i in ids], source_id=ids, cda_id=ids,
                      augmented=[f"a {i}" for i in ids])
         recorder(out_dir).finish(Counts(items_in=len(ids), out=len(ids)), {"table": out})
 
-    steps.run(step, cfg, check=False, body=body)
+    steps.run(step, conf, check=False, body=body)
     return step
 
 
 def test_a_table_made_with_other_settings_is_refused_naming_the_step_to_rerun(cfg_factory):
-    cfg = cfg_factory()
-    _ran(cfg, "ingest", "sentences.parquet", ["s1", "s2"])
-    race = cfg.model_copy(deep=True)
+    conf = cfg_factory()
+    _ran(conf, "ingest", "sentences.parquet", ["s1", "s2"])
+    race = conf.model_copy(deep=True)
     race.run.attribute = "race"
     with pytest.raises(InputError, match=r"cda: its input sentences .* was made by ingest with other settings "
                                          r"\(run\.attribute: \"gender\" there, \"race\" here\); rerun `ccda ingest` "):
         steps.check_inputs(steps.make(race, "cda"), race)
-    other_corpus = cfg.model_copy(deep=True)  # a setting only ingest reads: the next command does not undo it
+    other_corpus = conf.model_copy(deep=True)  # a setting only ingest reads: the next command does not undo it
     other_corpus.ingest.min_words = 9
     steps.check_inputs(steps.make(other_corpus, "cda"), other_corpus)
 
 
 def test_samples_drawn_with_another_m_are_refused(cfg_factory):
-    cfg = cfg_factory(entropy={"n_samples": 3})
-    _ran(cfg, "sample", "samples.parquet", ["a1"])
-    five = cfg.model_copy(deep=True)
+    conf = cfg_factory(entropy={"n_samples": 3})
+    _ran(conf, "sample", "samples.parquet", ["a1"])
+    five = conf.model_copy(deep=True)
     five.entropy.n_samples = 5
-    target = next(iter(cfg.run.targets))
+    target = next(iter(conf.run.targets))
     with pytest.raises(InputError, match=r"entropy\[.*\]: its input samples .*\(entropy\.n_samples: 3 there, 5 here\); "
                                          r"rerun `ccda sample --merge`"):
         steps.check_inputs(steps.make(five, "entropy", target=target), five)
@@ -125,19 +125,19 @@ def test_samples_drawn_with_another_m_are_refused(cfg_factory):
 def test_another_runs_samples_are_refused(cfg_factory, tmp_path):
     """`ccda entropy --samples OTHER/sample`: drawn from another run's table, or holding ids this run does not
     have."""
-    cfg = cfg_factory()
-    target = next(iter(cfg.run.targets))
-    _ran(cfg, "validate-augment", "valid.parquet", ["a1", "a2"])
-    other = cfg.model_copy(deep=True)
+    conf = cfg_factory()
+    target = next(iter(conf.run.targets))
+    _ran(conf, "validate-augment", "valid.parquet", ["a1", "a2"])
+    other = conf.model_copy(deep=True)
     other.run.run_dir = str(tmp_path / "other")
     _ran(other, "validate-augment", "valid.parquet", ["b1", "b2"])
     foreign = _ran(other, "sample", "samples.parquet", ["b1", "b2"])
     with pytest.raises(InputError, match=r"was made from another run's augmented .*not from this run's "
                                          r".*validate/augment/valid\.parquet; rerun `ccda sample --merge`"):
-        steps.check_inputs(steps.make(cfg, "entropy", inputs={"samples": foreign.out_dir}, target=target), cfg)
+        steps.check_inputs(steps.make(conf, "entropy", inputs={"samples": foreign.out_dir}, target=target), conf)
     bare = tmp_path / "bare"  # no manifest (a user's own table): its ids must still be this run's
     _table(bare / "samples.parquet", ["a1", "zz"])
     with pytest.raises(InputError, match=r"holds 1 id\(s\) that are not in .*valid\.parquet, e\.g\. 'zz'"):
-        steps.check_inputs(steps.make(cfg, "entropy", inputs={"samples": bare}, target=target), cfg)
+        steps.check_inputs(steps.make(conf, "entropy", inputs={"samples": bare}, target=target), conf)
     _table(bare / "samples.parquet", ["a1"])
-    steps.check_inputs(steps.make(cfg, "entropy", inputs={"samples": bare}, target=target), cfg)
+    steps.check_inputs(steps.make(conf, "entropy", inputs={"samples": bare}, target=target), conf)

@@ -49,9 +49,14 @@ def finetune(
     ] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Stop after N optimizer steps.")] = None,
     no_eval: Annotated[bool, typer.Option("--no-eval", help="Skip the per-epoch benchmarks.")] = False,
+    budget_only: Annotated[bool, typer.Option("--budget", help="Only resolve each arm's token budget (the budget "
+                                              "step; it runs first anyway).")] = False,
     force: ForceOpt = False,
 ) -> None:
-    """Fine-tune each target on each arm's (validated) corpus; kill and rerun to resume from the last epoch."""
+    """Fine-tune each target on each arm's (validated) corpus; kill and rerun to resume from the last epoch.
+
+    Each arm's token budget (the smallest corpus of its budget group, or train.token_budget) is resolved first,
+    once per target and arm (the budget step; --budget runs only that)."""
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -67,6 +72,12 @@ def finetune(
     if (input_path or out) and len(jobs) != 1:
         raise ConfigError("--input/--out need exactly one --target, --arm and --seed (of "
                           f"{len(jobs)} configured: add --arm and --seed).")
+    if input_path is None:  # the arms' budgets first (a corpus given by hand is its own budget)
+        for t, a in dict.fromkeys((t, a) for t, a, _ in jobs):
+            summary, _ = run_step(cfg, "budget", None, None, force, target=t, arm=a)
+            console().print(f"budget {t}/{a}: {summary.get('token_budget')} tokens", highlight=False)
+    if budget_only:
+        return
     for t, a, s in jobs:
         summary, out_dir = run_step(cfg, "finetune", None, out, force,
                                     {"corpus": input_path} if input_path is not None else None,

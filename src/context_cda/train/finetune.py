@@ -26,6 +26,7 @@ from ..arms import parse as parse_arm
 from ..errors import ConfigError, InputError
 from ..io import atomic_dir, atomic_path, write_json, write_table
 from ..steps import Counts, Recorder, recorder
+from .budget import read_budget
 from .corpus import apply_token_budget, arm_corpus, count_tokens, load_arm_rows, tokenize_texts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -333,7 +334,8 @@ def _corpus(config: Config, inputs, arm: str, tok, family: str, token_budget: in
     rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon)
     examples = tokenize_texts(tok, rows["text"].tolist(), tcfg.max_seq_len, family)
     available = count_tokens(examples)
-    budget = token_budget or tcfg.token_budget or shared_token_budget(config, inputs, tok, family, arm)
+    budget = (token_budget or tcfg.token_budget or read_budget(inputs)  # the budget step's (the table's doors)
+              or shared_token_budget(config, inputs, tok, family, arm))
     examples, used = apply_token_budget(examples, budget, config.run.seed)
     return _Corpus(rows, examples, available, used, budget, path)
 
