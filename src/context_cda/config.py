@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .arms import ARM_HELP, ARM_PATTERN, arm_k, arms_k_problem, check_names  # noqa: F401 - the arms module owns arm names and k
 from .errors import ConfigError
@@ -1055,9 +1055,9 @@ class Config(Section):
     profile: str | None = Field(None, description="Name of the profile this config was resolved with.")
 
     @model_validator(mode="after")
-    def _attribute(self) -> Config:
+    def _attribute(self, info: ValidationInfo) -> Config:
         """The run's attribute decides what the evaluation judges (``evaluate.bias_type: auto``) and rules out
-        the settings that exist for one kind of attribute only."""
+        the settings that exist for one kind of attribute only (not in a step's view: :func:`partial`)."""
         from .arms import NEUTRAL_ARMS
 
         attr = self.run.attribute
@@ -1065,6 +1065,8 @@ class Config(Section):
             from .attributes import bias_type
 
             self.evaluate.bias_type = bias_type(attr)
+        if partial(info):
+            return self
         neutral = [a for a in self.train.arms if a in NEUTRAL_ARMS] + (["cda.mode=neutral"]
                                                                        if self.cda.mode == "neutral" else [])
         if attr != "gender" and neutral:
@@ -1076,7 +1078,9 @@ class Config(Section):
         return self
 
     @model_validator(mode="after")
-    def _published_targets(self) -> Config:
+    def _published_targets(self, info: ValidationInfo) -> Config:
+        if partial(info):
+            return self
         for key, names in (("published", self.baselines.published), ("targets", self.baselines.targets or [])):
             unknown = sorted(set(names) - set(self.run.targets))
             if unknown:
@@ -1100,13 +1104,22 @@ class Config(Section):
         return e.generator_backend or self.augment.backend, e.generator_model or self.augment.model
 
     @model_validator(mode="after")
-    def _one_k(self) -> Config:
+    def _one_k(self, info: ValidationInfo) -> Config:
         """Every filtered corpus an arm trains on is one the filter writes: checked when the config is loaded,
         before any step runs (not at fine-tuning, after the generation)."""
+        if partial(info):
+            return self
         problem = arms_k_problem(self.train.arms, self.train.k, self.filter.k, self.filter.threshold)
         if problem:
             raise ValueError(problem)
         return self
+
+
+def partial(info: ValidationInfo) -> bool:
+    """Whether the config being validated is one step's view (a Kubeflow task's: only the keys the step reads,
+    every other at its default; ``context={"partial": True}``): the checks across sections were made on the run's
+    whole config, and the defaults around a step's keys need not agree with them."""
+    return bool(info.context and info.context.get("partial"))
 
 
 def defaults_dict() -> dict[str, Any]:
