@@ -479,7 +479,7 @@ def _target_steps(w: _Wiring, step, wanted, config_yaml) -> None:
             task = step(C.evaluate_target(config_yaml=_own(t, "evaluate-vanilla"), target=t.target),
                         "evaluate-vanilla")
             w.add("evaluate-vanilla", task.after(w.tasks["filter"]) if "filter" in w.tasks else task)
-        if wanted("finetune"):
+        if wanted("budget"):
             _arm_steps(w, step, wanted, config_yaml, t.target)
         _register_and_collect(w, step, wanted, t, t.target)
     if wanted("report"):
@@ -500,6 +500,8 @@ def _arm_steps(w: _Wiring, step, wanted, config_yaml, target) -> None:
         corpora = w.feeds("finetune", "cda", "augmented", "filtered", "neutral")
         budget = step(C.budget(config_yaml=_own(item, "budget"), **keys, **corpora), "budget")
         w.add("budget", budget)
+        if not wanted("finetune"):
+            return
         w.add("finetune", step(C.finetune(config_yaml=item.config, **keys, seed=item.seed,
                                           token_budget=budget.outputs["Output"], **corpora), "finetune"))
         if wanted("evaluate"):

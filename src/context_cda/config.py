@@ -43,8 +43,10 @@ class RunConfig(Section):
         "lexicon, the CDA mapping, the augment prompt, the review's attribute check and the benchmarks' bias type.",
     )
     seed: int = Field(
-        13, ge=0, lt=2**32, description="Global random seed: corpus sampling, CDS, generation, evaluation subsets "
-        "(training uses train.seeds).",
+        13, ge=0, lt=2**32, description="Seed of the run's data choices: the corpus sample (ingest.sample_n), CDS and "
+        "the n-ary swaps, the entropy step's M samples, each arm's token-budget cut and the report's examples. "
+        "The augment generator uses augment.sampling.seed, the evaluation's subsets and resampling "
+        "evaluate.head.seed and evaluate.bootstrap.seed, training train.seeds.",
     )
     device: str = Field(
         "auto", pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$",

@@ -136,11 +136,13 @@ _SAMPLED = (L.SAMPLES_FILE, S.ID, "augmented")  # sample: the validated contextu
 #: its budget step those of its budget group (Stage.corpus)
 _ARM_CORPORA = (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "validate-augment", L.VALID_FILE),
                 Input("filtered", "filter", None, ("target",)),
-                Input("neutral", "validate-neutral", L.VALID_FILE, optional=True))
+                Input("neutral", "validate-neutral", L.VALID_FILE))
 _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
 #: what decontamination reads (context_cda.decontam): its settings, and the benchmark files it compares with
 _DECONTAM = ("decontaminate", "evaluate.stereoset_path", "evaluate.crows_path")
 _EVAL_FILES = ("evaluate.stereoset_path", "evaluate.crows_path")
+#: what the review's meaning judge reads when augment.review.meaning_model is null: the entropy step's judge
+_MEANING_JUDGE = ("entropy.judge", "entropy.judge_model", "entropy.batch_size")
 #: the entropy settings the sample step reads (the samples and their clusters: drawn and judged once per run) and
 #: the ones each target's entropy step reads (scoring); together every field of ``entropy`` (a test keeps it so)
 SAMPLE_KEYS = tuple(f"entropy.{k}" for k in (
@@ -156,18 +158,17 @@ TABLE: tuple[Stage, ...] = (
           (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda", "decontam.py"), artifact="counterfactuals",
           config_files=_EVAL_FILES, lineage=(L.COUNTERFACTUALS_FILE, S.SOURCE_ID, "sentences")),
     Stage("validate-cda", "validate", "context_cda.validation:run_validate",
-          ("run.seed", "run.attribute", "lexicon", "validate", "cda"),
+          ("run.attribute", "lexicon", "validate", "cda"),
           (Input("cda", "cda", L.COUNTERFACTUALS_FILE),), options={"boundary": "cda"}, code=("validation",),
           artifact="validated", cli_args=("--stage", "cda"), **_valid("cda")),
     Stage("augment-part", "augment", "context_cda.augment:run_augment",
           # entropy.judge / judge_model: the review's meaning judge defaults to the entropy step's judge model
-          ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "entropy.judge", "entropy.judge_model",
-           "pipeline.generation_shards"),
+          ("run.device", "run.attribute", "lexicon", "augment", *_MEANING_JUDGE, "pipeline.generation_shards"),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), fanout=("shard",), gpu="generator",
           code=("augment", *_GEN, "shards.py", "items.py", "judges.py"), artifact="part", cli_args=("--no-progress",),
           generates=True, lineage=_REPHRASED, persist=True),
     Stage("augment", "augment", "context_cda.augment:run_augment_merge",
-          ("run.attribute", "lexicon", "augment", "pipeline.generation_shards", *_DECONTAM),
+          ("augment", "pipeline.generation_shards", *_DECONTAM),
           (Input("parts", "augment-part"), Input("counterfactuals", "validate-cda", L.VALID_FILE)),
           code=("augment", "shards.py", "items.py", "decontam.py"), artifact="augmented", cli_args=("--merge",),
           config_files=_EVAL_FILES, lineage=_REPHRASED),
@@ -176,8 +177,7 @@ TABLE: tuple[Stage, ...] = (
           (Input("augment", "augment", L.AUGMENTED_FILE),), options={"boundary": "augment"},
           code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_valid("augment")),
     Stage("neutral", "neutral", "context_cda.augment:run_neutral",
-          ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "neutral", "entropy.judge",
-           "entropy.judge_model"),
+          ("run.device", "run.attribute", "lexicon", "augment", "neutral", *_MEANING_JUDGE),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), gpu="generator",
           code=("augment", *_GEN, "shards.py", "items.py", "judges.py", "cda"), artifact="neutral",
           cli_args=("--no-progress",), generates=True, when="train.arms~context-neutral", lineage=_REPHRASED,
@@ -200,7 +200,7 @@ TABLE: tuple[Stage, ...] = (
           (Input("samples", "sample"),), fanout=("target",), gpu="yes",
           code=("entropy", "scoring", "models.py", "tiny.py", "items.py"), artifact="scores",
           cli_args=("--no-progress",), lineage=(L.SCORES_FILE, S.ID, "samples"), persist=True),
-    Stage("validate-entropy", "validate", "context_cda.validation:run_validate", ("validate",),
+    Stage("validate-entropy", "validate", "context_cda.validation:run_validate", ("validate", "entropy.n_samples"),
           (Input("entropy", "entropy", L.SCORES_FILE, ("target",)),), fanout=("target",),
           options={"boundary": "entropy"}, code=("validation",), artifact="validated",
           cli_args=("--stage", "entropy"), **_valid("entropy")),
@@ -227,22 +227,22 @@ TABLE: tuple[Stage, ...] = (
           metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,), view="context_cda.train:finetune_view",
           corpus="arm", product=True, persist=True),
     Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
-          ("run.seed", "run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",
+          ("run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",
           code=("evaluate", "optim.py", *_MODEL), artifact="evaluation", when="evaluate.after_training",
           cli_args=("--no-progress",), product=True, **_PER_BENCHMARK),
-    Stage("evaluate", "evaluate", "context_cda.evaluate:run_evaluate", ("run.seed", "run.device", "evaluate"),
+    Stage("evaluate", "evaluate", "context_cda.evaluate:run_evaluate", ("run.device", "evaluate"),
           (Input("model", "finetune", L.FINAL_DIR, ("target", "arm", "seed")),),
           fanout=("target", "arm", "seed"), gpu="yes", code=("evaluate", "optim.py", *_MODEL),
           artifact="evaluation", when="evaluate.after_training", cli_args=("--no-progress",), product=True,
           **_PER_BENCHMARK),
     Stage("evaluate-posthoc", "evaluate", "context_cda.evaluate:run_evaluate",
-          ("run.seed", "run.device", "run.targets.{target}", "evaluate", "baselines"),
+          ("run.device", "run.targets.{target}", "evaluate", "baselines", "train.k"),
           (Input("debias", "debias", None, ("target",), optional=True),),
           fanout=("target", "arm"), gpu="yes", code=("evaluate", "optim.py", "arms.py", *_MODEL),
           artifact="evaluation", cli_args=("--no-progress",), fresh="context_cda.evaluate.posthoc:available",
           product=True, **_PER_BENCHMARK),
     Stage("register", "register", "context_cda.tracking:run_register_target",
-          ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
+          ("run.attribute", "run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
            "evaluate.bootstrap", "evaluate.bias_type"),
           (Input("finetune", "finetune", None, ("target",), optional=True),
            Input("evaluations", "evaluate", None, ("target",), optional=True),
@@ -252,7 +252,8 @@ TABLE: tuple[Stage, ...] = (
           fanout=("target",), code=("tracking", "evaluate", "stats.py"), artifact="registration", when="tracking.enabled",
           side_effects=True, cache=False, fresh="context_cda.tracking:registered_versions_exist", product=True),
     Stage("report", "report", "context_cda.report:run_report",
-          ("report", "tracking.enabled", "train.arms", "train.seeds", "baselines", "evaluate.bootstrap"),
+          ("report", "run.seed", "run.attribute", "run.targets", "ingest.sample_n", "augment", "entropy",
+           "decontaminate", "evaluate", "tracking.enabled", "train.arms", "train.seeds", "train.k", "baselines"),
           (Input("finetune", "finetune", optional=True), Input("evaluations", "evaluate", optional=True),
            Input("registrations", "register", optional=True), Input("augment", "augment", optional=True),
            Input("entropy", "entropy", optional=True), Input("filtered", "filter", optional=True),
@@ -357,7 +358,8 @@ FANOUT_LISTS = {"seed": "train.seeds", "target": "run.targets", "arm": "train.ar
 FANOUT_MAPS = {"arm": "evaluate.arm_benchmarks", "target": "baselines.published"}
 #: config keys a step may read that change none of its outputs (where models, data and the run live, how errors and
 #: progress are handled): in every step's view, in no step's key nor DVC params
-ENV_KEYS = ("run.run_dir", "run.model_cache", "run.data_cache", "run.allow_errors", "run.max_error_fraction")
+ENV_KEYS = ("run.run_dir", "run.model_cache", "run.data_cache", "run.allow_errors", "run.max_error_fraction",
+            "tracking.enabled", "tracking.uri", "tracking.experiment", "profile")
 
 
 def _own_lists(row: Stage) -> list[str]:
