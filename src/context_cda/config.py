@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .arms import ARM_HELP, ARM_PATTERN, arm_k, arms_k_problem, check_names  # noqa: F401 - the arms module owns arm names and k
 from .errors import ConfigError
