@@ -32,7 +32,7 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
     neutral -> validate(neutral)       (when train.arms holds context-neutral)
       ParallelFor part in matrix(sample-part):  sample(part)      (the M samples and their clusters, once)
     sample_merge (all parts)
-      ParallelFor target in matrix(entropy):    (each item: the target and its view of the config)
+      ParallelFor target in matrix(targets):    (each item: the target and each per-target task's view of the config)
         entropy(target) -> validate(entropy) (gate) -> filter(target)
         filter(target) -> evaluate_target(target)      (the vanilla target, beside the arms' fine-tuning)
         ParallelFor (target, arm) in matrix(debias, target):  debias(target, arm)   (INLP, SentenceDebias)
@@ -40,7 +40,8 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
         ParallelFor (target, arm) in matrix(evaluate-posthoc, target):
           evaluate_posthoc(target, arm)            (the matrices of collect_debias; self-debias; published)
         ParallelFor (target, arm, seed) in matrix(finetune, target):
-          finetune(target, arm, seed) -> evaluate(target, arm, seed)
+          budget(target, arm) -> finetune(target, arm, seed) -> evaluate(target, arm, seed)
+                                   (the arm's token budget, a number in the fine-tuning's cache key)
         register(target)          (every arm in order, after the loop: its finetune steps, evaluations and the
                                    vanilla evaluation; the gate pools the seeds' per-item evidence)
         collect_arms(target)      (finetune metrics, registrations, evaluation aggregates of arms and vanilla)
@@ -49,9 +50,11 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
 
 The resolved config travels as one YAML string parameter (``config_yaml``), the run's one source: the same config
 drives a local ``kfp.local`` run, a compiled package and a submitted run, and every loop (generation parts,
-targets, arms x seeds) is read from it at run time (:func:`components.control.matrix`). Each looped task gets its
-step's view of the config (its own seed and target only, :func:`context_cda.stages.step_view`), so a run with a
-seed added is served the finished seeds' tasks from the KFP cache and trains only the new one. Cluster object names (secrets, PVC, vLLM service) are
+targets, arms x seeds) is read from it at run time (:func:`components.control.matrix`). Every task gets its step's
+view of the config (:func:`components._runtime.task_config`: the keys its step reads, its own target, arm and seed,
+the rest at their defaults; from its loop item, or a ``view`` task for the steps without fan-out), so a run with an
+arm, a seed or a benchmark added is served the finished tasks from the KFP cache and trains only what is new. A
+step no configured arm reads has no task (``train.arms=[cda]``: no augment, sample, entropy or filter). Cluster object names (secrets, PVC, vLLM service) are
 in :class:`ClusterSettings` and match ``k8s/base`` (Secrets ``ccda-s3-credentials`` and ``ccda-hf-token``,
 ConfigMap ``ccda-pipeline-config``, PVC ``ccda-model-cache``). ``ccda-mlflow-auth`` (the MLflow user; the server
 runs basic auth) is read as optional, since tracking may be off; ``ccda-vllm-api-key`` is required by the steps

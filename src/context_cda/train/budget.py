@@ -35,6 +35,10 @@ def run_budget(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
     out = Path(out_dir)
     rec = recorder(out, versions=("transformers", "tokenizers"))
     group = A.budget_group(config, arm) or [arm]
+    name = A.corpus_input(arm, config.train.k)
+    if name not in inputs or not Path(inputs[name]).exists():
+        raise InputError(f"finetune {target}/{arm}: input {name} = {inputs.get(name, '(none)')} not found; run the "
+                         "stage before (the arm's token budget is counted first).")
     counts: dict[str, int] = {}
     if config.train.token_budget:
         budget = int(config.train.token_budget)
