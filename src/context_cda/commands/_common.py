@@ -93,7 +93,10 @@ def run_step(cfg: Config, step: str, overrides: dict[str, Any] | None = None, ou
     if inputs is not None:
         st.inputs = {k: Path(v) for k, v in inputs.items()}
     if not force and E.is_fresh(st, cfg):
-        console().print(f"{st.name}: up to date, skipped ({st.out_dir}; --force runs it again)", highlight=False)
+        from rich.markup import escape
+
+        console().print(escape(f"{st.name}: up to date, skipped ({st.out_dir}; --force runs it again)"),
+                        highlight=False)
         return E.summary_of(st.out_dir), st.out_dir
     return E.run(st, cfg, **(extra or {})).summary, st.out_dir
 
