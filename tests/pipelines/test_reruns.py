@@ -210,3 +210,39 @@ def test_kfp_local_serves_the_finished_fine_tunings_from_its_cache(fake_llm, tmp
     seed = trained([*ARMS, POSTHOC], (13, 14))
     print(f"kfp.local: +{POSTHOC} {arm} fine-tuning tasks executed; +seed {seed}")
     assert arm == 0 and seed == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_dvc_repro_killed_during_finetune_resumes_from_the_last_epoch(fake_llm, tmp_path):
+    """`dvc repro` killed (SIGKILL to it and its stage command) while a fine-tuning trains: DVC leaves the finetune
+    stage's outs (``persist``) and its resume state (``checkpoints/`` is no out), so the next `dvc repro` resumes
+    from the last finished epoch instead of starting over."""
+    import signal
+    import subprocess
+    import time
+
+    pytest.importorskip("dvc")
+    from dvc_project import DVC, RUN_DIR, Project
+
+    params = _dvc_params(fake_llm.base_url, ["cda"])
+    params["train"].update(epochs=3, max_steps=None)
+    proj = Project(tmp_path / "proj", fake_llm.base_url, params)
+    env = {**proj.env, "CCDA_TEST_SLOW": "finetune:2.0",  # each epoch's evaluation takes 2 s more (the window)
+           "PYTHONPATH": os.pathsep.join([str(HELPERS / "slow_stages"), str(tp.ROOT / "src")])}
+    step = proj.root / RUN_DIR / "finetune" / TARGET / "cda" / "seed-13"
+    killed = subprocess.Popen([DVC, "repro"], cwd=proj.root, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 900
+    while time.time() < deadline and killed.poll() is None and not list(step.glob("checkpoints/epoch-*/state.json")):
+        time.sleep(0.05)
+    assert killed.poll() is None, "dvc repro finished before the fine-tuning could be killed"
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=60)
+    epochs = sorted(int(d.name.split("-")[1]) for d in step.glob("checkpoints/epoch-*") if (d / "state.json").is_file())
+    assert epochs and not (step / L.FINAL_DIR).exists()
+    again = proj.dvc("repro")
+    log = again.stdout + again.stderr
+    assert f"resumed from {step / 'checkpoints' / f'epoch-{epochs[-1]}'}" in log, log[-3000:]
+    assert (step / L.FINAL_DIR / "model.safetensors").is_file()
+    print(f"dvc repro killed during finetune at epoch {epochs[-1]} of 3; the next dvc repro resumed from it")
