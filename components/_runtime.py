@@ -225,3 +225,8 @@ def log_metrics(metrics, summary_json: str, prefix: str = "") -> None:
             metrics.log_metric(key, float(value))
 
     walk(prefix, json.loads(summary_json))
+    # the metrics as a file too, at the artifact's path: KFP keeps them in its metadata, and kfp.local's task cache
+    # takes an output artifact with no file for a lost one (the cached fine-tuning would be run again)
+    path = Path(metrics.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(metrics.metadata), sort_keys=True, default=str))
