@@ -243,6 +243,7 @@ def test_dvc_repro_killed_during_finetune_resumes_from_the_last_epoch(fake_llm, 
     assert epochs and not (step / L.FINAL_DIR).exists()
     again = proj.dvc("repro")
     log = again.stdout + again.stderr
-    assert f"resumed from {step / 'checkpoints' / f'epoch-{epochs[-1]}'}" in log, log[-3000:]
+    resumed = Path(RUN_DIR) / "finetune" / TARGET / "cda" / "seed-13" / "checkpoints" / f"epoch-{epochs[-1]}"
+    assert f"resumed from {resumed}" in log, log[-3000:]  # (DVC runs the stage in the project folder)
     assert (step / L.FINAL_DIR / "model.safetensors").is_file()
     print(f"dvc repro killed during finetune at epoch {epochs[-1]} of 3; the next dvc repro resumed from it")
