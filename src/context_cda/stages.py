@@ -30,6 +30,7 @@ from . import arms as A
 from . import layout as L
 from . import schemas as S
 from .errors import ConfigError
+from .io import REJECTED
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
@@ -139,8 +140,8 @@ _ARM_CORPORA = (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "
                 Input("neutral", "validate-neutral", L.VALID_FILE))
 _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
 #: what decontamination reads (context_cda.decontam): its settings, and the benchmark files it compares with
-_DECONTAM = ("decontaminate", "evaluate.stereoset_path", "evaluate.crows_path")
-_EVAL_FILES = ("evaluate.stereoset_path", "evaluate.crows_path")
+_EVAL_FILES = ("evaluate.stereoset_path", "evaluate.crows_path", "evaluate.winogender.path", "evaluate.winobias.path")
+_DECONTAM = ("decontaminate", *_EVAL_FILES, "evaluate.winobias.split")
 #: what the review's meaning judge reads when augment.review.meaning_model is null: the entropy step's judge
 _MEANING_JUDGE = ("entropy.judge", "entropy.judge_model", "entropy.batch_size")
 #: the entropy settings the sample step reads (the samples and their clusters: drawn and judged once per run) and
@@ -177,11 +178,11 @@ TABLE: tuple[Stage, ...] = (
           (Input("augment", "augment", L.AUGMENTED_FILE),), options={"boundary": "augment"},
           code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_valid("augment")),
     Stage("neutral", "neutral", "context_cda.augment:run_neutral",
-          ("run.device", "run.attribute", "lexicon", "augment", "neutral", *_MEANING_JUDGE),
+          ("run.device", "run.attribute", "lexicon", "augment", "neutral", *_MEANING_JUDGE, *_DECONTAM),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), gpu="generator",
-          code=("augment", *_GEN, "shards.py", "items.py", "judges.py", "cda"), artifact="neutral",
-          cli_args=("--no-progress",), generates=True, when="train.arms~context-neutral", lineage=_REPHRASED,
-          persist=True),
+          code=("augment", *_GEN, "shards.py", "items.py", "judges.py", "cda", "decontam.py"), artifact="neutral",
+          cli_args=("--no-progress",), generates=True, when="train.arms~context-neutral", config_files=_EVAL_FILES,
+          lineage=_REPHRASED, persist=True),
     Stage("validate-neutral", "validate", "context_cda.validation:run_validate",
           ("run.attribute", "lexicon", "validate", "augment", "neutral"),
           (Input("neutral", "neutral", L.AUGMENTED_FILE),), options={"boundary": "neutral"},
@@ -220,10 +221,11 @@ TABLE: tuple[Stage, ...] = (
           reads_lists=("train.arms",)),
     Stage("finetune", "finetune", "context_cda.train:run_finetune",
           ("run.seed", "run.device", "run.targets.{target}", "cda.mode", "lexicon", "train", "evaluate",
-           "baselines.dropout"),
+           "baselines.dropout", "decontaminate"),
           (*_ARM_CORPORA, Input("budget", "budget", L.BUDGET_FILE, ("target", "arm"))),
-          fanout=("target", "arm", "seed"), gpu="yes", code=("train", "optim.py", "cda", "evaluate", "arms.py", *_MODEL),
-          artifact="checkpoint", outs=(L.FINAL_DIR, L.TRAIN_ROWS_FILE, L.EPOCH_PREDICTIONS_DIR),
+          fanout=("target", "arm", "seed"), gpu="yes",
+          code=("train", "optim.py", "cda", "evaluate", "arms.py", "decontam.py", *_MODEL),
+          artifact="checkpoint", outs=(L.FINAL_DIR, L.TRAIN_ROWS_FILE, REJECTED, L.EPOCH_PREDICTIONS_DIR),
           metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,), view="context_cda.train:finetune_view",
           corpus="arm", product=True, persist=True),
     Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
@@ -241,7 +243,7 @@ TABLE: tuple[Stage, ...] = (
           fanout=("target", "arm"), gpu="yes", code=("evaluate", "optim.py", "arms.py", *_MODEL),
           artifact="evaluation", cli_args=("--no-progress",), fresh="context_cda.evaluate.posthoc:available",
           product=True, **_PER_BENCHMARK),
-    Stage("register", "register", "context_cda.tracking:run_register_target",
+    Stage("register", "register", "context_cda.publish:run_register_target",
           ("run.attribute", "run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
            "evaluate.bootstrap", "evaluate.bias_type"),
           (Input("finetune", "finetune", None, ("target",), optional=True),
@@ -249,7 +251,8 @@ TABLE: tuple[Stage, ...] = (
            Input("filtered", "filter", None, ("target",), optional=True),
            Input("posthoc", "evaluate-posthoc", None, ("target",), optional=True),
            Input("debias", "debias", None, ("target",), optional=True)),
-          fanout=("target",), code=("tracking", "evaluate", "stats.py"), artifact="registration", when="tracking.enabled",
+          fanout=("target",), code=("tracking", "publish", "evaluate", "stats.py", "report/setup.py", "model_info.py"),
+          artifact="registration", when="tracking.enabled",
           side_effects=True, cache=False, fresh="context_cda.tracking:registered_versions_exist", product=True),
     Stage("report", "report", "context_cda.report:run_report",
           ("report", "run.seed", "run.attribute", "run.targets", "ingest.sample_n", "augment", "entropy",

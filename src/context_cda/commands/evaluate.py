@@ -28,7 +28,8 @@ def print_metrics(title: str, summary: dict[str, Any], aggregate: dict[str, Any]
         if note:
             console().print(f"  {bname}: {note}", highlight=False)
     console().print(
-        f"model={summary['model']} family={summary['family']} bias_type={summary['bias_type']}", highlight=False
+        f"model={summary.get('model')} family={summary.get('family')} bias_type={summary.get('bias_type')}",
+        highlight=False
     )
 
 
@@ -128,7 +129,6 @@ def evaluate(
     model as it is (the bias type follows run.attribute unless --bias-type is given); GLUE,
     Bias in Bios, STS-B and NLI-Bias fine-tune a fresh head on it first (settings: evaluate.head.*)."""
     from ..evaluate import check_names
-    from ..io import read_json
 
     names = [b.strip() for b in benchmarks.split(",") if b.strip()] if benchmarks else None
     flags = {
@@ -146,10 +146,30 @@ def evaluate(
             sec, key = _PATH_FLAGS[flag]
             flags.setdefault(sec, {})[key] = str(value)
     cfg = resolve_config(profile, sets, run_dir, params, evaluate=flags)
-    for job in _jobs(cfg, model, name, target, arm, seed, out_dir, artifact, progress):
+    _run_jobs(cfg, _jobs(cfg, model, name, target, arm, seed, out_dir, artifact, progress), progress, force)
+
+
+def _run_jobs(cfg, jobs, progress: bool, force: bool = False) -> None:
+    """Evaluate each job (through the step envelope: :func:`_run_job`) and print its metrics; a published
+    checkpoint that could not be loaded (its aggregate records why, nothing is scored) ends the command with one
+    error line naming it."""
+    from ..errors import ModelError
+    from ..io import read_json
+
+    unavailable = []
+    for job in jobs:
+        label = job[0]
         summary, dest = _run_job(cfg, job, progress, force)
-        print_metrics(f"evaluate [{job[0]}]", summary, read_json(Path(dest) / "aggregate.json"))
+        if summary.get("unavailable"):
+            why = " ".join(str(summary["unavailable"]).split())
+            unavailable.append(f"evaluate [{label}]: the checkpoint could not be loaded, nothing was scored ({why}); "
+                               f"{Path(dest) / 'aggregate.json'} records why (the report's row says so, and `ccda run` "
+                               "tries it again)")
+            continue
+        print_metrics(f"evaluate [{label}]", summary, read_json(Path(dest) / "aggregate.json"))
         console().print(f"outputs: {dest}", highlight=False)
+    if unavailable:
+        raise ModelError("; ".join(unavailable))
 
 
 def _run_job(cfg, job, progress: bool, force: bool) -> tuple[dict[str, Any], Path]:
