@@ -373,18 +373,19 @@ def _rerun(config: Config, producer: T.Stage, keys: Mapping[str, Any]) -> str:
 
 def _check_settings(step: Step, config: Config, inp: T.Input, path: Path, manifest: Mapping[str, Any],
                     keys: Mapping[str, Any]) -> None:
-    """The producer ran with the settings this step reads too, and with the run's contract settings
+    """The producer ran with the settings that give its table its meaning for every later step
     (:data:`context_cda.stages.CONTRACT_KEYS`: the attribute, the samples' M): e.g. `ccda cda --attribute race` on
-    sentences selected for gender is refused. Settings only the producer reads (``ingest.corpus`` for the cda
-    step) may differ: a stage command run with its own flags is not undone by the next command."""
+    sentences selected for gender is refused. Other settings may differ: a stage command run with its own flags
+    (``ccda ingest --corpus X``) is not undone by the next command, and a step may read a setting its producer
+    read otherwise (an evaluation's settings are not the fine-tuning's per-epoch ones); where the producer's
+    output is not this run's, its recorded input fingerprints say so (:func:`_check_lineage`)."""
     producer = T.get(inp.step)
     want = Step(producer, dict(keys), path, {}, T.step_options(producer, keys)).key(config)
     if manifest.get("key") == want:
         return
     then = manifest.get("config") or {}
-    mine = (*T.sections_of(step.row, step.keys), *T.CONTRACT_KEYS)
     diff = []
-    for key in T.shared_keys(list(then), mine):
+    for key in T.shared_keys(list(then), T.CONTRACT_KEYS):
         old, new = _dig(then, key), T.config_value(config, key)
         if old is not _MISSING and json_hash(old) != json_hash(new):
             diff.append(f"{key}: {_short(old)} there, {_short(new)} here")
