@@ -16,12 +16,12 @@ import os
 if not os.environ.get("_KFP_RUNTIME"):
     from components.augment import augment
     from components.cda import cda
-    from components.control import collect_arms, collect_debias, matrix, record_status
+    from components.control import collect_arms, collect_debias, matrix, record_status, view
     from components.debias import debias
     from components.entropy import entropy, sample
     from components.evaluate import evaluate, evaluate_posthoc, evaluate_target
     from components.filter import filter  # noqa: A004
-    from components.finetune import finetune
+    from components.finetune import budget, finetune
     from components.ingest import ingest
     from components.merge import augment_merge, sample_merge
     from components.neutral import neutral
@@ -45,6 +45,7 @@ if not os.environ.get("_KFP_RUNTIME"):
         "validate-entropy": validate,
         "filter": filter,
         "debias": debias,
+        "budget": budget,
         "finetune": finetune,
         "evaluate-vanilla": evaluate_target,
         "evaluate": evaluate,
@@ -57,6 +58,7 @@ __all__ = [
     "STAGE_COMPONENTS",
     "augment",
     "augment_merge",
+    "budget",
     "cda",
     "collect_arms",
     "collect_debias",
@@ -76,4 +78,5 @@ __all__ = [
     "sample",
     "sample_merge",
     "validate",
+    "view",
 ]

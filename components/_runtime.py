@@ -25,8 +25,9 @@ def load_config(config_yaml: str, overrides: list[str] | None = None):
     data = yaml.safe_load(config_yaml) or {}
     if not isinstance(data, dict):
         raise ConfigError("config_yaml: expected the YAML mapping written by `ccda config show`.")
+    view = data.pop(VIEW_KEY, None)  # one step's view (task_config): its keys only, checked as a part
     _deep_update(data, parse_overrides([expand_env(o) for o in overrides or []]))
-    return Config.model_validate(data)
+    return Config.model_validate(data, context={"partial": view is not None})
 
 
 def expand_env(override: str) -> str:
@@ -80,21 +81,27 @@ def artifact_keys(artifact) -> dict[str, Any]:
     return keys
 
 
-def table_inputs(step: str, artifacts: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Path]:
+def table_inputs(step: str, artifacts: Mapping[str, Any], keys: Mapping[str, Any], config=None,
+                 given: tuple[str, ...] = ()) -> dict[str, Path]:
     """The stage's ``inputs`` from its input artifacts, by the stage table (:mod:`context_cda.stages`).
 
     A single artifact is the producer's step folder (the input is it, or the table's file inside it); a list
     of artifacts (a fan-in, e.g. every fine-tuned arm of a target) is laid out in a run-folder view by each
-    artifact's stored step and keys, and the input is the view's fan-in folder. Optional inputs may be None.
+    artifact's stored step and keys, and the input is the view's fan-in folder. Optional inputs may be None, and
+    so may the arm corpora the step does not read (with ``config``) and the inputs ``given`` as parameters.
     """
     from context_cda import layout as L
     from context_cda import stages as T
 
+    row = T.get(step)
+    corpora = T.corpus_inputs(config, row, keys) if config is not None else None
     inputs: dict[str, Path] = {}
-    for inp in T.get(step).inputs:
+    for inp in row.inputs:
         art = artifacts.get(inp.name)
+        if corpora is not None and inp.name in CORPUS_NAMES and inp.name not in corpora:
+            continue
         if art is None:
-            if inp.optional:
+            if inp.optional or inp.name in given:
                 continue
             raise ValueError(f"step {step}: input artifact {inp.name!r} missing")
         if isinstance(art, list | tuple):
@@ -107,26 +114,70 @@ def table_inputs(step: str, artifacts: Mapping[str, Any], keys: Mapping[str, Any
     return inputs
 
 
-def run_table_step(step: str, config, artifacts: Mapping[str, Any], output, **keys: Any) -> str:
+def run_table_step(step: str, config, artifacts: Mapping[str, Any], output, given: Mapping[str, Any] | None = None,
+                   **keys: Any) -> str:
     """Run one step of the stage table: inputs from ``artifacts``, outputs into ``output`` (an artifact whose
-    metadata records the step and its keys for the components downstream); returns the summary as JSON."""
-    from context_cda import stages as T
-
-    row = T.get(step)
+    metadata records the step and its keys for the components downstream); ``given``: stage options that stand
+    for an input (finetune's ``token_budget``, the budget step's number); returns the summary as JSON."""
     output.metadata.update({"step": step, **keys})
-    return run_stage(row.step, config, table_inputs(step, artifacts, keys), output.path,
-                     **T.step_options(row, keys))
+    inputs = table_inputs(step, artifacts, keys, config, tuple(GIVEN_AS.get(k, k) for k in given or {}))
+    return run_stage(step, config, inputs, output.path, extra=dict(given or {}), **keys)
 
 
-def step_matrix(config, step: str, fixed: Mapping[str, Any]) -> list[dict]:
-    """The ParallelFor items of ``step``: its fan-out keys' values from ``config`` (``fixed`` keys kept), each with
-    the step's view of the config as ``config`` (a one-line JSON string, like ``config_yaml``)."""
+#: the arm-corpus inputs of the table (a step reads those of its arm or budget group: stages.corpus_inputs)
+CORPUS_NAMES = ("cda", "augmented", "filtered", "neutral")
+#: a stage option -> the input it stands for when a task is given it as a parameter
+GIVEN_AS = {"token_budget": "budget"}
+#: the key of a task's config that marks it as one step's view (task_config)
+VIEW_KEY = "_step_view"
+#: the pseudo-step of the per-target loop: one item per target, each carrying the views of the per-target steps
+TARGETS = "targets"
+
+
+def step_matrix(config, step: str, fixed: Mapping[str, Any], also: tuple[str, ...] = ()) -> list[dict]:
+    """The ParallelFor items of ``step`` (or :data:`TARGETS`: one per target): its fan-out keys' values from
+    ``config`` (``fixed`` keys kept), each with the step's view of the config as ``config`` (:func:`task_config`)
+    and the views of the ``also`` steps run in the same loop as ``config_<step>`` (``-`` as ``_``)."""
     from context_cda import stages as T
 
+    if step == TARGETS:
+        items = [{"target": t} for t in T.fanout_values(config, "target")]
+    else:
+        row = T.get(step)
+        targets = [str(fixed["target"])] if "target" in fixed and "target" in row.fanout else None
+        items = [{k: fixed.get(k, v) for k, v in keys.items()} for keys in T.step_keys(config, row, targets)]
+    out = []
+    for keys in items:
+        views = {f"config_{s.replace('-', '_')}": task_config(config, s, keys) for s in also}
+        out.append({**keys, **({"config": task_config(config, step, keys)} if step != TARGETS else {}), **views})
+    return out
+
+
+def task_config(config, step: str, keys: Mapping[str, Any]) -> str:
+    """The config a Kubeflow task of ``step`` gets (a one-line JSON string): every config key the row reads, as the
+    step sees it (:func:`context_cda.stages.step_view`: its own target, arm and seed; its row's narrowing), every
+    other key at its default. A task's cache key then changes only with what its output depends on: adding an arm,
+    a seed or a benchmark leaves the finished tasks' keys as they were, so KFP serves them from its cache."""
+    from context_cda import stages as T
+    from context_cda.config import defaults_dict
+
     row = T.get(step)
-    targets = [str(fixed["target"])] if "target" in fixed and "target" in row.fanout else None
-    items = [{k: fixed.get(k, v) for k, v in keys.items()} for keys in T.step_keys(config, row, targets)]
-    return [{**keys, "config": config_json(T.step_view(config, row, keys))} for keys in items]
+    keys = {k: keys[k] for k in row.fanout if k in keys}
+    view = T.step_view(config, row, keys)
+    data = defaults_dict()
+    data["evaluate"]["bias_type"] = view.evaluate.bias_type
+    for key in (*T.sections_of(row, keys), *T.ENV_KEYS):
+        value = T.config_value(view, key)
+        parts = key.split(".")
+        if parts[:2] == ["run", "targets"] and len(parts) == 3:  # run.targets.<t>: the target alone
+            data["run"]["targets"] = {parts[2]: value}
+            continue
+        node = data
+        for part in parts[:-1]:
+            node = node["validate" if node is data and part == "validate" else part]
+        node[parts[-1]] = value
+    data[VIEW_KEY] = step
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def config_json(config) -> str:
@@ -134,25 +185,31 @@ def config_json(config) -> str:
     return json.dumps(config.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
-def run_stage(stage: str, config, inputs: Mapping[str, Any], out_dir: str, **options: Any) -> str:
-    """Call the library function of step ``stage`` and return its summary as JSON (the component's output). A
-    SIGTERM (Kubernetes stopping the pod) stops the stage cleanly, as in the CLI (:mod:`context_cda.signals`):
-    finished shards and epochs stay in ``out_dir``, locks are released, and the task exits with code 143 and one
-    line instead of a traceback."""
+def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, extra: Mapping[str, Any] | None = None,
+              **keys: Any) -> str:
+    """Run step ``step`` (with fan-out ``keys``) in ``out_dir`` through the step envelope every door shares
+    (:func:`context_cda.steps.run`: lock, SIGTERM guard, manifest, item-error policy, marker) and return its
+    summary as JSON (the component's output). The input check is left out: the DAG hands each task its producer's
+    artifact of the same run. A SIGTERM (Kubernetes stopping the pod: the component's command ``exec``s python, so
+    python is the process that gets it, :mod:`components.images`) stops the stage cleanly, as in the CLI: finished
+    shards and epochs stay in ``out_dir``, locks are released, and the task exits with code 143 and one line."""
     import sys
 
-    from context_cda.signals import Terminated, sigterm_raises
-    from context_cda.stages import get_stage
+    from context_cda import stages as T
+    from context_cda import steps as E
+    from context_cda.signals import Terminated
 
+    row = T.get(step)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    st = E.Step(row, row.keys_of(keys), out, {k: Path(v) for k, v in inputs.items()}, T.step_options(row, keys))
     try:
-        with sigterm_raises():
-            summary = get_stage(stage)(config, {k: Path(v) for k, v in inputs.items()}, out, **options)
+        ran = E.run(st, config, check=False, **dict(extra or {}))
     except Terminated as e:
-        print(f"error: {stage} stopped by SIGTERM; its finished shards and epochs are kept in {out}.", file=sys.stderr)
+        print(f"error: {st.name} stopped by SIGTERM; its finished shards and epochs are kept in {out}; rerun the "
+              "task (or the pipeline run) to resume.", file=sys.stderr)
         raise SystemExit(e.exit_code) from None
-    return json.dumps(summary, default=str, sort_keys=True)
+    return json.dumps(ran.summary, default=str, sort_keys=True)
 
 
 def log_metrics(metrics, summary_json: str, prefix: str = "") -> None:
@@ -168,3 +225,8 @@ def log_metrics(metrics, summary_json: str, prefix: str = "") -> None:
             metrics.log_metric(key, float(value))
 
     walk(prefix, json.loads(summary_json))
+    # the metrics as a file too, at the artifact's path: KFP keeps them in its metadata, and kfp.local's task cache
+    # takes an output artifact with no file for a lost one (the cached fine-tuning would be run again)
+    path = Path(metrics.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(metrics.metadata), sort_keys=True, default=str))

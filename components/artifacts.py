@@ -35,6 +35,10 @@ class Checkpoint(dsl.Model):
     unfinished, or with ``train.keep_resume_state``)."""
 
 
+class Budget(dsl.Artifact):
+    """``budget/<target>/<arm>/``: the arm's token budget (``budget.json``), its budget group's smallest corpus."""
+
+
 class Projection(dsl.Model):
     """``debias/<target>/<arm>/``: a projection arm's matrix (safetensors), the sentences it was learnt from."""
 

@@ -17,18 +17,29 @@ from components.images import cpu_component
 
 
 @cpu_component
-def matrix(config_yaml: str, step: str, target: str = "") -> list[dict]:
-    """The items of ``step``'s ParallelFor, from the config (the run's one source): one per value of each fan-out
-    key of the stage table's row (``target`` fixed when given), each with the step's own ``config``, the view of
-    the config that step reads (context_cda.stages.step_view: its seed and target only), so adding a seed or a
-    target leaves the finished tasks' cache keys as they were.
+def matrix(config_yaml: str, step: str, target: str = "", also: list[str] = []) -> list[dict]:  # noqa: B006
+    """The items of ``step``'s ParallelFor (``targets``: one per target), from the config (the run's one source):
+    one per value of each fan-out key of the stage table's row (``target`` fixed when given), each with the step's
+    own ``config`` and, as ``config_<step>``, those of the ``also`` steps in the same loop: the view of the config
+    each task reads (components._runtime.task_config: the keys its step reads, its own target, arm and seed), so
+    adding an arm, a seed, a target or a benchmark leaves the finished tasks' cache keys as they were.
 
     e.g. ``finetune`` for target t -> ``[{"target": t, "arm": "cda", "seed": 13, "config": "..."}, ...]``. Carrying
     the outer keys inside each item keeps them exact in nested loops (kfp.local substitutes outer loop items).
     """
     from components._runtime import load_config, step_matrix
 
-    return step_matrix(load_config(config_yaml), step, {"target": target} if target else {})
+    return step_matrix(load_config(config_yaml), step, {"target": target} if target else {}, tuple(also))
+
+
+@cpu_component
+def view(config_yaml: str, step: str) -> str:
+    """The config one task of ``step`` (a row without fan-out: ingest, cda, the merges, report ...) gets: the keys
+    its step reads, every other at its default (components._runtime.task_config), so its cache key changes only
+    with them."""
+    from components._runtime import load_config, task_config
+
+    return task_config(load_config(config_yaml), step, {})
 
 
 @cpu_component
@@ -56,9 +67,9 @@ def collect_debias(target: str, projections: Input[list[dsl.Model]], debias: Out
 def collect_arms(
     target: str,
     checkpoints: Input[list[dsl.Model]],
-    filtered: Input[FilteredCorpora],
-    scores: Input[ScoredCorpus],
     summary: Output[RunSummary],
+    filtered: Input[FilteredCorpora] = None,
+    scores: Input[ScoredCorpus] = None,
     evaluations: Input[list[dsl.Dataset]] = None,
     vanilla_evaluation: Input[Evaluation] = None,
     registration: Input[Registration] = None,
@@ -100,8 +111,9 @@ def collect_arms(
         copy(art, (L.AGGREGATE_FILE, f"*/{L.AGGREGATE_FILE}", *paired))
     if registration is not None:
         copy(registration, ("*.json", "*/*.json"))
-    copy(filtered, ("*.json", "*/*"))
-    copy(scores, ("*.parquet", "*.json"))
+    for art, patterns in ((filtered, ("*.json", "*/*")), (scores, ("*.parquet", "*.json"))):
+        if art is not None:  # a run whose arms read no filtered corpus has none
+            copy(art, patterns)
     items = [artifact_keys(a) for a in checkpoints]
     summary.metadata.update({"target": target, "steps": items})
     return json.dumps({"target": target, "steps": items})

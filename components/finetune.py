@@ -1,9 +1,36 @@
-"""finetune: debias one target model on one arm's validated corpus with one seed; per-epoch metrics."""
+"""budget and finetune: an arm's token budget (once per target and arm), then debias one target model on one arm's
+validated corpus with one seed; per-epoch metrics."""
 
 from kfp.dsl import Input, Metrics, Output
 
-from components.artifacts import Checkpoint, Corpus, FilteredCorpora
-from components.images import gpu_component
+from components.artifacts import Budget, Checkpoint, Corpus, FilteredCorpora
+from components.images import cpu_component, gpu_component
+
+
+@cpu_component
+def budget(
+    config_yaml: str,
+    target: str,
+    arm: str,
+    out: Output[Budget],
+    cda: Input[Corpus] = None,
+    augmented: Input[Corpus] = None,
+    filtered: Input[FilteredCorpora] = None,
+    neutral: Input[Corpus] = None,
+    overrides: list[str] = [],  # noqa: B006
+) -> int:
+    """The token budget of ``arm`` on ``target`` (context_cda.train.run_budget): the smallest token count over the
+    corpora of its budget group (the tables among ``cda``, ``augmented``, ``filtered``, ``neutral`` those arms
+    read), or train.token_budget. Returned as a number, so each fine-tuning's cache key holds the budget itself:
+    a budget that comes out the same (an arm added to the group with a larger corpus) retrains nothing."""
+    import json
+
+    from components._runtime import load_config, run_table_step
+
+    summary = run_table_step("budget", load_config(config_yaml, overrides),
+                             {"cda": cda, "augmented": augmented, "filtered": filtered, "neutral": neutral}, out,
+                             target=target, arm=arm)
+    return int(json.loads(summary)["token_budget"])
 
 
 @gpu_component
@@ -12,22 +39,22 @@ def finetune(
     target: str,
     arm: str,
     seed: int,
-    cda: Input[Corpus],
-    augmented: Input[Corpus],
-    filtered: Input[FilteredCorpora],
+    token_budget: int,
     checkpoint: Output[Checkpoint],
     metrics: Output[Metrics],
+    cda: Input[Corpus] = None,
+    augmented: Input[Corpus] = None,
+    filtered: Input[FilteredCorpora] = None,
     neutral: Input[Corpus] = None,
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
-    """Fine-tune ``target`` on ``arm`` (context_cda.train.run_finetune): ``cda`` and ``augmented`` are the
-    validated tables, ``filtered`` the target's filtered corpora, ``neutral`` the validated neutral rewrites
-    (when the context-neutral arm runs); the arm picks its corpus, every arm's counts give the shared token
-    budget."""
+    """Fine-tune ``target`` on ``arm`` (context_cda.train.run_finetune) with the arm's ``token_budget`` (the budget
+    task's): ``cda`` and ``augmented`` are the validated tables, ``filtered`` the target's filtered corpora,
+    ``neutral`` the validated neutral rewrites; the arm reads its own (the others may be absent)."""
     from components._runtime import load_config, log_metrics, run_table_step
 
     summary = run_table_step("finetune", load_config(config_yaml, overrides),
                              {"cda": cda, "augmented": augmented, "filtered": filtered, "neutral": neutral},
-                             checkpoint, target=target, arm=arm, seed=seed)
+                             checkpoint, given={"token_budget": token_budget}, target=target, arm=arm, seed=seed)
     log_metrics(metrics, summary)
     return summary

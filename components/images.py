@@ -28,11 +28,33 @@ CPU_IMAGE = tagged(CPU_IMAGE_REPO)
 GPU_IMAGE = tagged(GPU_IMAGE_REPO)
 
 
+#: the line of KFP's component command that starts python, and the same line with ``exec``
+_STARTS_PYTHON = "_KFP_RUNTIME=true python3 -m kfp.dsl.executor_main"
+_EXECS_PYTHON = "_KFP_RUNTIME=true exec python3 -m kfp.dsl.executor_main"
+
+
+def exec_python(component):
+    """The component with ``exec`` before python in its command. KFP's command is ``sh -ec '... python3 -m
+    kfp.dsl.executor_main ...'``: with no ENTRYPOINT in the image that ``sh`` is the pod's PID 1 and python its
+    child, so the SIGTERM Kubernetes sends when it stops a pod reaches ``sh`` and never python (which goes on
+    until the SIGKILL, with no stop line and no clean exit). With ``exec`` python replaces the shell and is the
+    process that gets the signal (:func:`components._runtime.run_stage` stops the stage cleanly, exit code 143)."""
+    command = component.component_spec.implementation.container.command
+    at = next((i for i, part in enumerate(command) if _STARTS_PYTHON in part), None)
+    if at is None:
+        raise RuntimeError(f"component {component.name}: KFP's command no longer holds {_STARTS_PYTHON!r}; "
+                           "update components.images.exec_python for this kfp version.")
+    command[at] = command[at].replace(_STARTS_PYTHON, _EXECS_PYTHON)
+    return component
+
+
 def cpu_component(func):
-    """``@dsl.component`` in the CPU image (the image's own kfp, no install at the task's start)."""
-    return dsl.component(func, base_image=CPU_IMAGE, install_kfp_package=False)
+    """``@dsl.component`` in the CPU image (the image's own kfp, no install at the task's start; python
+    ``exec``-ed, :func:`exec_python`)."""
+    return exec_python(dsl.component(func, base_image=CPU_IMAGE, install_kfp_package=False))
 
 
 def gpu_component(func):
-    """``@dsl.component`` in the train image (the image's own kfp, no install at the task's start)."""
-    return dsl.component(func, base_image=GPU_IMAGE, install_kfp_package=False)
+    """``@dsl.component`` in the train image (the image's own kfp, no install at the task's start; python
+    ``exec``-ed, :func:`exec_python`)."""
+    return exec_python(dsl.component(func, base_image=GPU_IMAGE, install_kfp_package=False))

@@ -11,8 +11,8 @@ from components.images import cpu_component
 def report(
     config_yaml: str,
     summaries: Input[list[dsl.Dataset]],
-    augmented: Input[Corpus],
     report: Output[Report],
+    augmented: Input[Corpus] = None,
     sentences: Input[Corpus] = None,
     counterfactuals: Input[Corpus] = None,
     overrides: list[str] = [],  # noqa: B006
@@ -30,8 +30,8 @@ def report(
     from context_cda.stages import step_inputs
 
     config = load_config(config_yaml, overrides)
-    links = {"augment": augmented.path}  # the decontamination counts come from ingest, cda and augment
-    links.update({name: a.path for name, a in (("ingest", sentences), ("cda", counterfactuals)) if a is not None})
+    links = {name: a.path for name, a in (("augment", augmented), ("ingest", sentences), ("cda", counterfactuals))
+             if a is not None}  # the decontamination counts come from ingest, cda and augment (when it ran)
     for s in summaries:
         for top in Path(s.path).iterdir():
             for sub in top.iterdir():

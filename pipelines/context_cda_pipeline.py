@@ -32,7 +32,7 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
     neutral -> validate(neutral)       (when train.arms holds context-neutral)
       ParallelFor part in matrix(sample-part):  sample(part)      (the M samples and their clusters, once)
     sample_merge (all parts)
-      ParallelFor target in matrix(entropy):    (each item: the target and its view of the config)
+      ParallelFor target in matrix(targets):    (each item: the target and each per-target task's view of the config)
         entropy(target) -> validate(entropy) (gate) -> filter(target)
         filter(target) -> evaluate_target(target)      (the vanilla target, beside the arms' fine-tuning)
         ParallelFor (target, arm) in matrix(debias, target):  debias(target, arm)   (INLP, SentenceDebias)
@@ -40,7 +40,8 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
         ParallelFor (target, arm) in matrix(evaluate-posthoc, target):
           evaluate_posthoc(target, arm)            (the matrices of collect_debias; self-debias; published)
         ParallelFor (target, arm, seed) in matrix(finetune, target):
-          finetune(target, arm, seed) -> evaluate(target, arm, seed)
+          budget(target, arm) -> finetune(target, arm, seed) -> evaluate(target, arm, seed)
+                                   (the arm's token budget, a number in the fine-tuning's cache key)
         register(target)          (every arm in order, after the loop: its finetune steps, evaluations and the
                                    vanilla evaluation; the gate pools the seeds' per-item evidence)
         collect_arms(target)      (finetune metrics, registrations, evaluation aggregates of arms and vanilla)
@@ -49,9 +50,11 @@ What every ``gpu``-variant task gets besides (settings in the config's ``pipelin
 
 The resolved config travels as one YAML string parameter (``config_yaml``), the run's one source: the same config
 drives a local ``kfp.local`` run, a compiled package and a submitted run, and every loop (generation parts,
-targets, arms x seeds) is read from it at run time (:func:`components.control.matrix`). Each looped task gets its
-step's view of the config (its own seed and target only, :func:`context_cda.stages.step_view`), so a run with a
-seed added is served the finished seeds' tasks from the KFP cache and trains only the new one. Cluster object names (secrets, PVC, vLLM service) are
+targets, arms x seeds) is read from it at run time (:func:`components.control.matrix`). Every task gets its step's
+view of the config (:func:`components._runtime.task_config`: the keys its step reads, its own target, arm and seed,
+the rest at their defaults; from its loop item, or a ``view`` task for the steps without fan-out), so a run with an
+arm, a seed or a benchmark added is served the finished tasks from the KFP cache and trains only what is new. A
+step no configured arm reads has no task (``train.arms=[cda]``: no augment, sample, entropy or filter). Cluster object names (secrets, PVC, vLLM service) are
 in :class:`ClusterSettings` and match ``k8s/base`` (Secrets ``ccda-s3-credentials`` and ``ccda-hf-token``,
 ConfigMap ``ccda-pipeline-config``, PVC ``ccda-model-cache``). ``ccda-mlflow-auth`` (the MLflow user; the server
 runs basic auth) is read as optional, since tracking may be off; ``ccda-vllm-api-key`` is required by the steps
@@ -294,7 +297,8 @@ def _last_index(last_stage: str) -> int:
 
 class _Wiring:
     """Which task output feeds which component input, by the stage table: ``feed(step, name)`` is the
-    artifact of the task that produced the input (a ``dsl.Collected`` list for a fan-in)."""
+    artifact of the task that produced the input (a ``dsl.Collected`` list for a fan-in); ``feeds(step, *names)``
+    the inputs whose producer is in the DAG (a step the run does not plan has no task)."""
 
     def __init__(self) -> None:
         self.tasks: dict[str, dsl.PipelineTask] = {}
@@ -309,6 +313,10 @@ class _Wiring:
         out = self.tasks[inp.step].outputs[producer.artifact]
         return out if set(producer.fanout) <= set(inp.keys) else dsl.Collected(out)
 
+    def feeds(self, step: str, *names: str) -> dict[str, Any]:
+        inputs = {i.name: i for i in T.get(step).inputs}
+        return {n: self.feed(step, n) for n in names if inputs[n].step in self.tasks}
+
 
 def build_pipeline(
     variant: str = "gpu",
@@ -319,8 +327,9 @@ def build_pipeline(
     """The ``@dsl.pipeline`` function of ``variant`` with ``config`` (default: resolved defaults) as its defaults.
 
     ``last_stage`` stops the DAG after that step (e.g. ``filter`` for a data-only pipeline); validation steps
-    belong to the step whose output they check. Steps switched off in ``config`` (the table's ``when``: the
-    evaluate steps, register) are left out.
+    belong to the step whose output they check. Steps the config does not plan (the table's ``when``: the
+    evaluate steps, register; a step whose output no configured arm reads: :func:`context_cda.stages.planned`)
+    are left out. Every task gets its step's view of the config (:func:`components._runtime.task_config`).
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown pipeline variant {variant!r}; use one of {', '.join(VARIANTS)}.")
@@ -330,9 +339,10 @@ def build_pipeline(
 
         config = load_config()
     s = settings or ClusterSettings.from_config(config)
+    planned = T.planned(config)
 
     def wanted(step: str) -> bool:
-        return T.ORDER.index(step) <= upto and T.get(step).enabled(config)
+        return T.ORDER.index(step) <= upto and step in planned
 
     # an augment part whose review has a meaning judge loads that model (nli, embedding; llm: the generator's)
     judged = {"augment-part"} if config.augment.review.meaning in ("nli", "embedding") else set()
@@ -349,9 +359,9 @@ def build_pipeline(
         status = step(C.record_status(config_yaml=config_yaml), "record_status")
         with dsl.ExitHandler(status, name="context-cda-run"):
             w = _Wiring()
-            if (_corpus_steps(w, step, wanted, config_yaml, gen_overrides)
-                    and _sample_steps(w, step, wanted, config_yaml, gen_overrides) and wanted("entropy")):
-                _target_steps(w, step, wanted, config_yaml)
+            _corpus_steps(w, step, wanted, config_yaml, gen_overrides)
+            _sample_steps(w, step, wanted, config_yaml, gen_overrides)
+            _target_steps(w, step, wanted, config_yaml)
 
     return context_cda_pipeline
 
@@ -387,89 +397,119 @@ def _task_settings(variant: str, s: ClusterSettings, judged: set[str] = frozense
     return step
 
 
-def _loop(step, config_yaml, name: str, target=None):
-    """The items of ``name``'s ParallelFor, read from the config at run time (:func:`components.control.matrix`)."""
+def _loop(step, config_yaml, name: str, target=None, also: tuple[str, ...] = ()):
+    """The items of ``name``'s ParallelFor, read from the config at run time (:func:`components.control.matrix`),
+    each with its task's view of the config (``also``: those of the other steps in the loop, ``config_<step>``)."""
     extra = {} if target is None else {"target": target}
-    return step(C.matrix(config_yaml=config_yaml, step=name, **extra), "matrix").output
+    return step(C.matrix(config_yaml=config_yaml, step=name, also=list(also), **extra), "matrix").output
 
 
-def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides) -> bool:
-    """ingest -> cda -> validate(cda) -> augment parts (ParallelFor) -> merge -> validate(augment); False when the
-    DAG stops earlier."""
-    w.add("ingest", step(C.ingest(config_yaml=config_yaml), "ingest"))
-    if not wanted("cda"):
-        return False
-    w.add("cda", step(C.cda(config_yaml=config_yaml, sentences=w.feed("cda", "sentences")), "cda"))
-    w.add("validate-cda", step(C.validate(config_yaml=config_yaml, boundary="cda",
-                                          data=w.feed("validate-cda", "cda")), "validate-cda"))
-    if not wanted("augment-part"):
-        return False
-    with dsl.ParallelFor(_loop(step, config_yaml, "augment-part"), name="augment-parts") as part:
-        w.add("augment-part", step(C.augment(config_yaml=part.config, shard=part.shard, overrides=gen_overrides,
-                                             counterfactuals=w.feed("augment-part", "counterfactuals")),
-                                   "augment-part"))
-    if not wanted("augment"):
-        return False
-    w.add("augment", step(C.augment_merge(config_yaml=config_yaml, parts=w.feed("augment", "parts"),
-                                          counterfactuals=w.feed("augment", "counterfactuals")), "augment"))
-    w.add("validate-augment", step(C.validate(config_yaml=config_yaml, boundary="augment",
-                                              data=w.feed("validate-augment", "augment")), "validate-augment"))
+def _view(step, config_yaml, name: str):
+    """The view of the config a task of ``name`` (a row without fan-out) gets (:func:`components.control.view`)."""
+    return step(C.view(config_yaml=config_yaml, step=name), "view").output
+
+
+def _own(item, name: str):
+    """A loop item's view of the config for step ``name`` (``config_<name>``)."""
+    return getattr(item, f"config_{name.replace('-', '_')}")
+
+
+def _corpus_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides) -> None:
+    """ingest -> cda -> validate(cda) -> augment parts (ParallelFor) -> merge -> validate(augment), and the neutral
+    rewrites: each when the run plans it."""
+    for name, make in (("ingest", lambda c: C.ingest(config_yaml=c)),
+                       ("cda", lambda c: C.cda(config_yaml=c, sentences=w.feed("cda", "sentences"))),
+                       ("validate-cda", lambda c: C.validate(config_yaml=c, boundary="cda",
+                                                             data=w.feed("validate-cda", "cda")))):
+        if wanted(name):
+            w.add(name, step(make(_view(step, config_yaml, name)), name))
+    if wanted("augment-part"):
+        with dsl.ParallelFor(_loop(step, config_yaml, "augment-part"), name="augment-parts") as part:
+            w.add("augment-part", step(C.augment(config_yaml=part.config, shard=part.shard, overrides=gen_overrides,
+                                                 counterfactuals=w.feed("augment-part", "counterfactuals")),
+                                       "augment-part"))
+    if wanted("augment"):
+        w.add("augment", step(C.augment_merge(config_yaml=_view(step, config_yaml, "augment"),
+                                              parts=w.feed("augment", "parts"),
+                                              counterfactuals=w.feed("augment", "counterfactuals")), "augment"))
+    if wanted("validate-augment"):
+        w.add("validate-augment", step(C.validate(config_yaml=_view(step, config_yaml, "validate-augment"),
+                                                  boundary="augment", data=w.feed("validate-augment", "augment")),
+                                       "validate-augment"))
     if wanted("neutral"):  # the context-neutral arm's corpus: the generator's neutral rewrites, validated
-        w.add("neutral", step(C.neutral(config_yaml=config_yaml, overrides=gen_overrides,
+        w.add("neutral", step(C.neutral(config_yaml=_view(step, config_yaml, "neutral"), overrides=gen_overrides,
                                         counterfactuals=w.feed("neutral", "counterfactuals")), "neutral"))
-        w.add("validate-neutral", step(C.validate(config_yaml=config_yaml, boundary="neutral",
-                                                  data=w.feed("validate-neutral", "neutral")), "validate-neutral"))
-    return True
+        w.add("validate-neutral", step(C.validate(config_yaml=_view(step, config_yaml, "validate-neutral"),
+                                                  boundary="neutral", data=w.feed("validate-neutral", "neutral")),
+                                       "validate-neutral"))
 
 
-def _sample_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides) -> bool:
-    """sample parts (ParallelFor: the M samples and their clusters, once for every target) -> sample_merge; False
-    when the DAG stops earlier."""
-    if not wanted("sample-part"):
-        return False
-    with dsl.ParallelFor(_loop(step, config_yaml, "sample-part"), name="sample-parts") as part:
-        w.add("sample-part", step(C.sample(config_yaml=part.config, shard=part.shard, overrides=gen_overrides,
-                                           augmented=w.feed("sample-part", "augmented")), "sample-part"))
-    if not wanted("sample"):
-        return False
-    w.add("sample", step(C.sample_merge(config_yaml=config_yaml, parts=w.feed("sample", "parts"),
-                                        augmented=w.feed("sample", "augmented")), "sample"))
-    return True
+def _sample_steps(w: _Wiring, step, wanted, config_yaml, gen_overrides) -> None:
+    """sample parts (ParallelFor: the M samples and their clusters, once for every target) -> sample_merge, when
+    the run plans them."""
+    if wanted("sample-part"):
+        with dsl.ParallelFor(_loop(step, config_yaml, "sample-part"), name="sample-parts") as part:
+            w.add("sample-part", step(C.sample(config_yaml=part.config, shard=part.shard, overrides=gen_overrides,
+                                               augmented=w.feed("sample-part", "augmented")), "sample-part"))
+    if wanted("sample"):
+        w.add("sample", step(C.sample_merge(config_yaml=_view(step, config_yaml, "sample"),
+                                            parts=w.feed("sample", "parts"), augmented=w.feed("sample", "augmented")),
+                             "sample"))
+
+
+#: the steps the per-target loop runs itself, each with its own view of the config (the loop item's config_<step>)
+_PER_TARGET = ("entropy", "validate-entropy", "filter", "evaluate-vanilla", "register")
 
 
 def _target_steps(w: _Wiring, step, wanted, config_yaml) -> None:
-    """Per target (each task with the target's view of the config): entropy -> validate(entropy) -> filter ->
-    (arm, seed) loop -> register -> collect; report."""
-    with dsl.ParallelFor(_loop(step, config_yaml, "entropy"), name="targets") as t:
-        w.add("entropy", step(C.entropy(config_yaml=t.config, target=t.target,
-                                        samples=w.feed("entropy", "samples")), "entropy"))
-        w.add("validate-entropy", step(C.validate(config_yaml=t.config, boundary="entropy", target=t.target,
-                                                  data=w.feed("validate-entropy", "entropy")), "validate-entropy"))
-        if not wanted("filter"):
-            return
-        w.add("filter", step(C.filter(config_yaml=t.config, target=t.target, scores=w.feed("filter", "scores")),
-                             "filter"))
-        _posthoc_steps(w, step, wanted, t.config, t.target)  # beside the fine-tuning: no trained model needed
+    """Per target (each task with its own view of the config): entropy -> validate(entropy) -> filter -> the
+    vanilla evaluation, the post-hoc arms, the (arm, seed) loop (budget -> finetune -> evaluate) -> register ->
+    collect; then the report. Each step when the run plans it."""
+    also = tuple(n for n in _PER_TARGET if wanted(n))
+    with dsl.ParallelFor(_loop(step, config_yaml, "targets", also=also), name="targets") as t:
+        if wanted("entropy"):
+            w.add("entropy", step(C.entropy(config_yaml=_own(t, "entropy"), target=t.target,
+                                            samples=w.feed("entropy", "samples")), "entropy"))
+        if wanted("validate-entropy"):
+            w.add("validate-entropy", step(C.validate(config_yaml=_own(t, "validate-entropy"), boundary="entropy",
+                                                      target=t.target, data=w.feed("validate-entropy", "entropy")),
+                                           "validate-entropy"))
+        if wanted("filter"):
+            w.add("filter", step(C.filter(config_yaml=_own(t, "filter"), target=t.target,
+                                          scores=w.feed("filter", "scores")), "filter"))
+        _posthoc_steps(w, step, wanted, config_yaml, t.target)  # beside the fine-tuning: no trained model needed
+        if wanted("evaluate-vanilla"):  # the vanilla target, the baseline of every arm (beside their fine-tuning)
+            task = step(C.evaluate_target(config_yaml=_own(t, "evaluate-vanilla"), target=t.target),
+                        "evaluate-vanilla")
+            w.add("evaluate-vanilla", task.after(w.tasks["filter"]) if "filter" in w.tasks else task)
+        if wanted("budget"):
+            _arm_steps(w, step, wanted, config_yaml, t.target)
+        _register_and_collect(w, step, wanted, t, t.target)
+    if wanted("report"):
+        extra = {k: w.tasks[s].outputs[o] for k, s, o in (("augmented", "augment", "augmented"),
+                                                           ("sentences", "ingest", "sentences"),
+                                                           ("counterfactuals", "cda", "counterfactuals"))
+                 if s in w.tasks}
+        step(C.report(config_yaml=_view(step, config_yaml, "report"),
+                      summaries=dsl.Collected(w.tasks["collect_arms"].outputs["summary"]), **extra), "report")
+
+
+def _arm_steps(w: _Wiring, step, wanted, config_yaml, target) -> None:
+    """The target's (arm, seed) loop: the arm's token budget (a number: the fine-tuning's cache key holds it),
+    the fine-tuning on the arm's own corpus, its evaluation."""
+    also = ("budget", *(("evaluate",) if wanted("evaluate") else ()))
+    with dsl.ParallelFor(_loop(step, config_yaml, "finetune", target, also), name="arms") as item:
+        keys = {"target": item.target, "arm": item.arm}
+        corpora = w.feeds("finetune", "cda", "augmented", "filtered", "neutral")
+        budget = step(C.budget(config_yaml=_own(item, "budget"), **keys, **corpora), "budget")
+        w.add("budget", budget)
         if not wanted("finetune"):
             return
-        if wanted("evaluate-vanilla"):  # the vanilla target, the baseline of every arm (beside their fine-tuning)
-            w.add("evaluate-vanilla", step(C.evaluate_target(config_yaml=t.config, target=t.target),
-                                           "evaluate-vanilla").after(w.tasks["filter"]))
-        with dsl.ParallelFor(_loop(step, t.config, "finetune", t.target), name="arms") as item:
-            keys = {"target": item.target, "arm": item.arm, "seed": item.seed}
-            neutral = {"neutral": w.feed("finetune", "neutral")} if "validate-neutral" in w.tasks else {}
-            w.add("finetune", step(C.finetune(config_yaml=item.config, **keys, cda=w.feed("finetune", "cda"),
-                                              augmented=w.feed("finetune", "augmented"),
-                                              filtered=w.feed("finetune", "filtered"), **neutral), "finetune"))
-            if wanted("evaluate"):
-                w.add("evaluate", step(C.evaluate(config_yaml=item.config, **keys,
-                                                  model=w.feed("evaluate", "model")), "evaluate"))
-        _register_and_collect(w, step, wanted, t.config, t.target)
-    if wanted("report"):
-        step(C.report(config_yaml=config_yaml, summaries=dsl.Collected(w.tasks["collect_arms"].outputs["summary"]),
-                      augmented=w.tasks["augment"].outputs["augmented"],
-                      sentences=w.tasks["ingest"].outputs["sentences"],
-                      counterfactuals=w.tasks["cda"].outputs["counterfactuals"]), "report")
+        w.add("finetune", step(C.finetune(config_yaml=item.config, **keys, seed=item.seed,
+                                          token_budget=budget.outputs["Output"], **corpora), "finetune"))
+        if wanted("evaluate"):
+            w.add("evaluate", step(C.evaluate(config_yaml=_own(item, "evaluate"), **keys, seed=item.seed,
+                                              model=w.feed("evaluate", "model")), "evaluate"))
 
 
 def _posthoc_steps(w: _Wiring, step, wanted, config_yaml, target) -> None:
@@ -492,7 +532,7 @@ def _posthoc_steps(w: _Wiring, step, wanted, config_yaml, target) -> None:
                                                               **extra), "evaluate-posthoc"))
 
 
-def _register_and_collect(w: _Wiring, step, wanted, config_yaml, target) -> None:
+def _register_and_collect(w: _Wiring, step, wanted, t, target) -> None:
     evaluated = "evaluate" in w.tasks
     vanilla = w.tasks["evaluate-vanilla"].outputs["evaluation"] if "evaluate-vanilla" in w.tasks else None
     extra = {"evaluations": w.feed("register", "evaluations"), "vanilla_evaluation": vanilla} if evaluated else {}
@@ -500,20 +540,21 @@ def _register_and_collect(w: _Wiring, step, wanted, config_yaml, target) -> None
         extra["posthoc_evaluations"] = w.feed("register", "posthoc")
     if "debias" in w.tasks:
         extra["debias"] = w.feed("register", "debias")
-    if wanted("register"):
-        w.add("register", step(C.register(config_yaml=config_yaml, target=target,
+    if wanted("register") and "finetune" in w.tasks:
+        w.add("register", step(C.register(config_yaml=_own(t, "register"), target=target,
                                           checkpoints=w.feed("register", "finetune"),
-                                          filtered=w.feed("register", "filtered"), **extra), "register"))
-    if wanted("report"):
+                                          **w.feeds("register", "filtered"), **extra), "register"))
+    if wanted("report") and "finetune" in w.tasks:
         evals = {"evaluations": dsl.Collected(w.tasks["evaluate"].outputs["evaluation"]),
                  "vanilla_evaluation": vanilla} if evaluated else {}
         if "evaluate-posthoc" in w.tasks:
             evals["posthoc_evaluations"] = dsl.Collected(w.tasks["evaluate-posthoc"].outputs["evaluation"])
         reg = {"registration": w.tasks["register"].outputs["registration"]} if "register" in w.tasks else {}
+        kept = {k: w.tasks[s].outputs[o] for k, s, o in (("filtered", "filter", "filtered"),
+                                                         ("scores", "entropy", "scores")) if s in w.tasks}
         w.add("collect_arms", step(C.collect_arms(
             target=target, checkpoints=dsl.Collected(w.tasks["finetune"].outputs["checkpoint"]),
-            filtered=w.tasks["filter"].outputs["filtered"], scores=w.tasks["entropy"].outputs["scores"],
-            **evals, **reg), "collect_arms"))
+            **kept, **evals, **reg), "collect_arms"))
 
 
 def compile_pipeline(

@@ -129,6 +129,27 @@ def published_label(name: str) -> str:
     return name.upper() if re.fullmatch(r"[a-z]+", name) else name
 
 
+#: the stage-table input each trained arm's corpus comes from, by Arm.corpus (a filtered arm: "filtered")
+CORPUS_INPUTS = {"cda": "cda", "original": "cda", "cda-neutral": "cda", "augmented": "augmented", "neutral": "neutral",
+                 "filtered": "filtered"}
+
+
+def corpus_input(arm: str, default_k: float = 30.0) -> str:
+    """The input (``cda``, ``augmented``, ``filtered``, ``neutral``) a trained arm's corpus is read from."""
+    spec = parse(arm, default_k)
+    if not spec.trained:
+        raise ConfigError(f"arm {arm}: a {spec.kind} arm trains on no corpus.")
+    return CORPUS_INPUTS[str(spec.corpus)]
+
+
+def budget_group(config: Any, arm: str) -> list[str]:
+    """The trained arms of train.arms in ``arm``'s budget group (:attr:`Arm.budget_group`), in their order: the
+    arms whose corpora set its token budget."""
+    group = parse(arm, config.train.k).budget_group
+    return [a for a in of_kinds(config.train.arms, ("trained",), config.train.k)
+            if parse(a, config.train.k).budget_group == group]
+
+
 def arm_k(arm: str, default_k: float) -> float | None:
     """The filtered corpus (k %) an arm trains on: ``context-cda-k<K>`` -> K, ``context-cda`` -> ``default_k``;
     None for the arms that read no filtered corpus."""

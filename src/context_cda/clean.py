@@ -22,7 +22,8 @@ from pathlib import Path
 
 from . import layout as L
 from .errors import LockHeld
-from .io import MANIFEST, file_lock
+from .io import MANIFEST
+from .steps import lock
 
 
 @dataclass
@@ -62,7 +63,7 @@ def clean(run_dir: Path | str, dry_run: bool = False) -> Cleaned:
             done.kept.append((target, f"{step} has not finished (no {MANIFEST}): a resume needs it"))
             continue
         try:
-            with file_lock(folder / L.LOCK_FILE, f"clean {folder.name}"):
+            with lock(folder, f"clean {folder.name}"):  # the step's own lock: not while a door works in it
                 n = size_of(target)
                 if not dry_run:
                     shutil.rmtree(target) if target.is_dir() else target.unlink()

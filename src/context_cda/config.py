@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .arms import ARM_HELP, ARM_PATTERN, arm_k, arms_k_problem, check_names  # noqa: F401 - the arms module owns arm names and k
 from .errors import ConfigError
@@ -43,8 +51,10 @@ class RunConfig(Section):
         "lexicon, the CDA mapping, the augment prompt, the review's attribute check and the benchmarks' bias type.",
     )
     seed: int = Field(
-        13, ge=0, lt=2**32, description="Global random seed: corpus sampling, CDS, generation, evaluation subsets "
-        "(training uses train.seeds).",
+        13, ge=0, lt=2**32, description="Seed of the run's data choices: the corpus sample (ingest.sample_n), CDS and "
+        "the n-ary swaps, the entropy step's M samples, each arm's token-budget cut and the report's examples. "
+        "The augment generator uses augment.sampling.seed, the evaluation's subsets and resampling "
+        "evaluate.head.seed and evaluate.bootstrap.seed, training train.seeds.",
     )
     device: str = Field(
         "auto", pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$",
@@ -1107,9 +1117,9 @@ class Config(Section):
     profile: str | None = Field(None, description="Name of the profile this config was resolved with.")
 
     @model_validator(mode="after")
-    def _attribute(self) -> Config:
+    def _attribute(self, info: ValidationInfo) -> Config:
         """The run's attribute decides what the evaluation judges (``evaluate.bias_type: auto``) and rules out
-        the settings that exist for one kind of attribute only."""
+        the settings that exist for one kind of attribute only (not in a step's view: :func:`partial`)."""
         from .arms import NEUTRAL_ARMS
 
         attr = self.run.attribute
@@ -1117,6 +1127,8 @@ class Config(Section):
             from .attributes import bias_type
 
             self.evaluate.bias_type = bias_type(attr)
+        if partial(info):
+            return self
         neutral = [a for a in self.train.arms if a in NEUTRAL_ARMS] + (["cda.mode=neutral"]
                                                                        if self.cda.mode == "neutral" else [])
         if attr != "gender" and neutral:
@@ -1128,9 +1140,11 @@ class Config(Section):
         return self
 
     @model_validator(mode="after")
-    def _lexicon_for_attribute(self) -> Config:
+    def _lexicon_for_attribute(self, info: ValidationInfo) -> Config:
         """The lexicon settings of the other kind of attribute would be ignored: refused (gender swaps pairs,
         race and religion rows of n-ary groups)."""
+        if partial(info):
+            return self
         lex, attr = self.lexicon, self.run.attribute
         if attr == "gender":
             wrong = [k for k in ("extra_groups", "ambiguous") if getattr(lex, k)]
@@ -1145,10 +1159,12 @@ class Config(Section):
         return self
 
     @model_validator(mode="after")
-    def _arm_benchmarks_arms(self) -> Config:
+    def _arm_benchmarks_arms(self, info: ValidationInfo) -> Config:
         """Every key of ``evaluate.arm_benchmarks`` is an arm name or a published checkpoint's name: a misspelt
         one would leave the arm on every benchmark, silently (an arm this run does not train is allowed: one
         profile serves several runs)."""
+        if partial(info):
+            return self
         from .arms import ARM_HELP, ARM_NAMES, ARM_PATTERN
 
         published = {n for names in self.baselines.published.values() for n in names}
@@ -1165,7 +1181,9 @@ class Config(Section):
         return self
 
     @model_validator(mode="after")
-    def _published_targets(self) -> Config:
+    def _published_targets(self, info: ValidationInfo) -> Config:
+        if partial(info):
+            return self
         for key, names in (("published", self.baselines.published), ("targets", self.baselines.targets or [])):
             unknown = sorted(set(names) - set(self.run.targets))
             if unknown:
@@ -1189,13 +1207,22 @@ class Config(Section):
         return e.generator_backend or self.augment.backend, e.generator_model or self.augment.model
 
     @model_validator(mode="after")
-    def _one_k(self) -> Config:
+    def _one_k(self, info: ValidationInfo) -> Config:
         """Every filtered corpus an arm trains on is one the filter writes: checked when the config is loaded,
         before any step runs (not at fine-tuning, after the generation)."""
+        if partial(info):
+            return self
         problem = arms_k_problem(self.train.arms, self.train.k, self.filter.k, self.filter.threshold)
         if problem:
             raise ValueError(problem)
         return self
+
+
+def partial(info: ValidationInfo) -> bool:
+    """Whether the config being validated is one step's view (a Kubeflow task's: only the keys the step reads,
+    every other at its default; ``context={"partial": True}``): the checks across sections were made on the run's
+    whole config, and the defaults around a step's keys need not agree with them."""
+    return bool(info.context and info.context.get("partial"))
 
 
 def defaults_dict() -> dict[str, Any]:

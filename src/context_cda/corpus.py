@@ -31,7 +31,7 @@ from . import schemas as S
 from .config import Config
 from .datasets import DATASETS, local_path, resolve
 from .errors import InputError
-from .io import BOM, StageRecorder, read_text, stable_id, text_lines, write_rejected, write_table
+from .io import BOM, path_hash, read_text, stable_id, text_lines, write_rejected, write_table
 from .layout import SENTENCES_FILE
 
 SUPPORTED = (".txt", ".jsonl", ".csv", ".parquet")
@@ -321,12 +321,12 @@ def run_ingest(
     import pandas as pd
 
     from .stages import resolve_io
+    from .steps import Counts, recorder
 
     inputs, out = resolve_io(config, "ingest", inputs, out_dir)
     files = corpus_files(config, inputs.get("corpus"))
     ic = config.ingest
-    rec = StageRecorder("ingest", out, {"ingest": ic.model_dump(), "lexicon": config.lexicon.model_dump(),
-                                        "seed": config.run.seed, "attribute": config.run.attribute}, {f"corpus:{f.name}": f for f in files})
+    rec = recorder(out)
     from .decontam import index_for
 
     with rec.timed("decontamination_index"):
@@ -345,6 +345,7 @@ def run_ingest(
     reasons = Counter(r[S.REASON].split(":")[0] for r in rejected)
     summary = {
         "files": len(files),
+        "corpus_files": {f.name: {"path": str(f), "sha256": path_hash(f)} for f in files},
         "lines": stats["lines"],
         "sentences": stats["sentences"],
         "rows_out": len(df),
@@ -357,7 +358,7 @@ def run_ingest(
         **({"left_alone": dict(sel.left_alone.most_common())} if config.run.attribute != "gender" else {}),
     }
     rec.finish(
-        {"rows_in": stats["lines"], "rows_out": len(df), "rows_rejected": len(rejected)},
+        Counts(items_in=stats["lines"], out=len(df), rejected=len(rejected)),
         outputs={"sentences": out_file, "rejected": rej_file},
         summary=summary,
     )

@@ -206,12 +206,13 @@ def _counts(config: Config, a: Assumptions) -> dict[str, float]:
 
 def _manifest_counts(layout) -> dict[str, float]:
     out = {}
-    for step, key in (("cda", "rows_out"), ("augment", "out")):
+    for step in ("cda", "augment"):
         p = layout.step_dir(step) / "manifest.json"
         if p.is_file():
             counts = json.loads(p.read_text()).get("counts", {})
-            if key in counts:
-                out[step] = float(counts[key])
+            value = counts.get("out", counts.get("rows_out"))  # the step envelope's Counts (an older manifest's)
+            if isinstance(value, int | float):
+                out[step] = float(value)
     return out
 
 

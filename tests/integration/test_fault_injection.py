@@ -63,7 +63,7 @@ def test_transient_failures_are_retried_exactly_once_the_server_is_healthy(tmp_p
         r1 = ccda("run", "--profile", profile)
         assert r1.returncode == 75, r1.stderr[-3000:]
         err_line = [ln for ln in r1.stderr.splitlines() if ln.startswith("error: ")]
-        assert len(err_line) == 1 and "augment: " in err_line[0] and "failed for a transient reason" in err_line[0]
+        assert len(err_line) == 1 and "augment-part[part-0]: " in err_line[0] and "failed for a transient reason" in err_line[0]
         assert "Traceback" not in r1.stderr and not (run / "finetune").exists() and not smp_part.exists()
         errors1 = pd.read_parquet(aug_part / "errors.parquet")  # the part stopped; no merge ran
         assert len(errors1) > 0 and not (aug_part / ".ccda-step.json").exists()

@@ -74,8 +74,9 @@ def test_run_tiny_end_to_end_then_nothing_recomputed(tmp_path):
             assert {"glue_sst2_acc", "nli_bias_net_neutral", "stsb_diff", "biasbios_tpr_gap_rms"} <= set(agg["metrics"])
         assert "Table 2" in report and "NT imbalance" in report
         assert (run / "report" / "tiny-gpt2-next-token.png").is_file()
-        registered = json.loads((run / "register" / "tiny-gpt2" / "context-cda" / "manifest.json").read_text())
-        assert "evaluation" in registered["inputs"] and "vanilla" in registered["inputs"]
+        registered = json.loads((run / "register" / "tiny-gpt2" / "manifest.json").read_text())["summary"]
+        arm = registered["arms"]["context-cda"]  # the step's manifest: each arm's record, its inputs named
+        assert "evaluation" in arm["inputs"] and "vanilla" in arm["inputs"]
         _every_version_has_its_card_and_exports(run, tmp_path)
 
         t0 = time.perf_counter()

@@ -1,14 +1,16 @@
-"""SIGTERM (what Kubernetes sends first) mid-stage: augment, entropy and finetune stop within seconds with exit
-code 143 and one line saying how to resume, keep every finished shard / epoch, release their locks, and the next
-run finishes the work with nothing lost and nothing done twice (:mod:`context_cda.signals`)."""
+"""SIGTERM (what Kubernetes sends first) mid-stage, sent to the process that gets it in production: a stage command
+(augment, finetune), `ccda run` (inside sample, entropy and finetune) and a Kubeflow task's own process (sample,
+finetune; ``slow``). Each stops within seconds with exit code 143 and one line saying how to resume, keeps every
+finished shard / epoch, releases its locks, marks its MLflow run KILLED, and the next run finishes the work with
+nothing lost and nothing done twice (:mod:`context_cda.signals`, the step envelope :mod:`context_cda.steps`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ from fake_openai import FakeOpenAIServer  # noqa: E402
 from context_cda import layout as L  # noqa: E402
 from context_cda import schemas as S  # noqa: E402
 from context_cda.signals import EXIT_CODE  # noqa: E402
+from context_cda.steps import MARKER  # noqa: E402
 
 STOP_WITHIN_S = 15.0  # signal to the closing line, under the load of a shared 2-core machine (seen: under 1 s)
 
@@ -118,81 +121,217 @@ def test_sigterm_stops_augment_and_the_rerun_finishes_exactly_once(tmp_path):
           f"the rerun, {len(aug) + len(rej)} final rows, 0 duplicated")
 
 
-# ------------------------------------------------------------------------------------------------ entropy
+# ------------------------------------------------------------------------------------------------ ccda run
 
 
-ENTROPY_SCRIPT = textwrap.dedent(
-    """
-    import sys, time
-    from pathlib import Path
-    sys.path.insert(0, {unit!r})
-    from test_entropy_stage import FakeGenerator, FakeJudge, FakeScorer, config
-    from context_cda.entropy import run_entropy, run_sample
-    from context_cda.signals import Terminated, resume_hint, sigterm_raises
+def _run_config(tmp_path: Path, url: str, **sets) -> Path:
+    """params.yaml of the tiny pipeline on the fake server, tracking and the after-training evaluation off."""
+    sys.path.insert(0, str(HERE.parents[1] / "helpers"))
+    import tiny_pipeline as tp
+    import yaml
 
-    class SlowGenerator(FakeGenerator):
-        def generate(self, prompts, params):
-            time.sleep(0.4)
-            return super().generate(prompts, params)
+    cfg = tp.tiny_config(url, run_dir=tmp_path / "run")
+    cfg.tracking.enabled = False
+    cfg.evaluate.after_training = False
+    for key, value in sets.items():
+        section, _, field = key.partition("__")
+        setattr(getattr(cfg, section), field, value)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(cfg.to_dict()))
+    return params
 
-    tmp = Path({tmp!r})
-    cfg = config(tmp, shard_size=2)
-    try:
-        with sigterm_raises():  # what context_cda.cli.main holds around every command
-            if {step!r} == "sample":
-                run_sample(cfg, {{"augmented": tmp / "augmented.parquet"}}, tmp / "s", generator=SlowGenerator(),
-                           judge=FakeJudge())
-            else:
-                run_entropy(cfg, {{"samples": tmp / "s"}}, tmp / "e", "fake", scorer=FakeScorer(delay=0.4))
-    except Terminated as e:
-        print("error: " + resume_hint([{step!r}]), file=sys.stderr)
-        sys.exit(e.exit_code)
-    """
-)
+
+def _ccda_run(params: Path) -> list[str]:
+    return [sys.executable, "-m", "context_cda.cli", "run", "--params", str(params)]
+
+
+def _slow_env(spec: str) -> dict[str, str]:
+    """The test's stage delays (tests/helpers/slow_stages/sitecustomize.py) in every python the run starts."""
+    env = _env()
+    env["CCDA_TEST_SLOW"] = spec
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parents[1] / "helpers" / "slow_stages"), str(ROOT),
+                                                      env.get("PYTHONPATH")]))
+    return env
+
+
+def _shards(folder: Path) -> list[Path]:
+    return sorted(folder.glob("shards/*/shard-*.parquet"))
 
 
 @pytest.mark.parametrize("step", ["sample", "entropy"])
-def test_sigterm_stops_entropy_and_the_rerun_finishes_exactly_once(tmp_path, step):
-    """The entropy stage's two steps: the shared sample step (generator + judge) and a target's entropy step
-    (scoring), both on the item engine (:mod:`context_cda.items`)."""
-    sys.path.insert(0, str(HERE.parents[1] / "unit"))
-    from test_entropy_stage import FakeGenerator, FakeJudge, FakeScorer, config
-    from test_entropy_tiny import write_augmented
-
-    from context_cda.entropy import run_entropy, run_sample
-    from context_cda.items import Checkpoints
-
-    n = 16
-    src = write_augmented(tmp_path / "augmented.parquet", n)
-    if step == "entropy":
-        run_sample(config(tmp_path, shard_size=2), {"augmented": src}, tmp_path / "s", generator=FakeGenerator(),
-                   judge=FakeJudge())
-    out = tmp_path / ("s" if step == "sample" else "e")
-    shard_root = out / "shards"
-    before = len(list(shard_root.glob("*/shard-*.parquet")))
-    script = ENTROPY_SCRIPT.format(unit=str(HERE.parents[1] / "unit"), tmp=str(tmp_path), step=step)
-    proc = subprocess.Popen([sys.executable, "-c", script], env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    _wait_for(lambda: len(list(shard_root.glob("*/shard-*.parquet"))) >= before + 2, proc)
-    seconds, err = _terminate(proc)
-    _assert_clean_stop(proc, seconds, err, out)
-    shard_dirs = [d for d in shard_root.iterdir() if d.is_dir()]
-    done = set(pd.concat([Checkpoints(d).read() for d in shard_dirs])[S.ID])
-    final = L.SAMPLES_FILE if step == "sample" else L.SCORES_FILE
-    assert 4 <= len(done) < n and not (out / final).exists()
-    assert not list(shard_root.rglob(".*.tmp"))
-    if step == "sample":
-        s = run_sample(config(tmp_path, shard_size=2), {"augmented": src}, out, generator=FakeGenerator(),
-                       judge=FakeJudge())
-    else:
-        s = run_entropy(config(tmp_path, shard_size=2), {"samples": tmp_path / "s"}, out, "fake",
-                        scorer=FakeScorer())
-    assert s["resumed_items"] == len(done) and s["processed_items"] == n - len(done)
-    table = pd.read_parquet(out / final)
-    assert table[S.ID].nunique() == n  # 0 lost
+def test_sigterm_to_ccda_run_in_the_item_stages_and_the_rerun_finishes_exactly_once(tmp_path, step):
+    """SIGTERM to `ccda run` itself while it is inside the sample step (the generator: the fake server answers
+    slowly) or a target's entropy step (scoring, slowed by the test's sitecustomize): exit 143 with the one stop
+    line, finished shards kept, no lock left; the rerun resumes there (no item done twice) and every item ends in
+    the step's table or its rejected table."""
+    with FakeOpenAIServer(delay_s=0.3 if step == "sample" else 0.0) as srv:
+        params = _run_config(tmp_path, srv.base_url, entropy__shard_size=1)
+        run = tmp_path / "run"
+        folder = run / ("sample-parts/part-0" if step == "sample" else "entropy/tiny-gpt2")
+        env = _slow_env("entropy:0.6") if step == "entropy" else _env()
+        proc = subprocess.Popen(_ccda_run(params), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        _wait_for(lambda: len(_shards(folder)) >= 2, proc, timeout=300)
+        seconds, err = _terminate(proc)
+        _assert_clean_stop(proc, seconds, err, run)
+        per_shard = [set(pd.read_parquet(f)["item_key"]) for f in _shards(folder)]
+        assert sum(map(len, per_shard)) == len(set().union(*per_shard))  # each item in one finished shard
+        assert not (folder / MARKER).exists()
+        done = len(set().union(*per_shard))
+        again = subprocess.run(_ccda_run(params), cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                               timeout=900)
+        assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads((folder / "manifest.json").read_text())["summary"]
+    assert summary["resumed_items"] == done and summary["processed_items"] > 0  # the kept items were not done again
+    table = pd.read_parquet(folder / (L.SAMPLES_FILE if step == "sample" else L.SCORES_FILE))
+    rejected = pd.read_parquet(folder / "rejected.parquet")
     assert not table.duplicated([S.ID, "sample_idx"] if step == "sample" else [S.ID]).any()  # 0 duplicated
-    print(f"{step}: stopped {seconds:.2f} s after SIGTERM, {len(done)} of {n} items kept, "
-          f"{s['processed_items']} done by the rerun, {table[S.ID].nunique()} items in the output, 0 duplicated")
+    assert table[S.ID].nunique() + rejected[S.ID].nunique() == summary["items_in"]  # 0 lost
+    print(f"ccda run, {step}: stopped {seconds:.2f} s after SIGTERM (exit 143), {done} items kept, "
+          f"{summary['processed_items']} done by the rerun, {summary['items_in']} items in all, 0 duplicated")
+
+
+def test_sigterm_to_ccda_run_in_finetune_marks_mlflow_killed_and_the_rerun_resumes(tmp_path):
+    """SIGTERM to `ccda run` during a fine-tuning (its per-epoch evaluation slowed by the test's sitecustomize):
+    exit 143 with the stop line, the finished epochs kept, the MLflow run marked KILLED; the rerun resumes from the
+    last finished epoch."""
+    with FakeOpenAIServer() as srv:
+        params = _run_config(tmp_path, srv.base_url, train__epochs=3, train__max_steps=None, tracking__enabled=True)
+        run = tmp_path / "run"
+        proc = subprocess.Popen(_ccda_run(params), cwd=tmp_path, env=_slow_env("finetune:1.5"),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _wait_for(lambda: any(run.glob("finetune/*/*/seed-13/checkpoints/epoch-*/state.json")), proc, timeout=600)
+        seconds, err = _terminate(proc)
+        _assert_clean_stop(proc, seconds, err, run)
+        step = next(run.glob("finetune/*/*/seed-13/checkpoints/epoch-*/state.json")).parents[2]
+        kept = sorted(int(d.name.split("-")[1]) for d in (step / "checkpoints").glob("epoch-*")
+                      if (d / "state.json").is_file())
+        assert kept and not (step / L.FINAL_DIR).exists()
+        from mlflow import MlflowClient
+
+        client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+        runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+        arm = step.parent.name
+        assert [r.info.status for r in runs if r.data.tags.get("arm") == arm or r.data.params.get("arm") == arm] == [
+            "KILLED"], [(r.info.status, r.data.tags) for r in runs]
+        again = subprocess.run(_ccda_run(params), cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                               timeout=900)
+        assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resumed from {step / 'checkpoints' / f'epoch-{kept[-1]}'}" in again.stderr
+    assert (step / L.FINAL_DIR / "model.safetensors").is_file()
+    print(f"ccda run, finetune: stopped {seconds:.2f} s after SIGTERM (exit 143), epochs 1-{kept[-1]} kept, MLflow "
+          f"run KILLED, the rerun resumed from epoch {kept[-1]}")
+
+
+# ------------------------------------------------------------------------------------------------ Kubeflow
+
+
+def _kfp(tmp_path: Path, url: str, last_stage: str, env: dict[str, str], docker: bool = False, **sets):
+    """kfp.local running the tiny pipeline to ``last_stage`` (tests/helpers/kfp_tasks.py), its output read line by
+    line: (process, lines)."""
+    sys.path.insert(0, str(HERE.parents[1] / "helpers"))
+    import tiny_pipeline as tp
+
+    cfg = tp.tiny_config(url, run_dir=tmp_path / "run")
+    cfg.tracking.enabled = False
+    for key, value in sets.items():
+        section, _, field = key.partition("__")
+        setattr(getattr(cfg, section), field, value)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(cfg.to_dict()))
+    cmd = [sys.executable, str(HERE.parents[1] / "helpers" / "kfp_tasks.py"), str(config),
+           str(tmp_path / "root"), last_stage, *(["docker"] if docker else [])]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[tuple[float, str]] = []
+    threading.Thread(target=lambda: lines.extend((time.time(), ln) for ln in proc.stdout), daemon=True).start()
+    return proc, lines
+
+
+def _task_pid(lines, function: str) -> int | None:
+    starts = [ln.split()[2] for _, ln in lines if ln.startswith("TASK START ") and ln.split()[3] == function]
+    return int(starts[-1]) if starts else None
+
+
+def _stop_task(proc, lines, function: str) -> tuple[float, int, str]:
+    """SIGTERM to the running ``function`` task's own process: (seconds to its end, its exit code, its output)."""
+    pid = _task_pid(lines, function)
+    assert pid is not None and proc.poll() is None
+    t0 = time.time()
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(ln.startswith(f"TASK END {pid} ") for _, ln in lines):
+        time.sleep(0.05)
+    end = next((t, ln) for t, ln in lines if ln.startswith(f"TASK END {pid} "))
+    proc.wait(timeout=300)
+    start = next(i for i, (_, ln) in enumerate(lines) if ln.startswith(f"TASK START {pid} "))
+    out = "".join(ln for _, ln in lines[start:])
+    return end[0] - t0, int(end[1].rsplit("rc=", 1)[1]), out.split(f"TASK END {pid}")[0]
+
+
+def _assert_task_stopped(seconds: float, rc: int, out: str) -> None:
+    assert rc == EXIT_CODE == 143, out[-3000:]
+    assert seconds < STOP_WITHIN_S, f"took {seconds:.1f} s to stop"
+    stop = [ln for ln in out.splitlines() if ln.startswith("error: ")]
+    assert len(stop) == 1 and "stopped by SIGTERM" in stop[0] and "rerun the task" in stop[0], out[-3000:]
+    assert "Traceback" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("step", ["sample", "finetune"])
+def test_sigterm_to_the_kfp_task_process_stops_the_stage_and_the_rerun_finishes(tmp_path, step):
+    """SIGTERM to the process kfp.local started for the task (KFP's `sh -ec` command, python `exec`ed into it:
+    the process that is a pod's PID 1): exit 143 with the stop line within seconds, finished shards / epochs kept
+    in the task's output folder, no lock left; running the pipeline again finishes with every item once."""
+    env = _slow_env("finetune:1.5") if step == "finetune" else {**_env(), "PYTHONPATH": str(ROOT)}
+    sets = {"entropy__shard_size": 1} if step == "sample" else {"train__epochs": 3, "train__max_steps": None}
+    with FakeOpenAIServer(delay_s=0.3 if step == "sample" else 0.0) as srv:
+        proc, lines = _kfp(tmp_path, srv.base_url, step, env, **sets)
+        root = tmp_path / "root"
+        if step == "sample":
+            ready = lambda: len([p for p in root.rglob("shard-*.parquet") if "sample" in str(p)]) >= 2  # noqa: E731
+        else:
+            ready = lambda: any(root.rglob("checkpoints/epoch-*/state.json"))  # noqa: E731
+        _wait_for(lambda: ready() and _task_pid(lines, step) is not None, proc, timeout=900)
+        seconds, rc, out = _stop_task(proc, lines, step)
+        _assert_task_stopped(seconds, rc, out)
+        assert not list(root.rglob(L.LOCK_FILE)), "a lock was left behind"
+        if step == "sample":
+            per_shard = [set(pd.read_parquet(p)["item_key"]) for p in root.rglob("shard-*.parquet")
+                         if "sample" in str(p) and "/shards/" in str(p)]
+            assert len(per_shard) >= 2 and sum(map(len, per_shard)) == len(set().union(*per_shard))
+        else:
+            assert any(root.rglob("checkpoints/epoch-*/state.json"))
+        again, more = _kfp(tmp_path, srv.base_url, step, {**_env(), "PYTHONPATH": str(ROOT)}, **sets)
+        assert again.wait(timeout=1500) == 0, "".join(ln for _, ln in more)[-4000:]
+    if step == "sample":
+        merged = max((p for p in root.rglob(L.SAMPLES_FILE) if "sample-merge" in str(p)), key=lambda p: p.stat().st_mtime)
+        table = pd.read_parquet(merged)
+        assert not table.duplicated([S.ID, "sample_idx"]).any()
+    print(f"kfp.local, {step}: the task's process stopped {seconds:.2f} s after SIGTERM (exit {rc}); the pipeline "
+          "run again finished")
+
+
+@pytest.mark.images
+@pytest.mark.timeout(3600)
+def test_sigterm_to_the_task_container_stops_the_stage(tmp_path, container_engine, project_images):
+    """The same in the task's container (kfp.local's DockerRunner): `docker kill --signal TERM` reaches the
+    container's PID 1, KFP's `sh -ec` command that `exec`s python. (Written for the image suite; not run here.)"""
+    if container_engine.name != "docker":
+        pytest.skip("kfp.local.DockerRunner talks to the Docker API")
+    with FakeOpenAIServer(delay_s=0.3) as srv:
+        proc, lines = _kfp(tmp_path, srv.base_url, "sample", _env(), docker=True, entropy__shard_size=1,
+                           pipeline__cpu_image=project_images["cpu"], pipeline__image=project_images["train"])
+        root = tmp_path / "root"
+        _wait_for(lambda: len([p for p in root.rglob("shard-*.parquet") if "sample" in str(p)]) >= 2, proc, 900)
+        name = subprocess.run(["docker", "ps", "--filter", "ancestor=" + project_images["train"], "--format",
+                               "{{.ID}}"], capture_output=True, text=True).stdout.split()[0]
+        t0 = time.time()
+        subprocess.run(["docker", "kill", "--signal", "TERM", name], check=True)
+        code = subprocess.run(["docker", "wait", name], capture_output=True, text=True).stdout.strip()
+        proc.wait(timeout=300)
+    assert code == "143" and time.time() - t0 < STOP_WITHIN_S
+    assert any("stopped by SIGTERM" in ln for _, ln in lines)
 
 
 # ------------------------------------------------------------------------------------------------ finetune

@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from cda_table import openai_config, write_cda_table  # noqa: E402
+from envelope import enveloped  # noqa: E402
 from fake_openai import FakeOpenAIServer, free_port  # noqa: E402
 
 from context_cda.augment import build_messages, run_augment
@@ -120,8 +121,8 @@ def test_random_faults_no_item_lost_or_duplicated(tmp_path, fault_rate):
     with FakeOpenAIServer(fault_rate=fault_rate, slow_s=0.8) as srv:
         cfg = openai_config(srv.base_url, tmp_path, shard_size=8,
                             openai={"timeout_s": 0.3, "max_attempts": 3, "concurrency": 8})
-        with pytest.raises(ItemErrors) as first:  # [DEAD] answers HTTP 500 to every attempt
-            run_augment(cfg, {"counterfactuals": src}, out)
+        with pytest.raises(ItemErrors) as first:  # [DEAD] answers HTTP 500 to every attempt (the step's policy)
+            enveloped(cfg, "augment", run_augment, {"counterfactuals": src}, out)
         aug, rej, err = tables()
         assert first.value.count == len(err) >= 1 and "cda0005" in set(err["cda_id"])
         for t in (aug, rej, err):
@@ -133,7 +134,7 @@ def test_random_faults_no_item_lost_or_duplicated(tmp_path, fault_rate):
         srv.fault_rate = 0  # healed: the rerun asks only for the items that failed
         failed, before = set(err["cda_id"]), len(srv.log)
         with pytest.raises(ItemErrors) as second:
-            run_augment(cfg, {"counterfactuals": src}, out)
+            enveloped(cfg, "augment", run_augment, {"counterfactuals": src}, out)
         retried = {sent for sent, *_ in srv.log[before:]}
     aug2, rej2, err2 = tables()
     assert second.value.count == 1 and set(err2["cda_id"]) == {"cda0005"}  # only the dead one is left

@@ -159,17 +159,18 @@ def test_checkpoint_store_lock_and_tmp_cleanup(tmp_path):
 
     from context_cda import items as I
     from context_cda.errors import LockHeld
+    from context_cda.steps import lock
 
     store = I.Checkpoints.of(tmp_path, "fp")
     store.root.mkdir(parents=True)
     (store.root / ".shard-x.parquet.tmp").write_text("half")
-    with I.working(tmp_path, "augment"):
+    with lock(tmp_path, "augment"):
         store.clean()
         assert not list(store.root.glob(".*.tmp"))
         store.append([{"item_key": "a", "status": "done", "reason": ""}])
     assert len(store.read()) == 1
     with other_process_holds(tmp_path, "augment"), pytest.raises(LockHeld, match=r"pid \d+ on .*augment"):
-        with I.working(tmp_path, "augment"):
+        with lock(tmp_path, "augment"):
             pass
-    with I.working(tmp_path, "augment"):  # released when its holder ended
+    with lock(tmp_path, "augment"):  # released when its holder ended
         pass

@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from cda_table import openai_config, write_cda_table  # noqa: E402
+from envelope import enveloped  # noqa: E402
 
 from context_cda.augment import run_augment  # noqa: E402
 from context_cda.augment.stage import OUTPUT_COLUMNS  # noqa: E402
@@ -68,7 +69,7 @@ def test_outputs_rejections_and_retries(tmp_path):
     gen = ScriptedGenerator()
     cfg = _cfg(tmp_path)
     cfg.run.allow_errors = True  # the [DEAD] item is an error: reported, not a result
-    s = run_augment(cfg, {"counterfactuals": src}, tmp_path / "out", generator=gen)
+    s = enveloped(cfg, "augment", run_augment, {"counterfactuals": src}, tmp_path / "out", generator=gen)
     aug = pd.read_parquet(tmp_path / "out" / "augmented.parquet")
     rej = pd.read_parquet(tmp_path / "out" / "rejected.parquet")
     err = pd.read_parquet(tmp_path / "out" / "errors.parquet")
@@ -157,7 +158,7 @@ def test_generation_errors_are_retried_by_next_run(tmp_path):
     src = write_cda_table(tmp_path / "cda.parquet", 4, {1: "[DEAD]"})
     cfg = _cfg(tmp_path)
     with pytest.raises(ItemErrors, match=r"augment: 1 of 4 items failed for a transient reason \(HTTP 500 x1\)"):
-        run_augment(cfg, {"counterfactuals": src}, tmp_path / "o", generator=ScriptedGenerator())
+        enveloped(cfg, "augment", run_augment, {"counterfactuals": src}, tmp_path / "o", generator=ScriptedGenerator())
     s1 = pd.read_json(tmp_path / "o" / "manifest.json", typ="series")["summary"]  # outputs were written first
     assert s1["errors"] == 1 and s1["accepted"] == 3
     df = pd.read_parquet(src)

@@ -16,8 +16,10 @@ TEXTS = ["He thanked his mother.", "The weather is nice.", "She met her aunt.", 
 
 
 def test_two_sided_output_columns_and_rejections(tmp_path, cfg_factory):
-    cfg = cfg_factory()
-    summary = run_cda(cfg, {"sentences": sentences(tmp_path, TEXTS)})
+    from context_cda import steps as E
+
+    cfg = cfg_factory()  # through the step envelope, as every door runs it: with its manifest
+    summary = E.run(E.make(cfg, "cda", inputs={"sentences": sentences(tmp_path, TEXTS)}), cfg).summary
     out = cfg.run_dir() / "cda"
     df = pd.read_parquet(out / "counterfactuals.parquet")
     assert list(df.columns) == ["id", "source_id", "original", "counterfactual", "swapped_terms", "n_swaps",
@@ -30,7 +32,7 @@ def test_two_sided_output_columns_and_rejections(tmp_path, cfg_factory):
     assert summary["rows_in"] == 4 and summary["rows_out"] == 3 and summary["rows_rejected"] == 1
     assert summary["training_texts"] == 6
     manifest = read_json(out / "manifest.json")
-    assert manifest["counts"] == {"rows_in": 4, "rows_out": 3, "rows_rejected": 1}
+    assert manifest["counts"] == {"items_in": 4, "out": 3, "rejected": 1, "errors": 0, "error_reasons": {}}
     assert manifest["inputs"]["sentences"]["sha256"]
     assert manifest["config"]["cda"]["mode"] == "two-sided"
 

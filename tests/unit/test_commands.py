@@ -16,20 +16,21 @@ def cfg(cfg_factory):
 def test_evaluate_model_with_arm_writes_the_arms_folder_not_the_vanilla_baseline(cfg):
     rd = cfg.run_dir()
     final = str(rd / "finetune/gpt2/cda/seed-99/final")
-    [(label, inputs, dest, kw)] = _jobs(cfg, final, "gpt2", None, "cda", 99, None)
+    [(label, step, inputs, dest, kw, table)] = _jobs(cfg, final, "gpt2", None, "cda", 99, None)
+    assert step == "evaluate" and not table  # a model outside the run's table
     assert dest == rd / "evaluate/gpt2/cda/seed-99"
     assert label == "gpt2/cda/seed-99" and inputs == {}
     assert kw == {"model": final, "name": "gpt2/cda/seed-99", "arm": "cda", "seed": 99}  # the arm's benchmarks apply
-    [(_, _, dest, _)] = _jobs(cfg, final, "gpt2", None, "cda", None, None)  # the seed defaults to train.seeds[0]
+    [(_, _, _, dest, _, _)] = _jobs(cfg, final, "gpt2", None, "cda", None, None)  # the seed defaults to train.seeds[0]
     assert dest == rd / "evaluate/gpt2/cda/seed-13"
 
 
 def test_evaluate_model_alone_is_the_model_as_it_is(cfg):
     rd = cfg.run_dir()
-    [(label, _, dest, kw)] = _jobs(cfg, "tiny:bert", "bert", None, "vanilla", None, None)
+    [(label, _, _, dest, kw, _)] = _jobs(cfg, "tiny:bert", "bert", None, "vanilla", None, None)
     assert dest == rd / "evaluate/bert/vanilla" and label == "bert"
     # the target's own reference under its own name is its vanilla baseline
-    [(_, _, dest, _)] = _jobs(cfg, "tiny:gpt2", "gpt2", None, "vanilla", None, None)
+    [(_, _, _, dest, _, _)] = _jobs(cfg, "tiny:gpt2", "gpt2", None, "vanilla", None, None)
     assert dest == rd / "evaluate/gpt2/vanilla"
 
 
@@ -42,16 +43,18 @@ def test_evaluate_model_refuses_ambiguous_combinations(cfg, tmp_path):
     with pytest.raises(ConfigError, match="--model and --target"):
         _jobs(cfg, final, None, ["gpt2"], "cda", None, None)
     # an explicit --out-dir names where the results go: no baseline is touched
-    [(_, _, dest, _)] = _jobs(cfg, final, "gpt2", None, "vanilla", None, tmp_path / "x")
+    [(_, _, _, dest, _, _)] = _jobs(cfg, final, "gpt2", None, "vanilla", None, tmp_path / "x")
     assert dest == tmp_path / "x"
 
 
 def _results(cfg, errors):
     """StepResults of a run whose steps ended with ``errors[name]`` error items (the others with none)."""
     from context_cda import pipeline
+    from context_cda.steps import Counts
 
     steps = {s.name: s for s in pipeline.plan(cfg)}
-    return [pipeline.StepResult(steps[n], "errors" if e else "ran", 0.1, {"errors": e}) for n, e in errors.items()]
+    return [pipeline.StepResult(steps[n], "errors" if e else "ran", 0.1, {"errors": e}, Counts(items_in=10, errors=e))
+            for n, e in errors.items()]
 
 
 @pytest.fixture()

@@ -97,11 +97,12 @@ def test_wall_time_spreads_each_step_over_its_parallel_tasks(tmp_path):
 
 
 def test_counts_come_from_the_run_folder_when_the_steps_ran(tmp_path):
-    from context_cda.io import StageRecorder
+    from context_cda.io import write_json
     from context_cda.layout import RunLayout
+    from context_cda.steps import Counts
 
     c = cfg(tmp_path)
-    StageRecorder("cda", RunLayout.of(c).step_dir("cda"), {}).finish({"rows_out": 10})
+    write_json(RunLayout.of(c).step_dir("cda") / "manifest.json", {"counts": vars(Counts(items_in=12, out=10))})
     costs = {k.step: k for k in plan_costs(c, TABLE, Assumptions(acceptance=1.0, gendered_share=1.0))}
     assert costs["augment"].work.endswith("(10 items)")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.helpers.envelope import enveloped
 
 from context_cda import layout as L
 from context_cda import schemas as S
@@ -109,11 +110,12 @@ def fakes():
 
 
 def sample_and_score(cfg, src, root, target="fake", generator=None, judge=None, scorer=None, batched=True):
-    """The sample step into ``root/sample``, then ``target``'s entropy step into ``root/entropy``."""
-    s = run_sample(cfg, {"augmented": src}, root / "sample", generator=generator or FakeGenerator(),
-                   judge=judge or FakeJudge(), batched=batched)
-    e = run_entropy(cfg, {"samples": root / "sample"}, root / "entropy", target, scorer=scorer or FakeScorer(),
-                    batched=batched)
+    """The sample step into ``root/sample``, then ``target``'s entropy step into ``root/entropy`` (each through the
+    step envelope, as every door runs them)."""
+    s = enveloped(cfg, "sample", run_sample, {"augmented": src}, root / "sample", generator=generator or FakeGenerator(),
+                  judge=judge or FakeJudge(), batched=batched)
+    e = enveloped(cfg, "entropy", run_entropy, {"samples": root / "sample"}, root / "entropy", {"target": target},
+                  target=target, scorer=scorer or FakeScorer(), batched=batched)
     return s, e
 
 
@@ -259,7 +261,7 @@ def test_run_filter_writes_one_folder_per_k_and_threshold(tmp_path):
     scores_frame().to_parquet(scores)
     cfg = Config()
     cfg.filter.k = [20.0, 30.0, 40.0]
-    summary = run_filter(cfg, {"scores": scores}, tmp_path / "f", "fake")
+    summary = enveloped(cfg, "filter", run_filter, {"scores": scores}, tmp_path / "f", {"target": "fake"}, target="fake")
     for k, n_drop in ((20, 2), (30, 3), (40, 4)):
         d = tmp_path / f"f/k{k}"
         corpus = pd.read_parquet(d / L.FILTERED_FILE)
@@ -268,7 +270,9 @@ def test_run_filter_writes_one_folder_per_k_and_threshold(tmp_path):
         assert len(corpus) == 10 - n_drop and len(rej) == n_drop
         assert rej[S.REASON].str.startswith(f"se-top-{k}%").all()
         assert corpus[S.SE].max() <= rej[S.SE].min()
-        assert (d / "se_hist.png").stat().st_size > 1000 and (d / "manifest.json").is_file()
+        assert (d / "se_hist.png").stat().st_size > 1000
+    manifest = json.loads((tmp_path / "f" / "manifest.json").read_text())  # one for the step, every cut's files
+    assert manifest["counts"]["items_in"] == 10 and {"k20_corpus", "k40_rejected"} <= set(manifest["outputs"])
     assert summary["cuts"]["k30"]["dropped"] == 3 and sum(summary["histogram"]["counts"]) == 10
     cfg.filter.threshold = 0.6
     s2 = run_filter(cfg, {"scores": scores}, tmp_path / "g", "fake")
@@ -441,14 +445,16 @@ def test_a_transient_generator_error_is_an_error_item_retried_by_the_next_run(tm
     pd.DataFrame(rows).to_parquet(src)
     gen = _FlakyGenerator()
     with pytest.raises(ItemErrors) as exc:
-        run_sample(config(tmp_path), {"augmented": src}, tmp_path / "s", generator=gen, judge=FakeJudge())
+        enveloped(config(tmp_path), "sample", run_sample, {"augmented": src}, tmp_path / "s", generator=gen,
+                  judge=FakeJudge())
     assert exc.value.exit_code == 75 and "1 of 4 items" in str(exc.value)
     errors = pd.read_parquet(tmp_path / "s" / L.ERRORS_FILE)
     assert errors[S.ID].tolist() == ["id2"] and errors[S.REASON].iloc[0] == "generator: HTTP 500 (after 6 attempts)"
     assert "id2" not in set(pd.read_parquet(tmp_path / "s" / L.SAMPLES_FILE)[S.ID])  # errors are not results
     cfg = config(tmp_path)
     cfg.run.allow_errors = True
-    assert run_sample(cfg, {"augmented": src}, tmp_path / "s", generator=gen, judge=FakeJudge())["errors"] == 1
+    assert enveloped(cfg, "sample", run_sample, {"augmented": src}, tmp_path / "s", generator=gen,
+                     judge=FakeJudge())["errors"] == 1
     gen.healed, before = True, gen.prompts
     s = run_sample(config(tmp_path), {"augmented": src}, tmp_path / "s", generator=gen, judge=FakeJudge())
     assert s["errors"] == 0 and s["processed_items"] == 1 and gen.prompts == before + 1  # exactly the error item
@@ -464,8 +470,8 @@ def test_merged_parts_give_what_one_part_gives(tmp_path):
     cfg = config(tmp_path)
     cfg.pipeline.generation_shards = 2
     parent = tmp_path / "parts"
-    parts = [run_sample(cfg, {"augmented": src}, L.within(parent, "sample-part", {}, shard=i), shard=i, **fakes())
-             for i in range(2)]
+    parts = [enveloped(cfg, "sample-part", run_sample, {"augmented": src}, L.within(parent, "sample-part", {}, shard=i),
+                       {"shard": i}, shard=i, **fakes()) for i in range(2)]  # the merge reads their manifests
     assert all(p["sampled"] for p in parts)  # both parts hold items
     merged = run_sample_merge(cfg, {"parts": parent, "augmented": src}, tmp_path / "merged")
     assert merged["sampled"] == one["sampled"] == 12 and merged["processed_items"] == 12

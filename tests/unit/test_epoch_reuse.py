@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.helpers.envelope import enveloped
 
 from context_cda.config import Config
 
@@ -48,7 +49,8 @@ def trained(tmp_path_factory, shared_data):
         mp.setenv("CCDA_DATA_DIR", str(shared_data))
         mp.setenv("CCDA_DATA_CACHE", str(tmp / "data-cache"))
         mp.setenv("HF_HUB_OFFLINE", "1")
-        run_finetune(_cfg(tmp), {"corpus": corpus}, out, "tg", "cda", token_budget=120)
+        enveloped(_cfg(tmp), "finetune", run_finetune, {"corpus": corpus}, out,  # its manifest names the last epoch
+                  {"target": "tg", "arm": "cda", "seed": 13}, target="tg", arm="cda", token_budget=120)
         yield tmp, out
 
 

@@ -5,13 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from context_cda import pipeline
+from context_cda import pipeline, stages, steps
 from context_cda.errors import ConfigError
-from context_cda.io import StageRecorder, write_text
+from context_cda.io import write_text
+from context_cda.steps import Counts, recorder
 
 OUTPUT = {"ingest": "sentences.parquet", "cda": "counterfactuals.parquet", "validate-cda": "valid.parquet",
           "augment-part": "augmented.parquet", "augment": "augmented.parquet", "validate-augment": "valid.parquet",
-          "sample-part": "samples.parquet", "sample": "samples.parquet", "entropy": "scores.parquet",
+          "sample-part": "samples.parquet", "sample": "samples.parquet", "entropy": "scores.parquet", "budget": "budget.json",
           "validate-entropy": "valid.parquet", "finetune": "final/model.safetensors",
           "evaluate-vanilla": "aggregate.json", "evaluate": "aggregate.json", "register": "decision.json",
           "report": "report.md"}
@@ -36,12 +37,12 @@ def calls(monkeypatch):
                 outs = {"out": write_text(out_dir / OUTPUT[stage], content)}
             if stage == "finetune":
                 write_text(out_dir / "metrics.csv", "epoch,arm,target,stereoset_ss\n0,a,t,60.0\n1,a,t,55.0\n")
-            StageRecorder(stage, out_dir, {}, {}).finish({}, outputs=outs, summary={"rows_out": 1})
+            recorder(out_dir).finish(Counts(items_in=1, out=1), outputs=outs, summary={"rows_out": 1})
             return {"rows_out": 1}
 
         return run
 
-    monkeypatch.setattr(pipeline, "get_stage", fake)
+    monkeypatch.setattr(stages, "get_stage", fake)
     monkeypatch.setattr(pipeline, "_finish_tracking", lambda config, status: log.append(f"tracking:{status}"))
     monkeypatch.setattr(pipeline, "preflight_problems", lambda config, steps: [])  # the fakes read no datasets
     return log
@@ -67,8 +68,12 @@ def test_plan_order_and_fan_out(cfg):
     ft = next(s for s in steps if s.name == "finetune[a/context-cda/seed-13]")
     rd = cfg.run_dir()
     # every arm of a target gets the same inputs (the validated tables and the target's filtered corpora)
-    assert ft.inputs == {"cda": rd / "validate/cda/valid.parquet", "augmented": rd / "validate/augment/valid.parquet",
-                         "filtered": rd / "filter/a"}
+    # each arm reads its own corpus (context-cda: the target's filtered corpora) and its token budget
+    assert ft.inputs == {"filtered": rd / "filter/a", "budget": rd / "budget/a/context-cda/budget.json"}
+    assert next(s for s in steps if s.name == "finetune[a/cda/seed-13]").inputs == {
+        "cda": rd / "validate/cda/valid.parquet", "budget": rd / "budget/a/cda/budget.json"}
+    assert next(s for s in steps if s.name == "budget[a/cda]").inputs == {  # the budget group's corpora
+        "cda": rd / "validate/cda/valid.parquet", "filtered": rd / "filter/a"}
     assert ft.out_dir == rd / "finetune/a/context-cda/seed-13"
     assert next(s for s in steps if s.name == "filter[a]").inputs == {"scores": rd / "validate/entropy/a/valid.parquet"}
     assert next(s for s in steps if s.name == "sample-part[part-0]").inputs == {
@@ -99,13 +104,15 @@ def test_changing_a_param_reruns_only_downstream(cfg, calls, cfg_factory):
     res = {r.step.name: r.status for r in pipeline.run_pipeline(cfg2)}
     assert res["ingest"] == res["augment"] == res["sample"] == res["entropy[a]"] == "skipped"
     assert res["filter[a]"] == res["filter[b]"] == "ran"
-    # the filter folders changed, and every arm reads them (the shared token budget counts each arm's corpus)
-    assert res["finetune[a/context-cda/seed-13]"] == res["finetune[a/cda/seed-13]"] == "ran"
+    # the filter folders changed: the arm that trains on them reruns, and so do the budget steps that count them;
+    # the cda arm's budget came out the same, and its corpus is not in those folders: not retrained
+    assert res["finetune[a/context-cda/seed-13]"] == res["budget[a/cda]"] == "ran"
+    assert res["finetune[a/cda/seed-13]"] == "skipped"
 
 
 def test_killed_step_is_rerun(cfg, calls):
     pipeline.run_pipeline(cfg)
-    (cfg.run_dir() / "augment" / pipeline.MARKER).unlink()  # as if killed before the marker was written
+    (cfg.run_dir() / "augment" / steps.MARKER).unlink()  # as if killed before the marker was written
     res = {r.step.name: r.status for r in pipeline.run_pipeline(cfg)}
     assert res["augment"] == "ran" and res["cda"] == "skipped"
 
@@ -134,7 +141,7 @@ def test_vanilla_metrics_are_reused_across_arms(cfg, calls, monkeypatch):
 
 
 def test_failure_stops_the_run_and_is_reported(cfg, calls, monkeypatch):
-    orig = pipeline.get_stage
+    orig = stages.get_stage
 
     def failing(stage):
         if stage == "augment-part":
@@ -143,7 +150,7 @@ def test_failure_stops_the_run_and_is_reported(cfg, calls, monkeypatch):
             return boom
         return orig(stage)
 
-    monkeypatch.setattr(pipeline, "get_stage", failing)
+    monkeypatch.setattr(stages, "get_stage", failing)
     events = []
     with pytest.raises(RuntimeError, match="generator crashed"):
         pipeline.run_pipeline(cfg, on_event=lambda kind, step, res: events.append((kind, step.name)))

@@ -50,11 +50,11 @@ def _demo(tmp_path: Path, **sections):
 
 
 def test_ccda_run_with_a_partial_mirror_stops_before_the_first_step(tmp_path, partial_mirror, monkeypatch, capsys):
-    from context_cda import pipeline
+    from context_cda import steps
     from context_cda.cli import main
 
     ran = []
-    monkeypatch.setattr(pipeline, "run_step", lambda step, *a, **k: ran.append(step.name))
+    monkeypatch.setattr(steps, "run", lambda step, *a, **k: ran.append(step.name))
     monkeypatch.chdir(ROOT)
     code = main(["run", "--profile", "demo", "--run-dir", str(tmp_path / "run"), "--params", str(ROOT / "params.yaml")])
     err = capsys.readouterr().err

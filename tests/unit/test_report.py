@@ -34,7 +34,9 @@ def test_report_table1_and_curves(tmp_path):
         _write(run, target, "context-cda", [(0, VANILLA), (1, {**VANILLA, "stereoset_ss": 53.25}),
                                             (2, {**VANILLA, "stereoset_ss": 51.0, "crows_cs": 50.5})])
     cfg = Config.model_validate({"run": {"run_dir": str(run)}, "tracking": {"enabled": False}})
-    s = run_report(cfg, step_inputs(cfg, "report"), run / "report")
+    from context_cda import steps as E
+
+    s = E.run(E.make(cfg, "report"), cfg).summary  # through the step envelope: with its manifest
     out = run / "report"
     t1 = pd.read_csv(out / "table1.csv")
     assert list(t1["model"]) == ["vanilla", "cda", "context-cda"] * 2

@@ -14,6 +14,7 @@ pytest.importorskip("matplotlib")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from cda_table import openai_config, write_cda_table  # noqa: E402
+from envelope import enveloped  # noqa: E402
 from predictions import write_entropy_scores  # noqa: E402
 from test_augment_stage import ScriptedGenerator  # noqa: E402
 
@@ -27,8 +28,8 @@ def _run(tmp_path):
     run = tmp_path / "run"
     RunLayout(run).check()
     src = write_cda_table(tmp_path / "cda.parquet", 8, {1: "[REFUSE]", 2: "[SAME]", 3: "[FLAKY]"})
-    run_augment(openai_config("http://127.0.0.1:9/v1", run), {"counterfactuals": src}, run / "augment",
-                generator=ScriptedGenerator())
+    enveloped(openai_config("http://127.0.0.1:9/v1", run), "augment", run_augment, {"counterfactuals": src},
+              run / "augment", generator=ScriptedGenerator())  # with its manifest, as every door writes it
     write_entropy_scores(run / "entropy" / "tiny")
     (run / "filter" / "tiny" / "k30").mkdir(parents=True)
     return run

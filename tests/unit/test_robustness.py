@@ -16,17 +16,19 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.helpers.envelope import enveloped
 from tests.helpers.lock_holder import other_process_holds
 from tests.unit.test_entropy_stage import FakeGenerator, FakeJudge, FakeScorer, config, make_input
 from tests.unit.test_pipeline_runner import calls, cfg  # noqa: F401  (fixtures)
 
 from context_cda import layout as L
-from context_cda import pipeline
+from context_cda import pipeline, stages, steps
 from context_cda import schemas as S
 from context_cda.entropy import run_entropy, run_sample
 from context_cda.errors import ItemErrors, LockHeld
 from context_cda.generation.base import GenerationResult
-from context_cda.io import StageRecorder, file_lock, write_text
+from context_cda.io import file_lock, write_text
+from context_cda.steps import Counts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,9 +93,11 @@ def test_a_second_run_on_the_same_folder_is_refused(tmp_path, step):
     out = samples if step == "sample" else tmp_path / "run" / "entropy" / "fake"
 
     def go(delay=0.0):
-        if step == "sample":
-            return run_sample(conf, {"augmented": src}, out, generator=SlowGenerator(delay), judge=FakeJudge())
-        return run_entropy(conf, {"samples": samples}, out, "fake", scorer=FakeScorer(delay=delay))
+        if step == "sample":  # each through the step envelope, which holds the folder's lock
+            return enveloped(conf, "sample", run_sample, {"augmented": src}, out, generator=SlowGenerator(delay),
+                             judge=FakeJudge())
+        return enveloped(conf, "entropy", run_entropy, {"samples": samples}, out, {"target": "fake"}, target="fake",
+                         scorer=FakeScorer(delay=delay))
 
     first: dict = {}
     t = threading.Thread(target=lambda: first.update(summary=go(0.3)))
@@ -156,7 +160,7 @@ def test_the_runner_refuses_a_step_another_process_holds(cfg, calls):  # noqa: F
     with other_process_holds(part, "augment"), pytest.raises(LockHeld):
         pipeline.run_pipeline(cfg)
     assert [c.split(":")[0] for c in calls if not c.startswith("tracking")] == ["ingest", "cda", "validate-cda"]
-    assert not (part / pipeline.MARKER).exists()
+    assert not (part / steps.MARKER).exists()
     res = {r.step.name: r.status for r in pipeline.run_pipeline(cfg)}  # free again: it resumes there
     assert res["cda"] == "skipped" and res["augment-part[part-0]"] == res["augment"] == "ran"
 
@@ -208,7 +212,7 @@ def test_sample_generator_failures_are_errors_and_only_they_are_retried(tmp_path
     conf = config(tmp_path, shard_size=4)
     with pytest.raises(ItemErrors, match=r"sample: 3 of 10 items failed for a transient reason "
                                          r"\(HTTP 429 x3\).*errors\.parquet") as e:
-        run_sample(conf, {"augmented": src}, out, generator=FailingGenerator(), judge=FakeJudge())
+        enveloped(conf, "sample", run_sample, {"augmented": src}, out, generator=FailingGenerator(), judge=FakeJudge())
     assert e.value.count == 3 and e.value.exit_code == 75
     errors = pd.read_parquet(out / L.ERRORS_FILE)
     assert errors[S.ID].tolist() == failing and (errors[S.REASON] == "generator: HTTP 429 (after 6 attempts)").all()
@@ -236,7 +240,8 @@ def test_sample_allow_errors_goes_on_loudly_and_a_failed_draw_is_drawn_again(tmp
     conf = config(tmp_path)
     conf.run.allow_errors = True
     with caplog.at_level("WARNING", logger="context_cda"):
-        s = run_sample(conf, {"augmented": src}, out, generator=FailingGenerator(), judge=FakeJudge())
+        s = enveloped(conf, "sample", run_sample, {"augmented": src}, out, generator=FailingGenerator(),
+                      judge=FakeJudge())
     assert s["errors"] == 1 and s["error_reasons"] == {"HTTP 429": 1} and "WARNING sample: 1 of 10" in caplog.text
     e = run_entropy(conf, {"samples": out}, tmp_path / "e", "fake", scorer=FakeScorer())
     assert e["scored"] == 8 and e["errors"] == 0  # the target scores what was sampled; the error waits upstream
@@ -280,7 +285,8 @@ def test_augment_errors_exit_75_and_the_rerun_sends_exactly_them(tmp_path):
     src = write_cda_table(tmp_path / "cda.parquet", 10, {2: "[DOWN]", 5: "[DOWN]", 6: "[REFUSE]"})
     conf = openai_config("http://127.0.0.1:9/v1", tmp_path)
     with pytest.raises(ItemErrors, match=r"augment: 2 of 10 items failed .*\(HTTP 503 x2\)"):
-        run_augment(conf, {"counterfactuals": src}, tmp_path / "a", generator=ServerGenerator(down=True))
+        enveloped(conf, "augment", run_augment, {"counterfactuals": src}, tmp_path / "a",
+                  generator=ServerGenerator(down=True))
     assert pd.read_parquet(tmp_path / "a" / L.ERRORS_FILE)["cda_id"].tolist() == ["cda0002", "cda0005"]
     healthy = ServerGenerator(down=False)
     s = run_augment(conf, {"counterfactuals": src}, tmp_path / "a", generator=healthy)
@@ -298,7 +304,7 @@ def test_augment_errors_exit_75_and_the_rerun_sends_exactly_them(tmp_path):
 
 def _fake_with_errors(monkeypatch, calls, errors_by_call: list[int], items: int = 10):  # noqa: F811
     """Make the fake augment stage report ``errors_by_call[k]`` error items on its k-th call."""
-    orig = pipeline.get_stage
+    orig = stages.get_stage
     seen = {"n": 0}
 
     def get(stage):
@@ -311,15 +317,13 @@ def _fake_with_errors(monkeypatch, calls, errors_by_call: list[int], items: int 
             seen["n"] += 1
             fn(config, inputs, out_dir, **options)
             summary = {"items": items, "accepted": items - n, "errors": n}
-            StageRecorder("augment", out_dir, {}, {}).finish({}, outputs={"out": Path(out_dir) / "augmented.parquet"},
-                                                             summary=summary)
-            if n and not config.run.allow_errors:
-                raise ItemErrors(f"augment: {n} of {items} items failed", n, "augment")
+            rec = steps._ACTIVE.get()  # the envelope's recorder (the stand-in stage above reported to it)
+            rec.finish(Counts(items_in=items, out=items - n, errors=n), rec.outputs, summary)
             return summary
 
         return augment
 
-    monkeypatch.setattr(pipeline, "get_stage", get)
+    monkeypatch.setattr(stages, "get_stage", get)
 
 
 def test_a_step_with_errors_stops_the_run(cfg, calls, monkeypatch):  # noqa: F811
@@ -327,7 +331,7 @@ def test_a_step_with_errors_stops_the_run(cfg, calls, monkeypatch):  # noqa: F81
     with pytest.raises(ItemErrors, match="augment: 3 of 10"):
         pipeline.run_pipeline(cfg)
     assert not any(c.startswith(("sample", "entropy", "finetune")) for c in calls)
-    assert not (cfg.run_dir() / "augment" / pipeline.MARKER).exists()
+    assert not (cfg.run_dir() / "augment" / steps.MARKER).exists()
 
 
 def test_allowed_errors_go_on_but_the_step_is_never_fresh_until_clean(cfg, calls, monkeypatch):  # noqa: F811
@@ -336,7 +340,7 @@ def test_allowed_errors_go_on_but_the_step_is_never_fresh_until_clean(cfg, calls
     first = {r.step.name: r for r in pipeline.run_pipeline(cfg, allow_errors=True)}
     assert first["augment"].status == "errors" and first["augment"].errors == 2
     assert first["report"].status == "ran"
-    assert not (cfg.run_dir() / "augment" / pipeline.MARKER).exists()
+    assert not (cfg.run_dir() / "augment" / steps.MARKER).exists()
     assert not pipeline.is_fresh(first["augment"].step, cfg)
     second = {r.step.name: r.status for r in pipeline.run_pipeline(cfg)}
     assert second["augment"] == "ran" and second["ingest"] == "skipped"  # retried (the stage retries its errors)
@@ -403,7 +407,7 @@ def test_sigterm_in_a_step_stops_the_run_and_the_rerun_resumes_from_it(cfg, call
     run skips the steps that finished and starts from the interrupted one."""
     from context_cda.signals import EXIT_CODE, Terminated, sigterm_raises
 
-    fake = pipeline.get_stage
+    fake = stages.get_stage
     seen: list[str] = []
 
     def get_stage(step):
@@ -420,12 +424,12 @@ def test_sigterm_in_a_step_stops_the_run_and_the_rerun_resumes_from_it(cfg, call
 
         return interrupted
 
-    monkeypatch.setattr(pipeline, "get_stage", get_stage)
+    monkeypatch.setattr(stages, "get_stage", get_stage)
     with sigterm_raises(), pytest.raises(Terminated) as info:
         pipeline.run_pipeline(cfg)
     assert info.value.exit_code == EXIT_CODE == 143 and calls[-1] == "tracking:KILLED"
     first = Path(seen[0])
-    assert not list(cfg.run_dir().rglob(L.LOCK_FILE)) and not (first / pipeline.MARKER).exists()
+    assert not list(cfg.run_dir().rglob(L.LOCK_FILE)) and not (first / steps.MARKER).exists()
     ran_before = [c for c in calls if not c.startswith("tracking")]
     results = pipeline.run_pipeline(cfg, until="finetune")
     status = {r.step.name: r.status for r in results}

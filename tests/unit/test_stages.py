@@ -103,12 +103,13 @@ def test_the_sample_and_entropy_steps_read_every_entropy_setting_between_them(cf
     assert _step(pipeline.plan(base), "entropy[a]").key(base) != _step(pipeline.plan(other), "entropy[a]").key(other)
 
 
-def test_dvc_params_of_a_per_seed_step_leave_out_the_seed_list(cfg_factory):
+def test_dvc_params_of_a_per_seed_per_arm_step_leave_out_the_seed_and_arm_lists(cfg_factory):
     cfg = cfg_factory()
     params = T.param_keys(cfg, T.get("finetune"))
-    assert "train.seeds" not in params and "train" not in params
-    assert {"train.arms", "train.k", "train.epochs", "train.lora"} <= set(params)
+    assert not {"train.seeds", "train.arms", "train", "evaluate.arm_benchmarks"} & set(params)
+    assert {"train.k", "train.epochs", "train.lora", "evaluate.max_items"} <= set(params)
     assert "train.seeds" in T.param_keys(cfg, T.get("register"))  # it reads every seed's evidence
+    assert "train.arms" in T.param_keys(cfg, T.get("budget"))  # its budget group's arms
 
 
 def test_a_steps_view_holds_only_its_own_seed_and_target(cfg_factory):
@@ -121,3 +122,26 @@ def test_a_steps_view_holds_only_its_own_seed_and_target(cfg_factory):
     assert view.to_dict() == T.step_view(one, T.get("finetune"), keys).to_dict()
     assert two.train.seeds == [13, 99]  # the run's config is untouched
     assert T.step_view(two, T.get("register"), {"target": "a"}).train.seeds == [13, 99]
+
+
+def test_a_finetune_key_holds_its_own_arm_corpus_settings_and_per_epoch_scoring_only(cfg_factory):
+    """Adding an arm, a benchmark that is not scored per epoch, another arm's benchmark list, or changing a setting
+    only another arm's corpus reads leaves a fine-tuning's key as it was; its own training settings do not."""
+    base = cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, train={"arms": ["cda", "context-cda"]})
+    keys = {"target": "a", "arm": "context-cda", "seed": 13}
+    row = T.get("finetune")
+
+    def key(**sections):
+        cfg = cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, **sections)
+        return T.key_sections(cfg, row, keys)
+
+    same = key(train={"arms": ["cda", "context-cda", "inlp", "dropout"]})
+    assert same == T.key_sections(base, row, keys)
+    assert key(train={"arms": ["cda", "context-cda"]}, evaluate={"benchmarks": ["stereoset", "crows", "winogender"],
+                                                                 "arm_benchmarks": {"inlp": ["stereoset"]}}) == same
+    assert key(train={"arms": ["cda", "context-cda"]}, cda={"mode": "one-sided"}) == same  # the cda arm's corpus
+    assert key(train={"arms": ["cda", "context-cda"], "epochs": 3}) != same
+    assert key(train={"arms": ["cda", "context-cda"]}, evaluate={"max_items": 5}) != same  # per-epoch scoring
+    cda = {**keys, "arm": "cda"}
+    assert T.key_sections(cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, cda={"mode": "one-sided"}), row,
+                          cda) != T.key_sections(base, row, cda)

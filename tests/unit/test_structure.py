@@ -128,3 +128,54 @@ def test_architecture_doc_shows_the_stage_table():
     begin, end = "<!-- stage-table:begin -->\n", "<!-- stage-table:end -->"
     assert text[text.index(begin) + len(begin): text.index(end)] == markdown(), (
         "docs/architecture.md is stale: run `make docs`")
+
+
+#: what only the step envelope (context_cda.steps) does: lock a step folder, write or name the up-to-date marker,
+#: apply the item-error policy, hold the SIGTERM guard around a stage
+ENVELOPE_CALLS = {"file_lock": "takes a step folder's lock", "check_item_errors": "applies the item-error policy",
+                  "sigterm_raises": "holds the SIGTERM guard"}
+ENVELOPE_NAMES = {"MARKER": "names the up-to-date marker", "LOCK_FILE": "names the step lock file"}
+#: modules that may: the envelope, where the lock and the policy are defined, the run layout (the lock file's name),
+#: and the CLI's process-wide SIGTERM guard (a stop outside any step: planning, pre-flight)
+ENVELOPE_HOMES = {"steps.py", "io.py", "errors.py", "signals.py", "layout.py", "cli.py"}
+
+
+def envelope_breaches(path: Path, text: str) -> list[str]:
+    """Where ``text`` (module ``path``) does what only the step envelope may do."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        name = None
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name in ENVELOPE_CALLS:
+                out.append(f"{path}:{node.lineno} {ENVELOPE_CALLS[name]} ({name})")
+        elif isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name in ENVELOPE_NAMES:
+                out.append(f"{path}:{node.lineno} {ENVELOPE_NAMES[name]} ({name})")
+        elif isinstance(node, ast.Constant) and node.value in (".ccda-step.json", ".ccda-lock"):
+            out.append(f"{path}:{node.lineno} spells {node.value}")
+    return out
+
+
+def test_only_the_step_envelope_locks_marks_and_guards_a_step():
+    """One envelope for every door (issue: the lock was taken in six places): the runner, the stage commands, DVC
+    and the Kubeflow components run each step through context_cda.steps.run, and nothing else locks a step folder,
+    writes the marker, applies the item-error policy or holds the SIGTERM guard."""
+    found = []
+    for folder in ("src", "components", "pipelines"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "egg-info" in str(path) or (path.parent == SRC and path.name in ENVELOPE_HOMES):
+                continue
+            found += envelope_breaches(path.relative_to(ROOT), path.read_text())
+    assert not found, "leave these to context_cda.steps:\n" + "\n".join(found)
+
+
+def test_the_envelope_check_sees_a_breach():
+    """The checker itself: a stage body that locks its folder and writes the marker is reported."""
+    body = ("from ..io import file_lock\nfrom .. import layout as L\n"
+            "def run_x(config, inputs, out):\n    with file_lock(out / L.LOCK_FILE, 'x'):\n"
+            "        write_json(out / '.ccda-step.json', {})\n")
+    found = envelope_breaches(Path("src/context_cda/x.py"), body)
+    assert len(found) == 3 and any("lock" in f for f in found) and any(".ccda-step.json" in f for f in found)

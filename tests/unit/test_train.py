@@ -265,7 +265,10 @@ def test_kill_and_resume_gives_the_same_weights(tmp_path, kill):
     assert (out / "checkpoints" / "epoch-2" / "state.json").is_file()
     assert not (out / "checkpoints" / "epoch-3").exists() and not (out / "final").exists()
 
-    res = run_finetune(cfg, {"corpus": corpus}, out, "tg", "context-cda", **common)
+    from tests.helpers.envelope import enveloped
+
+    res = enveloped(cfg, "finetune", run_finetune, {"corpus": corpus}, out,  # as every door: with its manifest
+                    {"target": "tg", "arm": "context-cda", "seed": 13}, target="tg", arm="context-cda", **common)
     assert res["resumed_from_epoch"] == 2 and res["steps"] == ref["steps"]
     a = load_file(tmp_path / "a" / "final" / "model.safetensors")
     b = load_file(out / "final" / "model.safetensors")

@@ -25,8 +25,10 @@ def test_cda_suite_quarantines_with_reasons(tmp_path, cfg_factory):
         row("a", "He came home.", "She came home."),  # duplicate id
         row("e", "He left the house.", "She left the house and then went on and on and on and on and on."),
     ]
-    cfg = cfg_factory()
-    summary = run_validate(cfg, {"cda": table(tmp_path, rows)})
+    from context_cda import steps as E
+
+    cfg = cfg_factory()  # through the step envelope, as every door runs it: with its manifest
+    summary = E.run(E.make(cfg, "validate-cda", inputs={"cda": table(tmp_path, rows)}), cfg).summary
     out = cfg.run_dir() / "validate" / "cda"
     valid = pd.read_parquet(out / "valid.parquet")
     quarantine = pd.read_parquet(out / "quarantine.parquet")

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import items as I
 from .. import layout as L
 from .. import schemas as S
-from ..io import REJECTED, StageRecorder
+from ..io import REJECTED
 from ..shards import merge, write_merged
+from ..steps import Counts, recorder
 
 
 def _drop_eval_overlap(config: Any, merged: dict[str, Any], order: Mapping[str, int]) -> dict[str, int]:
@@ -41,8 +41,7 @@ def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Pa
     parts = config.pipeline.generation_shards
     m = merge(inputs["parts"], "augment-part", parts, S.CDA_ID, list(expected[S.ID].astype(str)),
               (L.AUGMENTED_FILE, REJECTED, L.ERRORS_FILE), f"augment merge of {parts} part(s)")
-    rec = StageRecorder("augment-merge", out, {"parts": len(m.parts)},
-                        {"counterfactuals": inputs["counterfactuals"], **{f"part-{i}": p for i, p in enumerate(m.parts)}})
+    rec = recorder(out)
     order = {cid: i for i, cid in enumerate(expected[S.ID].astype(str))}
     with rec.timed("decontaminate"):
         overlaps = _drop_eval_overlap(config, m.tables, order)
@@ -54,10 +53,9 @@ def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Pa
     if n:
         summary["reject_reasons"] = {**summary.get("reject_reasons", {}),
                                      "eval-overlap": summary.get("reject_reasons", {}).get("eval-overlap", 0) + n}
-    rec.finish({"in": summary.get("rows_in", 0), "out": summary.get("accepted", 0),
-                "rejected": summary.get("rejected", 0), "errors": summary.get("errors", 0)},
+    rec.finish(Counts(items_in=summary.get("rows_in", 0), out=summary.get("accepted", 0),
+                      rejected=summary.get("rejected", 0), errors=summary.get("errors", 0),
+                      error_reasons=dict(summary.get("error_reasons") or {})),
                outputs={"augmented": written[L.AUGMENTED_FILE], "rejected": written[REJECTED],
                         "errors": written[L.ERRORS_FILE]}, summary=summary)
-    I.enforce("augment", summary.get("errors", 0), summary.get("items", 0), summary.get("error_reasons", {}),
-              out / L.ERRORS_FILE, config.run.allow_errors)
     return summary

@@ -38,7 +38,8 @@ from .. import layout as L
 from .. import schemas as S
 from ..errors import InputError
 from ..generation.base import Generator, SamplingParams
-from ..io import StageRecorder, json_hash, read_table, require_columns, require_rows, stable_id, write_table
+from ..io import json_hash, read_table, require_columns, require_rows, stable_id, write_table
+from ..steps import Counts, Recorder, recorder
 from .checks import ReviewSettings, review_many
 from .checks.meaning import judge_model_ref, make_meaning_judge
 from .postprocess import default_lexicon, parse_swaps, swap_terms
@@ -233,7 +234,7 @@ def load(config: Any, inputs: Mapping[str, Path | str], part: int | None = None,
     return Loaded(src, int(len(df) + len(skipped)), items, skipped)
 
 
-def plan(config: Any, out_dir: Path, rec: StageRecorder, generator: Generator | None = None,
+def plan(config: Any, out_dir: Path, rec: Recorder, generator: Generator | None = None,
          judge: Any = None, what: str = "augment", progress: bool = False, task: str = REPHRASE) -> Plan:
     """Sampling, attempts, review settings and lazily built generator and meaning judge."""
     a, t = config.augment, Task.of(config, task)
@@ -326,7 +327,7 @@ def attempt_counts(merged: Any) -> dict[str, dict[str, int]]:
     return {k: dict(v.most_common()) for k, v in per.items()}
 
 
-def record(rec: StageRecorder, p: Plan, loaded: Loaded, assembled: tuple[I.Outcome, Any], done: I.Pass
+def record(rec: Recorder, p: Plan, loaded: Loaded, assembled: tuple[I.Outcome, Any], done: I.Pass
            ) -> dict[str, Any]:
     """The stage summary (also written to the manifest)."""
     outcome, every = assembled
@@ -362,8 +363,8 @@ def record(rec: StageRecorder, p: Plan, loaded: Loaded, assembled: tuple[I.Outco
         overlaps = p.stats.get("eval_overlap_by_benchmark", {})
         summary.update(eval_overlap=sum(overlaps.values()), eval_overlap_by_benchmark=overlaps)
     rec.finish(
-        counts={"in": summary["rows_in"], "out": summary["accepted"], "rejected": summary["rejected"],
-                "errors": summary["errors"]},
+        Counts(items_in=summary["rows_in"], out=summary["accepted"], rejected=summary["rejected"],
+               errors=summary["errors"], error_reasons=summary["error_reasons"]),
         outputs=dict(outcome.paths),
         summary=summary,
     )
@@ -391,23 +392,13 @@ def run_augment(
     """
     out_dir = Path(out_dir)
     loaded = load(config, inputs, shard, task)  # a bad input fails here, before anything is written
-    sections = {"augment": config.augment.model_dump(mode="json"), "lexicon": config.lexicon.model_dump(mode="json"),
-                "part": shard, "parts": config.pipeline.generation_shards, "attribute": config.run.attribute}
-    if task == NEUTRAL:
-        sections.update(neutral=config.neutral.model_dump(mode="json"), task=task)
-    rec = StageRecorder(task if task == NEUTRAL else "augment", out_dir, sections,
-                        inputs={"counterfactuals": _input_path(inputs)},
-                        versions=("transformers", "torch", "httpx", "vllm", "py3langid"))
+    rec = recorder(out_dir, versions=("transformers", "torch", "httpx", "vllm", "py3langid"))
     what = task if task == NEUTRAL else ("augment" if shard is None else f"augment[part-{shard}]")
     p = plan(config, out_dir, rec, generator, judge, what, progress, task)
-    with I.working(out_dir, what):
-        done = run(p, loaded.items)
-        with rec.timed("merge"):
-            assembled = assemble(p, loaded, out_dir)
-        summary = record(rec, p, loaded, assembled, done)
-    assembled[0].what = task if task == NEUTRAL else "augment"
-    assembled[0].enforce(config.run.allow_errors)
-    return summary
+    done = run(p, loaded.items)
+    with rec.timed("merge"):
+        assembled = assemble(p, loaded, out_dir)
+    return record(rec, p, loaded, assembled, done)
 
 
 def run_neutral(config: Any, inputs: Mapping[str, Path | str] | None = None, out_dir: Path | str | None = None,

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from .. import arms as A
 from .. import layout as L
 from ..errors import ConfigError, InputError
-from ..io import StageRecorder, file_lock, write_table, write_text
+from ..io import write_table, write_text
+from ..steps import Counts, recorder
 from .selection import Lines, bias_bench_pairs, cda_pairs, corpus_lines, inlp_sentences
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,8 +52,7 @@ def run_debias(config: Config, inputs: Mapping[str, Path | str] | None, out_dir:
     data = _select(config, inputs, arm, who)  # the corpus is checked before any model is read
     _inputs_exist(inputs, arm, who)
     family = _family(config, ref, arm, who, data)
-    with file_lock(out / L.LOCK_FILE, f"debias[{who}/{arm}]"):
-        return _learn(config, inputs, out, who, arm, ref, family, data, progress)
+    return _learn(config, inputs, out, who, arm, ref, family, data, progress)
 
 
 #: the flag of ``ccda debias`` that names each input, and the step that writes it in a run folder
@@ -146,10 +146,7 @@ def _learn(config: Config, inputs, out: Path, who: str, arm: str, ref: str, fami
            progress: bool) -> dict[str, Any]:
     from ..models import load_lm
 
-    rec = StageRecorder("debias", out, {"baselines": config.baselines.model_dump(mode="json"),
-                                        "lexicon": config.lexicon.model_dump(mode="json"), "model": ref,
-                                        "target": who, "arm": arm}, dict(inputs),
-                        versions=("torch", "transformers", "scikit-learn", "scipy"))
+    rec = recorder(out, versions=("torch", "transformers", "scikit-learn", "scipy"))
     with rec.timed("load_model"):
         model, tok, _fam = load_lm(ref, cache=config.run.model_cache, device=config.run.device)
     with rec.timed("learn"):
@@ -166,7 +163,7 @@ def _learn(config: Config, inputs, out: Path, who: str, arm: str, ref: str, fami
     summary = {"target": who, "arm": arm, "model": ref, "family": family, "mode": config.baselines.mode,
                "dim": int(tensor.shape[-1]), "lines": len(lines.texts), "gendered_lines": lines.n_gendered,
                "neutral_pool": lines.n_neutral_pool, **info}
-    rec.finish({"lines": len(lines.texts), "rows": len(rows)}, outputs=outputs, summary=summary)
+    rec.finish(Counts(items_in=len(lines.texts), out=len(rows)), outputs=outputs, summary=summary)
     return summary
 
 

@@ -10,7 +10,6 @@ from typing import Any
 from .. import schemas as S
 from ..config import Config
 from ..io import (
-    StageRecorder,
     read_table,
     require_columns,
     require_rows,
@@ -168,14 +167,11 @@ def run_cda(config: Config, inputs: Mapping[str, Path] | None = None, out_dir: P
     import pandas as pd
 
     from ..stages import resolve_io
+    from ..steps import Counts, recorder
 
     inputs, out = resolve_io(config, "cda", inputs, out_dir)
     src = inputs["sentences"]
-    rec = StageRecorder(
-        "cda", out, {"cda": config.cda.model_dump(), "lexicon": config.lexicon.model_dump(), "seed": config.run.seed,
-                     "attribute": config.run.attribute},
-        {"sentences": src},
-    )
+    rec = recorder(out)
     df = read_table(src)
     require_columns(df, {S.ID: "id", S.TEXT: "text"}, src)
     require_rows(df, src, "Nothing to swap: ingest kept no sentence (its rejected table says why).")
@@ -205,6 +201,6 @@ def run_cda(config: Config, inputs: Mapping[str, Path] | None = None, out_dir: P
         "eval_overlap": sum(overlaps.values()),
         "eval_overlap_by_benchmark": overlaps,
     }
-    rec.finish({"rows_in": len(df), "rows_out": len(table), "rows_rejected": len(rejected)},
+    rec.finish(Counts(items_in=len(df), out=len(table), rejected=len(rejected)),
                outputs={"counterfactuals": out_file, "rejected": rej_file}, summary=summary)
     return summary

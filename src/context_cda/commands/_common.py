@@ -70,19 +70,35 @@ def given_file(param: typer.CallbackParam, value: Path | None) -> Path | None:
     return value
 
 
-def step_io(
-    cfg: Config, step: str, overrides: dict[str, Any] | None = None, out: Path | None = None, **keys: Any
-) -> tuple[dict[str, Path], Path]:
-    """A step's inputs and folder from the stage table (:mod:`context_cda.stages`), the same ones the runner,
-    DVC and Kubeflow use; ``overrides`` (non-None values) replace inputs by name, ``out`` the folder. The run
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Run the step even when it is up to date (its marker records this config "
+                       "and these inputs: another command, `ccda run`, `dvc repro` or Kubeflow finished it).")
+]
+
+
+def run_step(cfg: Config, step: str, overrides: dict[str, Any] | None = None, out: Path | None = None,
+             force: bool = False, inputs: dict[str, Path] | None = None, extra: dict[str, Any] | None = None,
+             **keys: Any) -> tuple[dict[str, Any], Path]:
+    """Run one step of the stage table through the step envelope (:func:`context_cda.steps.run`: the lock, the
+    SIGTERM guard, the manifest, the item-error policy, the up-to-date marker), the same one the runner, DVC and
+    Kubeflow use. Its inputs and folder come from the table; ``overrides`` (non-None values) replace inputs by
+    name, ``inputs`` replaces them all, ``out`` the folder; ``extra`` goes to the stage function. A step that is
+    up to date (whichever door finished it) is skipped unless ``force``. Returns (summary, folder). The run
     folder's layout version is checked (and recorded in a new folder)."""
+    from .. import steps as E
     from ..layout import RunLayout
-    from ..stages import step_dir, step_inputs
 
     layout = RunLayout.of(cfg).check()
-    inputs = step_inputs(cfg, step, layout, **keys)
-    inputs.update({k: Path(v) for k, v in (overrides or {}).items() if v is not None})
-    return inputs, Path(out) if out is not None else step_dir(cfg, step, layout, **keys)
+    st = E.make(cfg, step, layout, overrides, out, **keys)
+    if inputs is not None:
+        st.inputs = {k: Path(v) for k, v in inputs.items()}
+    if not force and E.is_fresh(st, cfg):
+        from rich.markup import escape
+
+        console().print(escape(f"{st.name}: up to date, skipped ({st.out_dir}; --force runs it again)"),
+                        highlight=False)
+        return E.summary_of(st.out_dir), st.out_dir
+    return E.run(st, cfg, **(extra or {})).summary, st.out_dir
 
 
 ShardOpt = Annotated[
@@ -93,10 +109,12 @@ MergeOpt = Annotated[bool, typer.Option("--merge", help="Only merge the generati
 
 
 def run_parts(cfg: Config, step: str, shard: int | None, merge: bool, overrides: dict[str, Any],
-              run_part, run_merge, out: Path | None = None, **keys: Any) -> tuple[dict[str, Any] | None, Path]:
+              out: Path | None = None, force: bool = False, extra: dict[str, Any] | None = None,
+              ) -> tuple[dict[str, Any] | None, Path]:
     """``ccda augment`` / ``ccda sample``: every generation part of ``<step>-part`` and then the merge ``step``
-    (the default), one part (``--shard N``), or only the merge (``--merge``). Returns the merge's summary (None
-    after a single part) and the folder it wrote."""
+    (the default), one part (``--shard N``), or only the merge (``--merge``), each through the step envelope
+    (``extra``: the parts' stage options). Returns the merge's summary (None after a single part) and the
+    folder it wrote."""
     from ..errors import ConfigError
 
     parts = cfg.pipeline.generation_shards
@@ -104,12 +122,11 @@ def run_parts(cfg: Config, step: str, shard: int | None, merge: bool, overrides:
         raise ConfigError(f"--shard {shard}: pipeline.generation_shards is {parts}, so parts are 0..{parts - 1} "
                           "(and --shard runs one part, without --merge).")
     for i in ([] if merge else [shard] if shard is not None else range(parts)):
-        inputs, part_dir = step_io(cfg, f"{step}-part", overrides, None, **keys, shard=i)
-        run_part(inputs, part_dir, i)
+        summary, part_dir = run_step(cfg, f"{step}-part", overrides, None, force, extra=extra, shard=i)
+        print_summary(f"{step} part {i}", summary)
         if shard is not None:
             return None, part_dir
-    inputs, out_dir = step_io(cfg, step, overrides, out, **keys)
-    return run_merge(inputs, out_dir), out_dir
+    return run_step(cfg, step, overrides, out, force)
 
 
 def pick(names: list[str] | None, known: list[str], what: str) -> list[str]:

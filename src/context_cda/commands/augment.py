@@ -10,6 +10,7 @@ import typer
 
 from ._common import (
     AllowErrorsOpt,
+    ForceOpt,
     MergeOpt,
     NoProgressOpt,
     ParamsOpt,
@@ -50,6 +51,7 @@ def register(app: typer.Typer) -> None:
         allow_errors: AllowErrorsOpt = None,
         shard: ShardOpt = None,
         merge: MergeOpt = False,
+        force: ForceOpt = False,
     ) -> None:
         """Contextual counterfactuals: a generator LM rephrases each CDA counterfactual (kill and rerun to resume).
 
@@ -58,18 +60,13 @@ def register(app: typer.Typer) -> None:
         """
         if ctx.invoked_subcommand is not None:
             return
-        from ..augment import run_augment, run_augment_merge
-
         flags = {"backend": backend, "model": model, "limit": limit, "batch_size": batch_size}
         sets = list(sets or [])
         if base_url:
             sets.append(f"augment.openai.base_url={base_url}")
         cfg = resolve_config(profile, sets, run_dir, params, augment=flags, run={"allow_errors": allow_errors})
-        summary, out_dir = run_parts(
-            cfg, "augment", shard, merge, {"counterfactuals": input_path},
-            lambda inputs, part_dir, i: print_summary(f"augment part {i}", run_augment(
-                cfg, inputs, part_dir, i, progress=not no_progress)),
-            lambda inputs, merged_dir: run_augment_merge(cfg, inputs, merged_dir), out)
+        summary, out_dir = run_parts(cfg, "augment", shard, merge, {"counterfactuals": input_path}, out, force,
+                                     {"progress": not no_progress})
         if summary is not None:
             print_summary("augment", summary)
         console().print(f"wrote {out_dir} (augmented, rejected and error tables)")

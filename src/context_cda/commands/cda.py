@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ._common import (
+    ForceOpt,
     ParamsOpt,
     ProfileOpt,
     RunDirOpt,
@@ -15,7 +16,7 @@ from ._common import (
     given_file,
     print_summary,
     resolve_config,
-    step_io,
+    run_step,
 )
 
 
@@ -37,10 +38,11 @@ def register(app: typer.Typer) -> None:
         lexicon_path: Annotated[Path | None, typer.Option(help="File/folder for a published lexicon.")] = None,
         input: Annotated[Path | None, typer.Option("--input", callback=given_file, help="sentences.parquet (default: <run_dir>/ingest).")] = None,
         out: Annotated[Path | None, typer.Option(help="Output folder (default: <run_dir>/cda).")] = None,
+        force: ForceOpt = False,
     ) -> None:
         """Swap the attribute's words (case, possessives and roles kept) in every ingested sentence: gender's
         counterpart, or one counterfactual per other group for race and religion (docs/cda.md)."""
-        from ..cda.stage import attribute_lexicon, run_cda
+        from ..cda.stage import attribute_lexicon
         from ._common import console
 
         cfg = resolve_config(
@@ -58,6 +60,5 @@ def register(app: typer.Typer) -> None:
                 c.print(f"  {issue}", highlight=False)
             if len(lex.issues) > 20:
                 c.print(f"  ... and {len(lex.issues) - 20} more")
-        inputs, out_dir = step_io(cfg, "cda", {"sentences": input}, out)
-        summary = run_cda(cfg, inputs, out_dir)
+        summary, _ = run_step(cfg, "cda", {"sentences": input}, out, force)
         print_summary("cda", summary)

@@ -9,6 +9,7 @@ import typer
 
 from ._common import (
     ArmsOpt,
+    ForceOpt,
     ParamsOpt,
     ProfileOpt,
     RunDirOpt,
@@ -19,7 +20,7 @@ from ._common import (
     pick_arms,
     print_summary,
     resolve_config,
-    step_io,
+    run_step,
 )
 
 
@@ -38,10 +39,10 @@ def debias(
     out: Annotated[Path | None, typer.Option("--out", help="Output folder (one target and arm only; default: "
                                              "<run_dir>/debias/<target>/<arm>).")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    force: ForceOpt = False,
 ) -> None:
     """Learn each projection arm of train.arms (inlp, sentence-debias) for each target: the INLP nullspace
     projection from the run's gendered and neutral sentences, the SentenceDebias subspace from its CDA pairs."""
-    from ..baselines import run_debias
     from ..errors import ConfigError
 
     cfg = resolve_config(profile, sets, run_dir, params, baselines={"mode": mode})
@@ -52,8 +53,8 @@ def debias(
     if out is not None and len(jobs) != 1:
         raise ConfigError(f"--out needs exactly one --target and --arm (of {len(jobs)}).")
     for t, a in jobs:
-        inputs, folder = step_io(cfg, "debias", {"sentences": sentences, "cda": cda_table}, out, target=t, arm=a)
-        summary = run_debias(cfg, inputs, folder, t, a, progress=progress)
+        summary, folder = run_step(cfg, "debias", {"sentences": sentences, "cda": cda_table}, out, force,
+                                   extra={"progress": progress}, target=t, arm=a)
         print_summary(f"debias {t}/{a}", summary)
         console().print(f"wrote {folder}", highlight=False)
 

@@ -10,6 +10,7 @@ import typer
 
 from ._common import (
     AllowErrorsOpt,
+    ForceOpt,
     MergeOpt,
     NoProgressOpt,
     ParamsOpt,
@@ -22,7 +23,7 @@ from ._common import (
     print_summary,
     resolve_config,
     run_parts,
-    step_io,
+    run_step,
 )
 
 TargetOpt = Annotated[
@@ -67,19 +68,15 @@ def sample(
     allow_errors: AllowErrorsOpt = None,
     shard: ShardOpt = None,
     merge: MergeOpt = False,
+    force: ForceOpt = False,
 ) -> None:
     """The M rephrasings of each contextual counterfactual and their entailment clusters, drawn once for every
     target (resumable): every generation part (pipeline.generation_shards), then their merge; --shard N runs one
     part, --merge only the merge."""
-    from ..entropy import run_sample, run_sample_merge
-
     flags = {"n_samples": n_samples, "judge": judge, "judge_model": judge_model, "rule": rule, "limit": limit}
     cfg = resolve_config(profile, sets, run_dir, params, entropy=flags, run={"allow_errors": allow_errors})
-    summary, _ = run_parts(
-        cfg, "sample", shard, merge, {"augmented": input_path},
-        lambda inputs, part_dir, i: print_summary(f"sample part {i}", run_sample(
-            cfg, inputs, part_dir, i, progress=not no_progress)),
-        lambda inputs, out_dir: run_sample_merge(cfg, inputs, out_dir))
+    summary, _ = run_parts(cfg, "sample", shard, merge, {"augmented": input_path}, None, force,
+                           {"progress": not no_progress})
     if summary is not None:
         print_summary("sample", summary)
 
@@ -96,15 +93,15 @@ def entropy(
     ] = None,
     estimator: Annotated[str | None, typer.Option("--estimator", help="eq1 | plogp | discrete.")] = None,
     no_progress: NoProgressOpt = False,
+    force: ForceOpt = False,
 ) -> None:
     """Semantic entropy of each sampled item under each target model (resumable): the target scores the samples
     the sample step drew and clustered once; the estimators do the rest."""
-    from ..entropy import run_entropy
-
     cfg = resolve_config(profile, sets, run_dir, params, entropy={"estimator": estimator})
     for name in pick(target, list(cfg.run.targets), "--target"):
-        inputs, out_dir = step_io(cfg, "entropy", {"samples": samples}, target=name)
-        print_summary(f"entropy [{name}]", run_entropy(cfg, inputs, out_dir, name, progress=not no_progress))
+        summary, _ = run_step(cfg, "entropy", {"samples": samples}, None, force,
+                              extra={"progress": not no_progress}, target=name)
+        print_summary(f"entropy [{name}]", summary)
 
 
 def filter_(
@@ -120,14 +117,12 @@ def filter_(
     threshold: Annotated[
         float | None, typer.Option("--threshold", help="Keep items with SE below this value instead.")
     ] = None,
+    force: ForceOpt = False,
 ) -> None:
     """Drop the top k % of items by semantic entropy (from the validated scores): one corpus per k and target."""
-    from ..entropy import run_filter
-
     cfg = resolve_config(profile, sets, run_dir, params, filter={"k": parse_k(k), "threshold": threshold})
     for name in pick(target, list(cfg.run.targets), "--target"):
-        inputs, out_dir = step_io(cfg, "filter", target=name)
-        summary = run_filter(cfg, inputs, out_dir, target=name)
+        summary, _ = run_step(cfg, "filter", None, None, force, target=name)
         print_summary(f"filter [{name}]", summary)
 
 

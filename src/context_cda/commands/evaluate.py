@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, console, resolve_config
+from ._common import ForceOpt, ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, console, resolve_config
 
 
 def print_metrics(title: str, summary: dict[str, Any], aggregate: dict[str, Any]) -> None:
@@ -121,6 +121,7 @@ def evaluate(
     max_items: Annotated[int | None, _opt("--max-items", help="Only the first N items.")] = None,
     out_dir: Annotated[PathOpt, _opt("--out-dir", help="Output folder (default: the run layout's).")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    force: ForceOpt = False,
 ) -> None:
     """Score a model on bias and downstream benchmarks; writes predictions + aggregate.json per benchmark.
 
@@ -145,19 +146,20 @@ def evaluate(
             sec, key = _PATH_FLAGS[flag]
             flags.setdefault(sec, {})[key] = str(value)
     cfg = resolve_config(profile, sets, run_dir, params, evaluate=flags)
-    _run_jobs(cfg, _jobs(cfg, model, name, target, arm, seed, out_dir, artifact, progress), progress)
+    _run_jobs(cfg, _jobs(cfg, model, name, target, arm, seed, out_dir, artifact, progress), progress, force)
 
 
-def _run_jobs(cfg, jobs, progress: bool) -> None:
-    """Evaluate each job and print its metrics; a published checkpoint that could not be loaded (its aggregate
-    records why, nothing is scored) ends the command with one error line naming it."""
+def _run_jobs(cfg, jobs, progress: bool, force: bool = False) -> None:
+    """Evaluate each job (through the step envelope: :func:`_run_job`) and print its metrics; a published
+    checkpoint that could not be loaded (its aggregate records why, nothing is scored) ends the command with one
+    error line naming it."""
     from ..errors import ModelError
-    from ..evaluate import run_evaluate
     from ..io import read_json
 
     unavailable = []
-    for label, inputs, dest, kw in jobs:
-        summary = run_evaluate(cfg, inputs, dest, progress=progress, **kw)
+    for job in jobs:
+        label = job[0]
+        summary, dest = _run_job(cfg, job, progress, force)
         if summary.get("unavailable"):
             why = " ".join(str(summary["unavailable"]).split())
             unavailable.append(f"evaluate [{label}]: the checkpoint could not be loaded, nothing was scored ({why}); "
@@ -170,10 +172,22 @@ def _run_jobs(cfg, jobs, progress: bool) -> None:
         raise ModelError("; ".join(unavailable))
 
 
+def _run_job(cfg, job, progress: bool, force: bool) -> tuple[dict[str, Any], Path]:
+    """One evaluation through the step envelope: a step of the run's table (``--target``; skipped when up to
+    date), or one outside it (``--model REF``: always run)."""
+    from .. import steps as E
+    from ._common import run_step
+
+    _label, step, inputs, dest, kw, table = job
+    if table:
+        return run_step(cfg, step, inputs, dest, force, extra={"progress": progress}, **kw)
+    return E.run(E.detached(cfg, step, dest, inputs), cfg, check=False, progress=progress, **kw).summary, Path(dest)
+
+
 def _jobs(cfg, model, name, targets, arm, seed, out_dir, artifact=None, progress=True):
-    """(label, inputs, folder, run_evaluate options) per model to evaluate."""
+    """(label, step, inputs, folder, options, whether it is a step of the run's table) per model to evaluate."""
     from ..layout import VANILLA, safe_name
-    from ._common import pick, step_io
+    from ._common import pick
 
     if arm != VANILLA:
         safe_name(arm, "--arm")
@@ -184,18 +198,14 @@ def _jobs(cfg, model, name, targets, arm, seed, out_dir, artifact=None, progress
     for t in names:
         spec = _posthoc(cfg, t, arm, seed)
         if arm == VANILLA:
-            inputs, dest = step_io(cfg, "evaluate-vanilla", target=t)
-            kw = {"target": t}
+            step, overrides, kw = "evaluate-vanilla", {}, {"target": t}
         elif spec is not None:
-            inputs, dest = step_io(cfg, "evaluate-posthoc", {"artifact": artifact}, target=t, arm=arm)
-            kw = {"target": t, "arm": arm}
+            step, overrides, kw = "evaluate-posthoc", {"artifact": artifact}, {"target": t, "arm": arm}
         else:
             s = cfg.train.seeds[0] if seed is None else seed
-            inputs, dest = step_io(cfg, "evaluate", target=t, arm=arm, seed=s)
-            kw = {"target": t, "arm": arm, "seed": s}
-        if out_dir:
-            dest = out_dir if len(names) == 1 else out_dir / t
-        jobs.append((kw.get("name") or "/".join(str(v) for v in kw.values()), inputs, dest, kw))
+            step, overrides, kw = "evaluate", {}, {"target": t, "arm": arm, "seed": s}
+        dest = (out_dir if len(names) == 1 else out_dir / t) if out_dir else None
+        jobs.append(("/".join(str(v) for v in kw.values()), step, overrides, dest, kw, True))
     return jobs
 
 
@@ -237,24 +247,24 @@ def _model_job(cfg, model, name, targets, arm, seed, out_dir, artifact=None, pro
                 f"and {layout.evaluation_dir(short)} holds its vanilla baseline; for one of its fine-tuned models add "
                 "--arm ARM [--seed N], else pass another --name or --out-dir.")
         dest = out_dir or layout.check().evaluation_dir(short)
-        return short, {}, dest, {"model": model, "name": short}
+        return short, "evaluate-vanilla", {}, dest, {"model": model, "name": short}, False
     a = safe_name(arm, "--arm")
     spec = _posthoc(cfg, None, a, seed)
     if spec is not None:
         dest = out_dir or layout.check().evaluation_dir(short, a)
         inputs = {"artifact": artifact or _projection(cfg, model, short, spec, progress)} if spec.artifact else {}
-        return f"{short}/{a}", inputs, dest, {"model": model, "name": f"{short}/{a}", "arm": a}
+        return f"{short}/{a}", "evaluate-posthoc", inputs, dest, {"model": model, "name": f"{short}/{a}", "arm": a}, False
     s = cfg.train.seeds[0] if seed is None else seed
     label = f"{short}/{a}/seed-{s}"
     dest = out_dir or layout.check().evaluation_dir(short, a, s)
-    return label, {}, dest, {"model": model, "name": label, "arm": a, "seed": s}  # the arm's benchmarks apply
+    return label, "evaluate", {}, dest, {"model": model, "name": label, "arm": a, "seed": s}, False  # arm's benchmarks
 
 
 def _projection(cfg, model: str, short: str, spec, progress: bool):
     """A projection arm's matrix for ``model``: ``debias/<short>/<arm>/`` when it is there and up to date, else
     learnt now from the run's corpus (the ingest and CDA steps run first when the run folder lacks them)."""
     from .. import stages as T
-    from ..baselines import run_debias
+    from .. import steps as E
     from ..layout import RunLayout
     from ..pipeline import run_pipeline
 
@@ -267,7 +277,8 @@ def _projection(cfg, model: str, short: str, spec, progress: bool):
     needed = T.step_inputs(cfg, "debias", layout, target=short, arm=spec.name)
     if not all(p.exists() for p in needed.values()):
         run_pipeline(cfg, only=["ingest", "cda", "validate-cda"])
-    run_debias(cfg, needed, folder, arm=spec.name, model=model, name=short, progress=progress)
+    E.run(E.detached(cfg, "debias", folder, needed), cfg, check=False, arm=spec.name, model=model, name=short,
+          progress=progress)
     return file
 
 

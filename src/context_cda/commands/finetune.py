@@ -9,6 +9,7 @@ import typer
 
 from ._common import (
     ArmsOpt,
+    ForceOpt,
     ParamsOpt,
     ProfileOpt,
     RunDirOpt,
@@ -20,7 +21,7 @@ from ._common import (
     pick_arms,
     print_summary,
     resolve_config,
-    step_io,
+    run_step,
 )
 
 SeedsOpt = Annotated[list[int] | None, typer.Option("--seed", help="Training seed (repeatable; default: train.seeds).")]
@@ -48,11 +49,15 @@ def finetune(
     ] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Stop after N optimizer steps.")] = None,
     no_eval: Annotated[bool, typer.Option("--no-eval", help="Skip the per-epoch benchmarks.")] = False,
+    budget_only: Annotated[bool, typer.Option("--budget", help="Only resolve each arm's token budget (the budget "
+                                              "step; it runs first anyway).")] = False,
+    force: ForceOpt = False,
 ) -> None:
-    """Fine-tune each target on each arm's (validated) corpus; kill and rerun to resume from the last epoch."""
-    import logging
+    """Fine-tune each target on each arm's (validated) corpus; kill and rerun to resume from the last epoch.
 
-    from ..train import run_finetune
+    Each arm's token budget (the smallest corpus of its budget group, or train.token_budget) is resolved first,
+    once per target and arm (the budget step; --budget runs only that)."""
+    import logging
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = resolve_config(profile, sets, run_dir, params,
@@ -67,11 +72,16 @@ def finetune(
     if (input_path or out) and len(jobs) != 1:
         raise ConfigError("--input/--out need exactly one --target, --arm and --seed (of "
                           f"{len(jobs)} configured: add --arm and --seed).")
+    if input_path is None:  # the arms' budgets first (a corpus given by hand is its own budget)
+        for t, a in dict.fromkeys((t, a) for t, a, _ in jobs):
+            summary, _ = run_step(cfg, "budget", None, None, force, target=t, arm=a)
+            console().print(f"budget {t}/{a}: {summary.get('token_budget')} tokens", highlight=False)
+    if budget_only:
+        return
     for t, a, s in jobs:
-        inputs, out_dir = step_io(cfg, "finetune", None, out, target=t, arm=a, seed=s)
-        if input_path is not None:
-            inputs = {"corpus": input_path}
-        summary = run_finetune(cfg, inputs, out_dir, t, a, s, evaluate=not no_eval)
+        summary, out_dir = run_step(cfg, "finetune", None, out, force,
+                                    {"corpus": input_path} if input_path is not None else None,
+                                    {"evaluate": not no_eval}, target=t, arm=a, seed=s)
         print_summary(f"finetune {t}/{a}/seed-{s}", summary)
         console().print(f"wrote {out_dir} (final model, per-epoch metrics)")
 

@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, RunDirOpt, SetOpt, print_summary, resolve_config, step_io
+from ._common import (
+    ForceOpt,
+    ParamsOpt,
+    ProfileOpt,
+    RunDirOpt,
+    SetOpt,
+    print_summary,
+    resolve_config,
+    run_step,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -24,13 +33,11 @@ def register(app: typer.Typer) -> None:
         encoding_errors: Annotated[str | None, typer.Option(help="strict | replace (undecodable bytes).")] = None,
         sample_n: Annotated[int | None, typer.Option("--sample-n", "-n", help="Sample N sentences (seeded).")] = None,
         out: Annotated[Path | None, typer.Option(help="Output folder (default: <run_dir>/ingest).")] = None,
+        force: ForceOpt = False,
     ) -> None:
         """Read a corpus, split it into sentences, keep the gendered ones, dedupe and sample."""
-        from ..corpus import run_ingest
-
         flags = {"corpus": corpus, "path": str(path) if path else None, "text_column": text_column,
                  "encoding": encoding, "encoding_errors": encoding_errors, "sample_n": sample_n}
         cfg = resolve_config(profile, sets, run_dir, params, ingest=flags)
-        inputs, out_dir = step_io(cfg, "ingest", out=out)
-        summary = run_ingest(cfg, inputs, out_dir)
+        summary, _ = run_step(cfg, "ingest", None, out, force)
         print_summary("ingest", summary)

@@ -9,6 +9,7 @@ import typer
 
 from ._common import (
     AllowErrorsOpt,
+    ForceOpt,
     NoProgressOpt,
     ParamsOpt,
     ProfileOpt,
@@ -16,7 +17,7 @@ from ._common import (
     SetOpt,
     print_summary,
     resolve_config,
-    step_io,
+    run_step,
 )
 
 
@@ -36,15 +37,15 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[int | None, typer.Option("--limit", help="Only the first N sentences.")] = None,
         no_progress: NoProgressOpt = False,
         allow_errors: AllowErrorsOpt = None,
+        force: ForceOpt = False,
     ) -> None:
         """Gender-neutral rewrites by the generator (singular they, neutral nouns), each reviewed: no gendered word
         left and nothing else changed; retried like augment's, resumable (kill and rerun)."""
-        from ..augment import run_neutral
-
         cfg = resolve_config(profile, sets, run_dir, params, neutral={"limit": limit},
                              run={"allow_errors": allow_errors})
-        inputs, out_dir = step_io(cfg, "neutral", {"counterfactuals": input_path}, out)
-        print_summary("neutral", run_neutral(cfg, inputs, out_dir, progress=not no_progress))
+        summary, out_dir = run_step(cfg, "neutral", {"counterfactuals": input_path}, out, force,
+                                    extra={"progress": not no_progress})
+        print_summary("neutral", summary)
         from ._common import console
 
         console().print(f"wrote {out_dir} (augmented = the neutral rewrites, rejected and error tables)")

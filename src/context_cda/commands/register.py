@@ -18,7 +18,7 @@ from ._common import (
     pick,
     print_summary,
     resolve_config,
-    step_io,
+    run_step,
 )
 
 
@@ -40,19 +40,15 @@ def register_cmd(
 ) -> None:
     """Register <target>-debiased versions with bias-metric tags; candidate/champion aliases by the gate."""
     from ..errors import ConfigError
-    from ..io import file_lock
-    from ..layout import LOCK_FILE
-    from ..publish import run_register_target
 
     cfg = resolve_config(profile, sets, run_dir, params, tracking={"uri": tracking_uri})
     targets = pick(target, list(cfg.run.targets), "--target")
     arms = pick(arm, list(cfg.train.arms), "--arm")
     if evaluation and len(targets) * len(arms) != 1:
         raise ConfigError("--evaluation needs exactly one --target and one --arm.")
-    for t in targets:
-        folders, step_dir = step_io(cfg, "register", target=t)
-        with file_lock(step_dir / LOCK_FILE, f"register[{t}]"):  # the runner's register step holds the same lock
-            result = run_register_target(cfg, folders, step_dir, t, arms=arms, evaluation=evaluation)
+    for t in targets:  # registering is a side effect: always done when asked (--force is implied)
+        result, _ = run_step(cfg, "register", None, None, True, extra={"arms": arms, "evaluation": evaluation},
+                             target=t)
         for a, summary in result["arms"].items():
             print_summary(f"register {t}/{a}", {k: v for k, v in summary.items()
                                                 if k not in ("decision", "verdict", "note")})

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import ParamsOpt, ProfileOpt, SetOpt, console, resolve_config, step_io
+from ._common import ForceOpt, ParamsOpt, ProfileOpt, SetOpt, console, resolve_config, run_step
 
 
 def register(app: typer.Typer) -> None:
@@ -19,15 +19,14 @@ def register(app: typer.Typer) -> None:
         params: ParamsOpt = None,
         out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: RUN_DIR/report).")] = None,
         no_tracking: Annotated[bool, typer.Option("--no-tracking", help="Do not log the report to MLflow.")] = False,
+        force: ForceOpt = False,
     ) -> None:
         """Write report.md, report.html, table1.csv and the per-epoch PNGs (also logged to MLflow)."""
         from ..layout import RunLayout
-        from ..report import run_report
 
         cfg = resolve_config(profile, sets, run_dir, params, tracking={"enabled": False if no_tracking else None})
         RunLayout.of(cfg).existing("ccda report")  # reads a run: a folder that holds none is refused, not created
-        inputs, out_dir = step_io(cfg, "report", out=out)
-        summary = run_report(cfg, inputs, out_dir)
+        summary, out_dir = run_step(cfg, "report", None, out, force)
         from rich.table import Table
 
         table = Table(title="Table 1", header_style="bold")

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ._common import (
+    ForceOpt,
     ParamsOpt,
     ProfileOpt,
     RunDirOpt,
@@ -16,7 +17,7 @@ from ._common import (
     pick,
     print_summary,
     resolve_config,
-    step_io,
+    run_step,
 )
 
 
@@ -34,11 +35,11 @@ def register(app: typer.Typer) -> None:
         input: Annotated[Path | None, typer.Option("--input", callback=given_file, help="Table to validate (default: the stage's output).")] = None,
         out: Annotated[Path | None, typer.Option(help="Output folder (default: <run_dir>/validate/<stage>).")] = None,
         fail_on_error: Annotated[bool | None, typer.Option("--fail-on-error/--quarantine", help="Exit non-zero on failures.")] = None,
+        force: ForceOpt = False,
     ) -> None:
         """Run the boundary's expectation suite; quarantine failing rows with reasons; save results.json."""
         from ..errors import ConfigError
         from ..layout import BOUNDARY_STEPS
-        from ..validation import run_validate
 
         cfg = resolve_config(profile, sets, run_dir, params, validate={"fail_on_error": fail_on_error})
         if stage not in BOUNDARY_STEPS:
@@ -47,6 +48,5 @@ def register(app: typer.Typer) -> None:
         if (input or out) and len(keys) != 1:
             raise ConfigError("--input/--out need exactly one --target at the entropy boundary.")
         for k in keys:
-            inputs, out_dir = step_io(cfg, BOUNDARY_STEPS[stage], {stage: input}, out, **k)
-            summary = run_validate(cfg, inputs, out_dir, boundary=stage, **k)
+            summary, _ = run_step(cfg, BOUNDARY_STEPS[stage], {stage: input}, out, force, **k)
             print_summary(f"validate {stage}" + (f" [{k['target']}]" if k else ""), summary)

@@ -1,8 +1,8 @@
 """``run_filter``: drop the top k % of items by semantic entropy (or keep those below a threshold).
 
 For each k in ``config.filter.k`` the stage writes ``<out_dir>/k<k>/``: ``corpus.parquet`` (id, text, se),
-``rejected.parquet`` (the dropped rows with their reason), ``se_hist.png`` (SE histogram with the cut marked) and
-``manifest.json``. With ``config.filter.threshold`` set it writes one ``threshold<t>/`` folder instead.
+``rejected.parquet`` (the dropped rows with their reason) and ``se_hist.png`` (SE histogram with the cut marked);
+``summary.json`` beside them sums the cuts up. With ``config.filter.threshold`` set it writes one ``threshold<t>/`` folder instead.
 
 Cuts are deterministic: items are ranked by SE (highest first) and, within equal SE, by id; the first
 floor(n * k / 100) are dropped.
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .. import layout as L
 from .. import schemas as S
 from ..errors import ConfigError, InputError
-from ..io import StageRecorder, read_table, require_columns, write_json, write_rejected, write_table
+from ..io import read_table, require_columns, write_json, write_rejected, write_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -93,8 +93,8 @@ def _one_cut(
     value: float,
     scores_path: Path,
     target: str,
-) -> dict[str, Any]:
-    rec = StageRecorder("filter", out, config, inputs={"scores": scores_path})
+) -> tuple[dict[str, Any], dict[str, Path]]:
+    """One cut's folder (corpus, rejected rows, histogram): its summary and the files it wrote."""
     if mode == "k":
         kept, dropped, cut = split_top_k(scores, value)
         reason = f"se-top-{value:g}%"
@@ -105,7 +105,7 @@ def _one_cut(
     corpus = write_table(kept_sorted[[S.ID, S.TEXT, S.SE]], out / L.FILTERED_FILE)
     rej = dropped[[S.ID, S.TEXT, S.SE]].copy()
     rej[S.REASON] = [f"{reason}: se={s:.4f}" for s in rej[S.SE]]
-    write_rejected(rej, out)
+    rej_path = write_rejected(rej, out)
     plot_histogram(
         scores[S.SE], cut, out / HIST_FILE, f"{target}: {name} (kept {len(kept)}, dropped {len(dropped)})"
     )
@@ -119,12 +119,7 @@ def _one_cut(
         "se_kept_max": float(kept[S.SE].max()) if len(kept) else None,
         "histogram": se_histogram(scores[S.SE]),
     }
-    rec.finish(
-        counts={"in": len(scores), "out": len(kept), "rejected": len(dropped)},
-        outputs={"corpus": corpus},
-        summary=summary,
-    )
-    return summary
+    return summary, {"corpus": corpus, "rejected": rej_path}
 
 
 def run_filter(
@@ -148,14 +143,20 @@ def run_filter(
         if fcfg.threshold is not None
         else [("k", float(k), L.k_dirname(k)) for k in fcfg.k]
     )
-    results = {}
+    from ..steps import Counts, recorder
+
+    rec = recorder(out)
+    results, outputs = {}, {}
     for mode, value, name in cuts:
-        results[name] = _one_cut(config, scores, out / name, name, mode, value, scores_path, target)
+        results[name], files = _one_cut(config, scores, out / name, name, mode, value, scores_path, target)
+        outputs.update({f"{name}_{k}": p for k, p in files.items()})
     summary = {
         "target": target,
         "items": int(len(scores)),
         "histogram": se_histogram(scores[S.SE]),
         "cuts": {n: {k: v for k, v in r.items() if k != "histogram"} for n, r in results.items()},
     }
-    write_json(out / "summary.json", summary)
+    outputs["summary"] = write_json(out / "summary.json", summary)
+    kept = max((r["kept"] for r in results.values()), default=0)
+    rec.finish(Counts(items_in=len(scores), out=kept, rejected=len(scores) - kept), outputs, summary)
     return summary

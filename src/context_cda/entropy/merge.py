@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import items as I
 from .. import layout as L
 from .. import schemas as S
-from ..io import REJECTED, StageRecorder
+from ..io import REJECTED
 from ..shards import merge, write_merged
+from ..steps import Counts, recorder
 
 _TABLES = (L.SAMPLES_FILE, REJECTED, L.ERRORS_FILE)
 
@@ -32,15 +32,13 @@ def run_sample_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Pat
     parts = config.pipeline.generation_shards
     m = merge(inputs["parts"], "sample-part", parts, S.ID, expected, _TABLES,
               f"sample merge of {parts} part(s)", several=(L.SAMPLES_FILE,), then="sample_idx")
-    rec = StageRecorder("sample-merge", out, {"parts": len(m.parts)},
-                        {"augmented": inputs["augmented"], **{f"part-{i}": p for i, p in enumerate(m.parts)}})
+    rec = recorder(out)
     written = write_merged(m, out)
     summary = m.summary
     samples = m.tables[L.SAMPLES_FILE]
     summary.update(sampled=int(samples[S.ID].nunique()) if len(samples) else 0, samples=int(len(samples)),
                    **per_item_stats(config, summary.get("judge_calls", 0), summary.get("processed_items", 0)))
-    rec.finish({"in": len(expected), "out": summary["sampled"], "rejected": summary.get("rejected", 0),
-                "errors": summary.get("errors", 0)}, outputs=written, summary=summary)
-    I.enforce("sample", summary.get("errors", 0), len(expected), summary.get("error_reasons", {}),
-              out / L.ERRORS_FILE, config.run.allow_errors)
+    rec.finish(Counts(items_in=len(expected), out=summary["sampled"], rejected=summary.get("rejected", 0),
+                      errors=summary.get("errors", 0), error_reasons=dict(summary.get("error_reasons") or {})),
+               outputs=written, summary=summary)
     return summary

@@ -31,8 +31,9 @@ from .. import items as I
 from .. import layout as L
 from .. import schemas as S
 from ..errors import InputError
-from ..io import StageRecorder, json_hash, read_table, require_columns, require_rows, stable_id, write_table
+from ..io import json_hash, read_table, require_columns, require_rows, stable_id, write_table
 from ..judges import EntailmentJudge, PairDecider
+from ..steps import Counts, Recorder, recorder
 from .clustering import Query, cluster_ids
 from .sampling import REPHRASE_PROMPT_VERSION, sample_and_review, sample_review_settings
 
@@ -303,18 +304,14 @@ def run_sample(
     s = Sampler(config, Models(config, generator, judge), I.Checkpoints.of(out, sample_fingerprint(config),
                                                                            DRAWS_DIR), batched)
     run = I.ItemRun(what, I.Checkpoints.of(out, fp), config.entropy.shard_size, lambda it: it.key, progress)
-    with I.working(out, what):
-        rec = StageRecorder("sample", out, config, inputs={"augmented": src},
-                            versions=("torch", "transformers", "vllm"))
-        s.load_cache(items)
-        try:
-            done = I.run_items(run, items, lambda chunk, bar: sample_chunk(s, chunk, bar))
-        finally:
-            s.models.close()
-        outcome = assemble(run, items, rejected_input, out)
-        summary = record(rec, s, outcome, done, fp, rejected_input, out)
-    outcome.enforce(config.run.allow_errors)
-    return summary
+    rec = recorder(out, versions=("torch", "transformers", "vllm"))
+    s.load_cache(items)
+    try:
+        done = I.run_items(run, items, lambda chunk, bar: sample_chunk(s, chunk, bar))
+    finally:
+        s.models.close()
+    outcome = assemble(run, items, rejected_input, out)
+    return record(rec, s, outcome, done, fp, rejected_input, out)
 
 
 def assemble(run: I.ItemRun, items: Sequence[Item], rejected_input: list[dict[str, Any]], out: Path) -> I.Outcome:
@@ -336,7 +333,7 @@ def _typed(samples: pd.DataFrame) -> pd.DataFrame:
     return samples.astype({S.ID: str, S.TEXT: str, "sample_idx": "int64", "sample": str, "cluster": "int64"})
 
 
-def record(rec: StageRecorder, s: Sampler, outcome: I.Outcome, done: I.Pass, fp: str,
+def record(rec: Recorder, s: Sampler, outcome: I.Outcome, done: I.Pass, fp: str,
            rejected_input: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     """The summary (also the manifest's): what the generator drew and the judge decided in this pass."""
     judged = s.decider.stats() if s.decider else {"judge_calls": 0, "judge_requests": 0, "judge_batches": 0}
@@ -355,8 +352,9 @@ def record(rec: StageRecorder, s: Sampler, outcome: I.Outcome, done: I.Pass, fp:
         "seconds_sampling": round(s.stats["seconds_sampling"], 3),
         "seconds_clustering": round(s.stats["seconds_clustering"], 3),
     }
-    rec.finish(counts={"in": summary["items_in"], "out": sampled, "rejected": summary["rejected"],
-                       "errors": summary["errors"]}, outputs=dict(outcome.paths), summary=summary)
+    rec.finish(Counts(items_in=summary["items_in"], out=sampled, rejected=summary["rejected"],
+                      errors=summary["errors"], error_reasons=summary["error_reasons"]),
+               outputs=dict(outcome.paths), summary=summary)
     return summary
 
 

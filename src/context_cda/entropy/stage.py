@@ -31,7 +31,6 @@ from .. import schemas as S
 from ..errors import ConfigError, InputError
 from ..io import (
     REJECTED,
-    StageRecorder,
     json_hash,
     read_json,
     read_table,
@@ -39,6 +38,7 @@ from ..io import (
     stable_id,
     write_table,
 )
+from ..steps import Counts, Recorder, recorder
 from .estimators import semantic_entropies
 from .likelihood import sample_logliks
 
@@ -184,14 +184,10 @@ def run_entropy(
         scored[0] += sum(len(it.samples) for it in chunk)
         return process_items(chunk, model.get(), config.entropy, batched)
 
-    with I.working(out, what):
-        rec = StageRecorder("entropy", out, config, inputs={"samples": folder},
-                            versions=("torch", "transformers"))
-        done = I.run_items(run, items, work)
-        outcome, tables = assemble(run, items, rejected_in, out)
-        summary = record(rec, config, target, fp, folder, outcome, tables, done, scored[0])
-    outcome.enforce(config.run.allow_errors)
-    return summary
+    rec = recorder(out, versions=("torch", "transformers"))
+    done = I.run_items(run, items, work)
+    outcome, tables = assemble(run, items, rejected_in, out)
+    return record(rec, config, target, fp, folder, outcome, tables, done, scored[0])
 
 
 def assemble(run: I.ItemRun, items: Sequence[Item], rejected_in: pd.DataFrame, out: Path
@@ -222,7 +218,7 @@ def score_stats(scores: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def record(rec: StageRecorder, config: Config, target: str, fp: str, folder: Path, outcome: I.Outcome,
+def record(rec: Recorder, config: Config, target: str, fp: str, folder: Path, outcome: I.Outcome,
            tables: dict[str, pd.DataFrame], done: I.Pass, samples_scored: int) -> dict[str, Any]:
     """The summary (also the manifest's): the scores' averages, and how much this pass scored."""
     scores = tables["scores"]
@@ -237,6 +233,7 @@ def record(rec: StageRecorder, config: Config, target: str, fp: str, folder: Pat
         "sample_fingerprint": upstream.get("fingerprint"), "fingerprint": fp, **score_stats(scores),
         "seconds_scoring": round(done.seconds, 3),
     }
-    rec.finish(counts={"in": summary["items_in"], "out": summary["scored"], "rejected": summary["rejected"],
-                       "errors": summary["errors"]}, outputs=dict(outcome.paths), summary=summary)
+    rec.finish(Counts(items_in=summary["items_in"], out=summary["scored"], rejected=summary["rejected"],
+                      errors=summary["errors"], error_reasons=summary["error_reasons"]),
+               outputs=dict(outcome.paths), summary=summary)
     return summary

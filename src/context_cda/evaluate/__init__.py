@@ -192,10 +192,10 @@ def run_evaluate(
 def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model: str, name: str | None,
               progress: bool, spec: Any, target: str | None, arm: str | None = None) -> dict[str, Any]:
     from ..errors import ModelError
-    from ..io import StageRecorder
     from ..models import parse_ref
     from ..progress import activity
     from ..scoring import load_scorer
+    from ..steps import recorder
     from . import posthoc, reuse
     from .data import benchmark_file
 
@@ -210,15 +210,9 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
         if b in cfg.benchmarks or (b == "stereoset" and "next-token" in cfg.benchmarks)
     }
     paths = {b: files["stereoset"] if b == "next-token" else files.get(b) or inputs.get(b) for b in cfg.benchmarks}
-    rec = StageRecorder(
-        "evaluate", out,
-        {"evaluate": cfg.model_dump(mode="json"), "model": model, "name": name,
-         **({"arm": spec.name, "baselines": config.baselines.model_dump(mode="json")} if spec else {})},
-        inputs={**files, **({k: v for k, v in inputs.items() if k in ("debias", "artifact") and v and Path(v).exists()}
-                            if projection is not None else {})},  # the matrix read (a --artifact: no debias folder)
-        versions=("torch", "transformers"),
-    )
+    rec = recorder(out, versions=("torch", "transformers"))
     summary: dict[str, Any] = {"model": model, "name": name, "bias_type": cfg.bias_type,
+                               "benchmark_files": {b: str(p) for b, p in files.items()},
                                **({"arm": spec.name} if spec else {}),
                                **({"not_applicable": skipped} if spec or skipped else {})}
     with rec.timed("load_benchmarks"):  # a bad benchmark file fails before the model is loaded
@@ -246,10 +240,11 @@ def _write_unavailable(summary: dict[str, Any], reason: str, out: Path, rec) -> 
     """A published checkpoint that could not be loaded: an aggregate saying why (the report's row shows it), no
     scores; the runner tries it again next time (:func:`.posthoc.available`)."""
     from ..io import write_json
+    from ..steps import Counts
 
     summary = {**summary, "unavailable": reason, "metrics": {}, "counts": {}}
     path = write_json(out / AGGREGATE_FILE, {**summary, "benchmarks": {}})
-    rec.finish({}, outputs={"aggregate": path}, summary=summary)
+    rec.finish(Counts(), outputs={"aggregate": path}, summary=summary)
     return summary
 
 
@@ -259,6 +254,7 @@ def _write_results(results: Mapping[str, Any], summary: dict[str, Any], out: Pat
     import pandas as pd
 
     from ..io import write_json, write_rejected, write_table
+    from ..steps import Counts
 
     flat: dict[str, float] = {}
     outputs: dict[str, Path] = {}
@@ -293,5 +289,8 @@ def _write_results(results: Mapping[str, Any], summary: dict[str, Any], out: Pat
     outputs["rejected"] = write_rejected(
         pd.DataFrame(rejected_all, columns=["benchmark", "id", "source", "reason"]), out
     )
-    rec.finish(counts, outputs=outputs, summary=summary)
+    n_in = sum(v for k, v in counts.items() if k.endswith("_in"))
+    rec.finish(Counts(items_in=n_in, out=sum(v for k, v in counts.items() if k.endswith("_scored")),
+                      rejected=sum(v for k, v in counts.items() if k.endswith("_rejected"))),
+               outputs=outputs, summary=summary)
     return summary

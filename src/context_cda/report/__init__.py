@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
 from ..errors import InputError
-from ..io import StageRecorder, read_json, write_json, write_text
+from ..io import read_json, write_json, write_text
 from . import baselines, choice, evidence, extrinsic, findings, generated, neutral, plots, registry, setup
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -449,8 +449,9 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
         raise InputError("run_report needs inputs={'finetune': <run>/finetune, ...} (the stage table's report inputs).")
     folders = {k: Path(v) for k, v in inputs.items()}
     out = Path(out_dir)
-    rec = StageRecorder("report", out, {"report": config.report.model_dump(mode="json")},
-                        {k: v for k, v in folders.items() if v.exists()})
+    from ..steps import Counts, recorder
+
+    rec = recorder(out)
     r = build(config, folders, out)
     outputs = _write_tables(r, out)
     text = render_markdown(r)
@@ -466,8 +467,8 @@ def run_report(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
                "table2": [{k: (None if v != v else v) for k, v in row.items()} for row in r.t2.to_dict("records")]}
     if config.tracking.enabled:
         summary["mlflow_run_id"] = _log_report(config, [*shown, *outputs.values()])
-    write_json(out / "summary.json", summary)
-    rec.finish({"rows": len(r.t1), "plots": len(shown)}, outputs=outputs, summary=summary)
+    outputs["summary"] = write_json(out / "summary.json", summary)
+    rec.finish(Counts(items_in=len(r.t1), out=len(r.t1)), outputs=outputs, summary=summary)
     return summary
 
 

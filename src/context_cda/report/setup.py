@@ -324,6 +324,6 @@ def markdown(config: Any, folders: Mapping[str, Path], run_dir: Path, n_items: M
              "**Training**", "", *training_lines(config, folders), "",
              "**Evaluation**", "", *evaluation_lines(config, folders, n_items), "",
              "**Sampled or cut**: " + "; ".join(sampled_lines(config)) + ".", "",
-             f"**Seeds**: run.seed = {config.run.seed} (sampling, generation, the token-budget cut), train.seeds = "
+             f"**Seeds**: run.seed = {config.run.seed} (the corpus sample, CDS, the M samples, the token-budget cut; the augment generator: augment.sampling.seed), train.seeds = "
              f"{', '.join(map(str, config.train.seeds))}, bootstrap seed {config.evaluate.bootstrap.seed}.", ""]
     return lines

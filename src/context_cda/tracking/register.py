@@ -42,7 +42,7 @@ from .. import layout as L
 from ..arms import arm_k, published_refs
 from ..arms import parse as parse_arm
 from ..errors import ConfigError, InputError
-from ..io import MANIFEST, StageRecorder, read_json, write_json, write_table
+from ..io import MANIFEST, read_json, write_json, write_table
 from . import decisions as D
 from . import evidence as E
 from .flavors import fluent_uri as _fluent_uri
@@ -96,7 +96,7 @@ def register_inputs(
     k = arm_k(arm, config.train.k)
     if k is not None and folders.get("filtered"):
         corpus = L.filtered_in(folders["filtered"], k)
-        extras.update(se_hist=corpus.parent / L.SE_HIST_FILE, filter_summary=corpus.parent / MANIFEST)
+        extras.update(se_hist=corpus.parent / L.SE_HIST_FILE, filter_summary=Path(folders["filtered"]) / MANIFEST)
     ev = folders.get("evaluations")
     if ev:
         extras["evaluation"] = L.within(ev, "evaluate", fixed, arm=arm, seed=seed) / L.AGGREGATE_FILE
@@ -153,6 +153,9 @@ def run_register_target(
     if evaluation is not None and len(arms) != 1:
         raise ConfigError(f"register {target}: an evaluation override ({evaluation}) is for exactly one arm; "
                           f"got {len(arms)} ({', '.join(arms)}). Name one arm (--arm).")
+    from ..steps import Counts, recorder
+
+    rec = recorder(out_dir)
     results = {}
     seed = config.train.seeds[0]
     for arm in arms:
@@ -161,7 +164,11 @@ def run_register_target(
             arm_inputs["evaluation"] = Path(evaluation)
         results[arm] = run_register(config, arm_inputs, Path(out_dir) / L.safe_name(arm, "arm"), target, arm,
                                     discover=False, seed=seed)
-    return {"target": target, "arms": results}
+    summary = {"target": target, "arms": results}
+    files = {f"{arm}_{k}": Path(v) for arm, r in results.items() for k, v in r.get("files", {}).items()}
+    rec.finish(Counts(items_in=len(arms), out=sum(bool(r.get("registered")) for r in results.values())), files,
+               summary)
+    return summary
 
 
 # ------------------------------------------------------------------------------------------------ inputs
@@ -281,9 +288,6 @@ def run_register(
 
         check_server(config)  # an unreachable server: one line now, not minutes of the client's retries
     ctx = _context(config, inputs, out_dir, target, arm, discover, seed)
-    rec = StageRecorder("register", ctx.out, {"tracking": config.tracking.model_dump(mode="json"),
-                                              "bootstrap": config.evaluate.bootstrap.model_dump(mode="json"),
-                                              "target": target, "arm": arm}, ctx.inputs)
     summary: dict[str, Any] = {"target": target, "arm": arm, "model_name": ctx.name, "metrics": ctx.final,
                                "vanilla": ctx.vanilla, "registered": False, "version": None,
                                "registered_seed": seed, "evidence_seeds": ctx.candidate.seeds if ctx.candidate else []}
@@ -292,7 +296,7 @@ def run_register(
         record = {**decision.to_dict(), "decision": D.decision(decision.promote), "model_name": ctx.name,
                   "version": None, "champion_version": None}
         summary.update(_verdict_summary(decision))
-        return _finish(ctx, rec, record, summary, registered=False)
+        return _finish(ctx, record, summary)
     client = get_client(config)
     tracker = tracker_for(config, target=target, arm=arm, seed=seed)
     version, flavor = _register_version(ctx, client, tracker)
@@ -308,7 +312,7 @@ def run_register(
                    previous_champion=record["champion_version"], aliases=decision.aliases,
                    tracking_uri=tracking_uri(config), model_uri=f"models:/{ctx.name}/{version}")
     logger.info("register %s v%s (%s): %s (%s)", ctx.name, version, arm, decision.line, "; ".join(decision.reasons))
-    return _finish(ctx, rec, record, summary, registered=True)
+    return _finish(ctx, record, summary)
 
 
 def _verdict_summary(decision: Decision) -> dict[str, Any]:
@@ -323,13 +327,13 @@ def detectable_text(decision: Decision) -> str:
     return ",".join(f"{m}={v:.2f}" for m, v in decision.detectable_shift.items())
 
 
-def _finish(ctx: _Context, rec: StageRecorder, record: dict[str, Any], summary: dict[str, Any],
-            registered: bool) -> dict[str, Any]:
+def _finish(ctx: _Context, record: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """The arm's promotion record and evidence; the summary names them (``files``) and its inputs."""
     outputs = {"promotion": write_json(ctx.out / L.PROMOTION_FILE, record)}
     if ctx.candidate is not None:
         outputs["evidence"] = write_table(E.to_table(ctx.candidate), ctx.out / L.EVIDENCE_FILE)
-    rec.finish({"registered": int(registered)}, outputs=outputs, summary=summary)
-    return summary
+    return {**summary, "files": {k: str(v) for k, v in outputs.items()},
+            "inputs": {k: str(v) for k, v in ctx.inputs.items()}}
 
 
 def _register_version(ctx: _Context, client, tracker) -> tuple[str, str]:

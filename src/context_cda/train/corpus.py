@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import schemas as S
+from ..arms import corpus_input
 from ..arms import parse as parse_arm
 from ..errors import InputError
 from ..io import read_table, require_columns, stable_id
@@ -50,8 +51,7 @@ def arm_corpus(inputs: Mapping[str, Path | str], arm: str, default_k: float) -> 
     k = spec.k
     if "corpus" in inputs:
         return "corpus", Path(inputs["corpus"])
-    need = ("cda" if spec.corpus in ("cda", "original", "cda-neutral") else "neutral" if spec.corpus == "neutral"
-            else "augmented" if k is None else "filtered")
+    need = corpus_input(arm, default_k)
     if need not in inputs:
         hint = " (the neutral step runs when train.arms holds context-neutral)" if need == "neutral" else ""
         raise InputError(

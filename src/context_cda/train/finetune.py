@@ -6,16 +6,15 @@ Writes, below the step folder ``finetune/<target>/<arm>/seed-<seed>`` (:mod:`con
 ``train_rows.parquet`` (the source rows of the texts trained on), ``corpus_stats.json`` and ``manifest.json``.
 
 Before anything is loaded or written the stage checks its inputs, the target's model reference, ``run.device``
-and the arm's corpus (at least ``train.min_rows`` rows); then it holds the step folder's lock
-(:func:`context_cda.io.file_lock`, on the main process under DDP) while it trains, so a second fine-tuning of the
-same target, arm and seed is refused instead of sharing ``checkpoints/``.
+and the arm's corpus (at least ``train.min_rows`` rows). The step envelope (:mod:`context_cda.steps`) holds the step
+folder's lock while it trains (on the main process under DDP), so a second fine-tuning of the same target, arm and
+seed is refused instead of sharing ``checkpoints/``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,9 @@ from .. import schemas as S
 from ..arms import of_kinds
 from ..arms import parse as parse_arm
 from ..errors import ConfigError, InputError
-from ..io import StageRecorder, atomic_dir, atomic_path, file_lock, write_json, write_rejected, write_table
+from ..io import atomic_dir, atomic_path, write_json, write_rejected, write_table
+from ..steps import Counts, Recorder, recorder
+from .budget import read_budget
 from .corpus import apply_token_budget, arm_corpus, count_tokens, load_arm_rows, tokenize_texts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -259,11 +260,8 @@ def run_finetune(
     seed = config.train.seeds[0] if seed is None else int(seed)
     out, say = Path(out_dir), log or logger.info
     check_inputs(config, inputs, target, arm, seed, benchmarks=evaluate and evaluate_fn is None)
-    main_rank = os.environ.get("RANK", "0") == "0"  # under DDP every rank runs this; the main one holds the lock
-    lock = file_lock(out / L.LOCK_FILE, f"finetune[{target}/{arm}/seed-{seed}]")
-    with lock if main_rank else contextlib.nullcontext():
-        return _finetune(config, inputs, out, target, arm, seed, token_budget,
-                         evaluate_fn if evaluate else None, evaluate, vanilla_metrics, on_step, say)
+    return _finetune(config, inputs, out, target, arm, seed, token_budget,
+                     evaluate_fn if evaluate else None, evaluate, vanilla_metrics, on_step, say)
 
 
 def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, arm: str, seed: int,
@@ -305,7 +303,7 @@ def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: in
               evaluate: bool, vanilla_metrics, on_step, say) -> dict[str, Any]:
     from ..progress import activity
 
-    rec = _recorder(config, inputs, out, target, arm, seed, token_budget)
+    rec = recorder(out, versions=("torch", "transformers", "accelerate", "peft"))
     with rec.timed("load"), activity(f"load {config.run.targets[target]}"):
         model, tok, family = load_target(config, target, arm)
         corpus = _corpus(config, inputs, arm, tok, family, token_budget)
@@ -327,23 +325,6 @@ def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: in
     return summary
 
 
-def _recorder(config: Config, inputs, out: Path, target: str, arm: str, seed: int, token_budget) -> StageRecorder:
-    stage_cfg = {
-        "train": config.train.model_dump(mode="json"),
-        "evaluate": config.evaluate.model_dump(mode="json"),
-        "cda_mode": config.cda.mode,
-        "seed": seed,
-        "data_seed": config.run.seed,
-        "model": model_ref(config, target),
-        "target": target,
-        "arm": arm,
-        "token_budget_option": token_budget,
-        **({"dropout": config.baselines.dropout.model_dump(mode="json")} if arm == "dropout" else {}),
-    }
-    return StageRecorder("finetune", out, stage_cfg, dict(inputs),
-                         versions=("torch", "transformers", "accelerate", "peft"))
-
-
 def _corpus(config: Config, inputs, arm: str, tok, family: str, token_budget: int | None) -> _Corpus:
     """The arm's rows, tokenized, cut to the shared token budget by a shuffle seeded with ``run.seed`` (the
     same data for every training seed)."""
@@ -354,13 +335,14 @@ def _corpus(config: Config, inputs, arm: str, tok, family: str, token_budget: in
     rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon, config)
     examples = tokenize_texts(tok, rows["text"].tolist(), tcfg.max_seq_len, family)
     available = count_tokens(examples)
-    budget = token_budget or tcfg.token_budget or shared_token_budget(config, inputs, tok, family, arm)
+    budget = (token_budget or tcfg.token_budget or read_budget(inputs)  # the budget step's (the table's doors)
+              or shared_token_budget(config, inputs, tok, family, arm))
     examples, used = apply_token_budget(examples, budget, config.run.seed)
     return _Corpus(rows, examples, available, used, budget, path)
 
 
 def _train(config, model, tok, family, corpus: _Corpus, out: Path, target, arm, seed, evaluate_fn, evaluate,
-           vanilla_metrics, on_step, say, rec: StageRecorder):
+           vanilla_metrics, on_step, say, rec: Recorder):
     """Resume or start, evaluating each epoch into metrics.csv (and MLflow), then save the final model."""
     import shutil
 
@@ -517,7 +499,7 @@ def _left_out_counts(left_out: list[dict[str, Any]]) -> dict[str, Any]:
     return {"left_out": len(left_out), "eval_overlap": sum(by.values()), "eval_overlap_by_benchmark": by}
 
 
-def _record(rec: StageRecorder, out: Path, corpus: _Corpus, summary: dict[str, Any], tracker) -> None:
+def _record(rec: Recorder, out: Path, corpus: _Corpus, summary: dict[str, Any], tracker) -> None:
     """corpus statistics, the rows trained on, the rows left out, the manifest; the same to MLflow."""
     import pandas as pd
 
@@ -530,7 +512,7 @@ def _record(rec: StageRecorder, out: Path, corpus: _Corpus, summary: dict[str, A
     tracker.log_artifact(stats)
     tracker.log_artifact(out / METRICS_FILE)
     rec.finish(
-        {"texts_in": len(corpus.rows), "sequences": len(corpus.examples), "tokens": corpus.used},
+        Counts(items_in=len(corpus.rows), out=len(corpus.examples), rejected=len(corpus.rows.attrs.get("left_out", []))),
         outputs={"final": out / FINAL_DIR, "metrics": out / METRICS_FILE, "train_rows": rows, "rejected": rejected},
         summary=summary,
     )

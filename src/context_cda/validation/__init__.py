@@ -46,7 +46,7 @@ def run_validate(
     the quarantined ones (with reasons) and the results (file names: :mod:`context_cda.layout`) below ``out_dir``. ``target`` only labels the
     manifest (the entropy boundary is per target)."""
     from ..errors import ConfigError, InputError
-    from ..io import StageRecorder, read_table, require_columns, require_rows
+    from ..io import read_table, require_columns, require_rows
     from .core import validate_table
 
     inputs = dict(inputs or {})
@@ -58,14 +58,13 @@ def run_validate(
         raise ConfigError(f"validate: unknown boundary {boundary!r}; known: {', '.join(BOUNDARIES)}.")
     from ..layout import BOUNDARY_STEPS
     from ..stages import resolve_io
+    from ..steps import Counts, recorder
 
     inputs, out = resolve_io(config, BOUNDARY_STEPS[boundary], inputs, out_dir,
                              **({"target": target} if target is not None else {}))
     src = inputs[boundary]
     module = importlib.import_module(BOUNDARIES[boundary])
-    rec = StageRecorder(f"validate-{boundary}", out, {"validate": config.validate_.model_dump(),
-                                                      "lexicon": config.lexicon.model_dump(),
-                                                      "target": target}, {boundary: src})
+    rec = recorder(out)
     df = read_table(src)
     if S.ID not in df.columns:
         raise InputError(f"{src}: no '{S.ID}' column; validate reads stage outputs, which always have one.")
@@ -78,8 +77,7 @@ def run_validate(
         summary = validate_table(prepared, module.checks(config) + reviewer_checks(config, boundary), boundary,
                                  out, keep_columns=list(df.columns))
     rec.finish(
-        {"rows_in": summary["rows_in"], "rows_out": summary["rows_valid"],
-         "rows_rejected": summary["rows_quarantined"]},
+        Counts(items_in=summary["rows_in"], out=summary["rows_valid"], rejected=summary["rows_quarantined"]),
         outputs={"valid": out / VALID_FILE, "quarantine": out / QUARANTINE_FILE, "results": out / RESULTS_FILE},
         summary=summary,
     )

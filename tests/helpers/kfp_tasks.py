@@ -1,0 +1,56 @@
+"""Run the tiny pipeline under kfp.local up to a step, as a kubelet would see it: each task's process id when it
+starts and its exit code when it ends are printed (``TASK START <pid> <function>``, ``TASK END <pid> <function>
+rc=<code>``), so a test can send SIGTERM to the task's own process - KFP's ``sh -ec`` command, which ``exec``s
+python (components.images.exec_python), the process a pod's PID 1 is - and read how it ended.
+
+    python kfp_tasks.py CONFIG.json PIPELINE_ROOT LAST_STAGE [docker]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_local_subprocess(full_command, env_vars=None) -> int:
+    """kfp.local's own task runner (SubprocessRunner), with the task's pid and exit code printed."""
+    env = {**os.environ, **env_vars} if env_vars else None
+    function = full_command[full_command.index("--function_to_execute") + 1]
+    with subprocess.Popen(full_command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                          env=env) as process:
+        print(f"TASK START {process.pid} {function}", flush=True)
+        for line in iter(process.stdout.readline, ""):
+            print(line, end="", flush=True)
+        rc = process.wait()
+    print(f"TASK END {process.pid} {function} rc={rc}", flush=True)
+    return rc
+
+
+def main(config_file: str, root: str, last_stage: str, docker: bool = False) -> int:
+    sys.path.insert(0, str(ROOT))
+    from kfp import local
+    from kfp.local import subprocess_task_handler
+
+    from context_cda.config import Config
+    from pipelines import build_pipeline
+
+    subprocess_task_handler.run_local_subprocess = run_local_subprocess
+    runner = local.DockerRunner(network_mode="host") if docker else local.SubprocessRunner(use_venv=False)
+    local.init(runner=runner, pipeline_root=root, raise_on_error=True)
+    cfg = Config.model_validate(json.loads(Path(config_file).read_text()))
+    try:
+        build_pipeline("cpu", cfg, last_stage=last_stage)()
+    except RuntimeError as e:
+        print(f"PIPELINE FAILED: {e}", flush=True)
+        return 1
+    print("PIPELINE SUCCEEDED", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], len(sys.argv) > 4 and sys.argv[4] == "docker"))
