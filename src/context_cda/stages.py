@@ -142,6 +142,8 @@ _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
 #: what decontamination reads (context_cda.decontam): its settings, and the benchmark files it compares with
 _EVAL_FILES = ("evaluate.stereoset_path", "evaluate.crows_path", "evaluate.winogender.path", "evaluate.winobias.path")
 _DECONTAM = ("decontaminate", *_EVAL_FILES, "evaluate.winobias.split")
+#: what a model card states of the run besides its evaluations (context_cda.publish.facts: the report's setup facts)
+_CARD_FACTS = ("run.seed", "ingest.corpus", "ingest.path", "ingest.sample_n", "augment", "entropy", "decontaminate")
 #: what the review's meaning judge reads when augment.review.meaning_model is null: the entropy step's judge
 _MEANING_JUDGE = ("entropy.judge", "entropy.judge_model", "entropy.batch_size")
 #: the entropy settings the sample step reads (the samples and their clusters: drawn and judged once per run) and
@@ -215,7 +217,7 @@ TABLE: tuple[Stage, ...] = (
           cli_args=("--no-progress",), product=True),
     Stage("budget", "finetune", "context_cda.train:run_budget",
           ("run.targets.{target}", "train.arms", "train.k", "train.max_seq_len", "train.token_budget",
-           "cda.mode", "lexicon"),
+           "cda.mode", "lexicon", *_DECONTAM),
           _ARM_CORPORA, fanout=("target", "arm"), code=("train", "cda", "arms.py", "models.py", "tiny.py"),
           artifact="budget", cli_args=("--budget",), view="context_cda.train:budget_view", corpus="group",
           reads_lists=("train.arms",)),
@@ -245,7 +247,7 @@ TABLE: tuple[Stage, ...] = (
           product=True, **_PER_BENCHMARK),
     Stage("register", "register", "context_cda.publish:run_register_target",
           ("run.attribute", "run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
-           "evaluate.bootstrap", "evaluate.bias_type"),
+           "evaluate", *_CARD_FACTS),
           (Input("finetune", "finetune", None, ("target",), optional=True),
            Input("evaluations", "evaluate", None, ("target",), optional=True),
            Input("filtered", "filter", None, ("target",), optional=True),
@@ -256,7 +258,8 @@ TABLE: tuple[Stage, ...] = (
           side_effects=True, cache=False, fresh="context_cda.tracking:registered_versions_exist", product=True),
     Stage("report", "report", "context_cda.report:run_report",
           ("report", "run.seed", "run.attribute", "run.targets", "ingest.sample_n", "augment", "entropy",
-           "decontaminate", "evaluate", "tracking.enabled", "train.arms", "train.seeds", "train.k", "baselines"),
+           "decontaminate", "evaluate", "tracking.enabled", "tracking.promotion", "train.arms", "train.seeds",
+           "train.k", "baselines"),
           (Input("finetune", "finetune", optional=True), Input("evaluations", "evaluate", optional=True),
            Input("registrations", "register", optional=True), Input("augment", "augment", optional=True),
            Input("entropy", "entropy", optional=True), Input("filtered", "filter", optional=True),

@@ -145,3 +145,21 @@ def test_a_finetune_key_holds_its_own_arm_corpus_settings_and_per_epoch_scoring_
     cda = {**keys, "arm": "cda"}
     assert T.key_sections(cfg_factory(run={"targets": {"a": "tiny:gpt2"}}, cda={"mode": "one-sided"}), row,
                           cda) != T.key_sections(base, row, cda)
+
+
+def test_a_finetune_view_keeps_the_benchmark_files_its_corpus_is_decontaminated_against(cfg_factory, tmp_path):
+    """WinoGender and WinoBias are not scored per epoch, but the fine-tuning's corpus is checked against their files
+    (context_cda.decontam): its Kubeflow view holds the run's files, not the defaults, and its key changes with
+    them; the budget step, which counts the decontaminated corpora, reads them too."""
+    wg, wb = str(tmp_path / "wg.tsv"), str(tmp_path / "wb")
+    cfg = cfg_factory(run={"targets": {"a": "tiny:gpt2"}},
+                      evaluate={"winogender": {"path": wg, "max_items": 3}, "winobias": {"path": wb, "split": "test"}})
+    keys = {"target": "a", "arm": "cda", "seed": 13}
+    view = T.step_view(cfg, T.get("finetune"), keys)
+    assert view.evaluate.winogender.path == wg and view.evaluate.winobias.path == wb
+    assert view.evaluate.winobias.split == "test"
+    assert view.evaluate.winogender.max_items != 3  # not scored per epoch: its other settings are not the step's
+    plain = cfg_factory(run={"targets": {"a": "tiny:gpt2"}})
+    assert T.key_sections(cfg, T.get("finetune"), keys) != T.key_sections(plain, T.get("finetune"), keys)
+    budget = T.step_view(cfg, T.get("budget"), {"target": "a", "arm": "cda"})
+    assert budget.evaluate.winogender.path == wg and budget.decontaminate == cfg.decontaminate

@@ -9,12 +9,15 @@ report is written with (what would run) where a step left no record:
   the sample step (drawn once for every target), each target's entropy, the filter and each arm's fine-tuning corpus (texts, sequences, the token budget);
 * **training**: epochs, batches, learning rate, sequence length, precision, LoRA, seeds;
 * **evaluation**: each benchmark's items as scored, the bias type, the CrowS scoring mode, the bootstrap;
-* **what was sampled or cut**: every setting that made the run use part of its data, with its value.
+* **what was sampled or cut**: every setting that made the run use part of its data, with its value;
+* **time per step**: each stage's steps, their summed seconds and share, from the manifests' ``timings``, and the
+  run's wall time from its first step's start to its last step's end (the report itself not counted).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -325,5 +328,45 @@ def markdown(config: Any, folders: Mapping[str, Path], run_dir: Path, n_items: M
              "**Evaluation**", "", *evaluation_lines(config, folders, n_items), "",
              "**Sampled or cut**: " + "; ".join(sampled_lines(config)) + ".", "",
              f"**Seeds**: run.seed = {config.run.seed} (the corpus sample, CDS, the M samples, the token-budget cut; the augment generator: augment.sampling.seed), train.seeds = "
-             f"{', '.join(map(str, config.train.seeds))}, bootstrap seed {config.evaluate.bootstrap.seed}.", ""]
+             f"{', '.join(map(str, config.train.seeds))}, bootstrap seed {config.evaluate.bootstrap.seed}.", "",
+             *time_lines(run_dir)]
     return lines
+
+
+# ------------------------------------------------------------------------------------------- time per step
+
+
+def step_times(run_dir: Path) -> list[dict[str, Any]]:
+    """Every finished step under ``run_dir``: its stage, name, seconds (``timings.total``), start and end, in the
+    order they started. A manifest without timings (written by older code) is left out."""
+    steps = []
+    for path in Path(run_dir).rglob(MANIFEST):
+        m = _manifest(path.parent)
+        total = (m.get("timings") or {}).get("total")
+        if m.get("stage") == "report" or not isinstance(total, (int, float)):
+            continue
+        try:
+            start, end = datetime.fromisoformat(m["started"]), datetime.fromisoformat(m["finished"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        steps.append({"stage": m.get("stage") or path.parent.name, "name": m.get("name") or path.parent.name,
+                      "seconds": float(total), "start": start, "end": end})
+    return sorted(steps, key=lambda s: s["start"])
+
+
+def time_lines(run_dir: Path) -> list[str]:
+    """The "Time per step" table: a row per stage in the order the stages started (steps, seconds, share)."""
+    steps = step_times(run_dir)
+    if not steps:
+        return []
+    by_stage: dict[str, list[dict[str, Any]]] = {}
+    for s in steps:
+        by_stage.setdefault(s["stage"], []).append(s)
+    total = sum(s["seconds"] for s in steps) or 1.0
+    wall = (max(s["end"] for s in steps) - steps[0]["start"]).total_seconds()
+    rows = [f"| {stage} | {len(group)} | {sum(s['seconds'] for s in group):,.1f} | "
+            f"{100 * sum(s['seconds'] for s in group) / total:.1f} % |" for stage, group in by_stage.items()]
+    return ["**Time per step** (from the manifests; a step finished earlier and skipped by this run keeps its "
+            "first time)", "", "| Stage | Steps | Seconds | Share |", "|---|---:|---:|---:|", *rows,
+            f"| all steps | {len(steps)} | {sum(s['seconds'] for s in steps):,.1f} | 100 % |", "",
+            f"Wall time from the first step's start to the last step's end: {wall:,.0f} s.", ""]

@@ -129,8 +129,17 @@ def finetune_view(view: Config, config: Config, keys: Mapping[str, Any]) -> Conf
     _unread(view, _reads([arm], config.train.k))
     if arm != "dropout":
         view.baselines.dropout = Config().baselines.dropout
-    view.evaluate = per_epoch_settings(view.evaluate)
+    view.evaluate = _with_decontamination_files(per_epoch_settings(view.evaluate), view.evaluate)
     return view
+
+
+def _with_decontamination_files(ev: EvaluateConfig, given: EvaluateConfig) -> EvaluateConfig:
+    """``ev`` with the benchmark files the corpus is decontaminated against (:mod:`context_cda.decontam`) as
+    ``given`` names them: WinoGender and WinoBias are not scored per epoch, but a fine-tuning's corpus is checked
+    against them, so a Kubeflow task must not read their default files instead of the run's."""
+    return ev.model_copy(update={
+        "winogender": ev.winogender.model_copy(update={"path": given.winogender.path}),
+        "winobias": ev.winobias.model_copy(update={"path": given.winobias.path, "split": given.winobias.split})})
 
 
 #: EvaluateConfig sections of the benchmarks, by benchmark name
