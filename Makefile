@@ -26,8 +26,11 @@ demo: install
 data: install
 	$(BIN)/ccda data fetch --profile demo $(if $(DATA_DIR),--to $(DATA_DIR),)
 
+# the suite runs on every core (pytest-xdist; TEST_WORKERS=0 runs it in one process, as a debugger wants); a test
+# file stays on one worker, so its module fixtures (a server, a tiny run) are made once
+TEST_WORKERS ?= auto
 test: install
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-slow: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
@@ -46,7 +49,8 @@ images:
 # CPU image, MLflow from its image; starts the engine when none runs and stops it after, skips (saying why) when
 # no engine can run here.
 test-images: install
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m images -rs tests/images tests/pipelines/test_four_doors.py $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m images -rs tests/images tests/pipelines/test_four_doors.py \
+	  tests/integration/test_sigterm.py $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests components pipelines benchmarks

@@ -179,7 +179,8 @@ class ClusterSettings:
         """Argo's backoff maxDuration for task ``name``: every attempt's timeout plus every wait between them.
 
         Argo measures it from the first attempt's start and makes it the deadline of later attempts' pods, so
-        anything shorter would cut a long task's retries short (KFP's default is 3600 s).
+        anything shorter would cut a long task's retries short (KFP's default is 3600 s). The KFP SDK >= 2.15
+        compiles at most 3600 s whatever is asked: there a task whose attempts outlast an hour is not retried.
         """
         waits = sum(self.retry_backoff_s * self.retry_backoff_factor**i for i in range(self.retries))
         return (self.retries + 1) * self.timeout(name) + waits
@@ -466,6 +467,8 @@ def _target_steps(w: _Wiring, step, wanted, config_yaml) -> None:
     vanilla evaluation, the post-hoc arms, the (arm, seed) loop (budget -> finetune -> evaluate) -> register ->
     collect; then the report. Each step when the run plans it."""
     also = tuple(n for n in _PER_TARGET if wanted(n))
+    if not any(wanted(r.step) for r in T.TABLE if "target" in r.fanout):
+        return  # no task per target (a run cut before entropy): no loop, which would be an empty DAG
     with dsl.ParallelFor(_loop(step, config_yaml, "targets", also=also), name="targets") as t:
         if wanted("entropy"):
             w.add("entropy", step(C.entropy(config_yaml=_own(t, "entropy"), target=t.target,

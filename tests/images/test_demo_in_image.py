@@ -4,10 +4,12 @@ SmolLM2's neutral rewrites pass their review for a run of a few items), with its
 and all-MiniLM-L6-v2, read from their packages installed in the image, and its datasets found by name in the mirror
 mounted read-only (CCDA_DATA_DIR). The container has no network at all (``--network none``): nothing is downloaded.
 
-Both runs get the same flags and environment and fresh model caches, side by side. Compared: every step of the plan
-finished in both; the steps before any generation (ingest, cda, validate-cda) wrote the same rows with the same ids;
-the same tables exist; the image's user (uid 10001) wrote the run folder through the mount. Generation and
-training on two copies of the same wheels usually agree too; how many tables match exactly is printed, not required.
+The venv runs the same command with the same flags and environment and fresh model caches, side by side, up to the
+last step before anything is generated (``--until validate-cda``): those steps (ingest, cda, validate-cda) must
+write the same rows with the same ids in both. The whole run in the venv is the demo itself and the tiny run in the
+image is compared with the venv table by table (tests/images/test_run_in_image.py), so the image's demo run is
+checked for finishing every step of its plan (exit 0, a manifest in every step folder, the report written), its
+models and data, and the image's user (uid 10001) writing the run folder through the mount.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def two_demo_runs(container_engine, project_images, shared_data, tmp_path_factor
                CCDA_MODEL_CACHE=str(venv_dir / "models"), HF_HOME=str(venv_dir / "hf"))
     start = time.monotonic()
     venv = subprocess.Popen([str(Path(sys.executable).parent / "ccda"), "run", "--profile", "demo",
-                             *_flags(venv_dir)], cwd=venv_dir, env=env, stdout=subprocess.PIPE,
+                             *_flags(venv_dir), "--until", "validate-cda"], cwd=venv_dir, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     image = container_engine.container(
         project_images["cpu"], "ccda", "run", "--profile", "demo", *_flags(image_dir),
@@ -75,10 +77,10 @@ def _finished(run: Path) -> set[str]:
     return {str(p.parent.relative_to(run)) for p in run.rglob("manifest.json")}
 
 
-def test_every_step_of_the_demo_finished_in_the_image_as_in_the_venv(two_demo_runs):
+def test_every_step_of_the_demo_finished_in_the_image(two_demo_runs):
     venv_run, image_run = two_demo_runs["venv"], two_demo_runs["image"]
     done = _finished(image_run)
-    assert done == _finished(venv_run)
+    assert _finished(venv_run) == {"ingest", "cda", "validate/cda"} and _finished(venv_run) <= done
     for step in ("ingest", "augment", "sample", "register/smollm2-135m/cda", "report"):
         assert step in done, sorted(done)
     assert {s.split("/")[2] for s in done if s.startswith("finetune/")} == {"cda", "context-cda", "dropout"}
@@ -98,11 +100,11 @@ def test_the_models_came_from_their_packages_and_the_data_from_the_mirror(two_de
 
 def test_the_steps_before_generation_wrote_the_same_rows(two_demo_runs):
     venv, image = _tables(two_demo_runs["venv"]), _tables(two_demo_runs["image"])
-    assert set(venv) == set(image)
+    assert set(DETERMINISTIC) <= set(venv) <= set(image)
     for name in DETERMINISTIC:
         a, b = venv[name], image[name]
         assert list(a["id"]) == list(b["id"]), name
         text = "text" if "text" in a.columns else "counterfactual"
         assert list(a[text]) == list(b[text]), name
     same = [n for n in venv if venv[n].shape == image[n].shape and venv[n].equals(image[n])]
-    print(f"tables equal in both runs: {len(same)} of {len(venv)}; differing: {sorted(set(venv) - set(same))}")
+    assert set(same) == set(venv), f"differing: {sorted(set(venv) - set(same))}"

@@ -90,7 +90,8 @@ def test_ingest_reads_a_corpus_from_s3_once_per_etag(env, cfg_factory, tmp_path)
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "evaluate"
     cfg = cfg_factory(ingest={"path": f"s3://{BUCKET}/corpora/small.txt", "min_words": 3},
                       evaluate={"stereoset_path": str(fixtures / "stereoset_tiny.json"),
-                                "crows_path": str(fixtures / "crows_tiny.csv")})
+                                "crows_path": str(fixtures / "crows_tiny.csv")},
+                      decontaminate={"benchmarks": ["stereoset", "crows"]})
     summary = run_ingest(cfg)
     assert summary["rows_out"] == 2
     copies = files(tmp_path / "data-cache" / "s3")

@@ -169,11 +169,12 @@ def test_a_malformed_winobias_folder_stops_ccda_run_before_its_first_step(tmp_pa
 
     from context_cda import pipeline
     from context_cda.cli import main
+    from context_cda.steps import Counts, Ran
 
     bad = write_winobias(tmp_path / "wb")
     (bad / "anti_stereotyped_type2.txt.test").write_text("1 The nurse met the construction worker.\n")
     ran = []
-    monkeypatch.setattr(pipeline, "run_step", lambda step, *a, **k: ran.append(step.name))
+    monkeypatch.setattr(pipeline.E, "run", lambda step, *a, **k: ran.append(step.name) or Ran({}, Counts()))
     monkeypatch.chdir(ROOT)
     args = _tiny_run(tmp_path, f"evaluate.winobias.path={bad}", f"evaluate.benchmarks={benchmarks}",
                      *(["tracking.enabled=false"]))
@@ -189,12 +190,13 @@ def test_a_malformed_winogender_file_stops_the_run_and_a_good_one_passes(tmp_pat
 
     from context_cda import pipeline
     from context_cda.cli import main
+    from context_cda.steps import Counts, Ran
 
     bad = write_winogender(tmp_path / "wg")
     with (bad / "all_sentences.tsv").open("a") as f:
         f.write("not-a-sentence-id\tThe nurse left.\n")
     ran = []
-    monkeypatch.setattr(pipeline, "run_step", lambda step, *a, **k: ran.append(step.name) or {})
+    monkeypatch.setattr(pipeline.E, "run", lambda step, *a, **k: ran.append(step.name) or Ran({}, Counts()))
     monkeypatch.chdir(ROOT)
     assert main([*_tiny_run(tmp_path, f"evaluate.winogender.path={bad}", "tracking.enabled=false"), "--until",
                  "ingest"]) == 2 and ran == []
