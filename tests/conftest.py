@@ -110,3 +110,17 @@ def pytest_terminal_summary(terminalreporter):
                     terminalreporter.write_line(f"{info['tag']}: built in {info['seconds']} s, {info['size_mb']} MB")
             terminalreporter.write_line(f"scripts/build-images.sh took {engine.built['_total']['seconds']} s "
                                         f"in all ({engine.name}; load average {os.getloadavg()[0]:.1f})")
+
+
+#: test folders whose files run long (end-to-end runs, servers, subprocesses): collected first, so that on several
+#: workers (make test: pytest-xdist, a file per worker) the long files start early and the short unit files fill in
+#: around them, instead of one long file running alone at the end
+_LONG_FIRST = ("integration", "services", "pipelines")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        parts = item.path.parts
+        return next((i for i, name in enumerate(_LONG_FIRST) if name in parts), len(_LONG_FIRST))
+
+    items.sort(key=rank)  # stable: the order within a folder is kept

@@ -4,7 +4,8 @@ corpus version restored by git revision (`dvc checkout` and `dvc.api.open(rev=..
 
 Each test works in a temporary git repository holding configs/, src/ and the fixture corpus, with params.yaml =
 the resolved tiny profile plus the fast test settings (tests/helpers/tiny_pipeline.py) and dvc.yaml generated
-for those params by `ccda config dvc`, as a user running another profile would.
+for those params by `ccda config dvc`, as a user running another profile would. The whole dvc.yaml run twice (the
+second repro doing nothing), then an arm and a seed added, is `tests/pipelines/test_reruns.py` (slow).
 """
 
 from __future__ import annotations
@@ -170,17 +171,3 @@ def test_repro_twice_param_change_push_pull_and_old_version(tmp_path, fake_llm):
         )
         out = proj.run(sys.executable, "-c", code, rev1).stdout.strip()
         assert out == cf_v1
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_full_pipeline_repro_twice(tmp_path, fake_llm):
-    """Every stage of dvc.yaml on the tiny profile (several minutes on CPU), then a second repro that does nothing."""
-    proj = Project(tmp_path / "proj", fake_llm.base_url)
-    ran = proj.repro()
-    stages = set(proj.dvc("stage", "list", "--name-only").stdout.split())
-    assert ran == stages
-    assert proj.repro() == set()
-    assert proj.path("report/report.md").is_file()
-    plots = proj.dvc("plots", "show", "--json").stdout
-    assert "epoch" in plots

@@ -164,7 +164,7 @@ def check_kfp_door(root: Path, excluded: dict[str, str], runner_door: Path) -> d
     folders = {}
     for rows in root.rglob(L.TRAIN_ROWS_FILE):  # each finetune task's checkpoint artifact
         manifest = json.loads((rows.parent / "manifest.json").read_text())
-        folders[manifest["config"]["arm"]] = rows.parent
+        folders[manifest["keys"]["arm"]] = rows.parent
     assert set(folders) == set(ARMS)
     quarantined = {}
     for table in root.rglob(L.QUARANTINE_FILE):

@@ -90,8 +90,10 @@ def test_exit_handler_records_a_failed_run(kfp_local, tmp_path, fake_llm):
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_cpu_pipeline_end_to_end_under_kfp_local(kfp_local, tmp_path, fake_llm):
-    """Every step of the stage table, through ParallelFor over targets and (arm, seed), to the report."""
+    """Every step of the stage table, through ParallelFor over the generation parts, targets and (arm, seed), to
+    the report; augment and the sample step in three parts each (``pipeline.generation_shards``), merged once."""
     cfg = tp.tiny_config(fake_llm.base_url, run_dir=tmp_path / "run")
+    cfg.pipeline.generation_shards = 3
     build_pipeline("cpu", cfg, last_stage="report")()
     assert _status(kfp_local)["state"] == "SUCCEEDED"
     expected = {"augment": "augmented.parquet", "sample": "samples.parquet", "entropy": "scores.parquet",
@@ -100,6 +102,7 @@ def test_cpu_pipeline_end_to_end_under_kfp_local(kfp_local, tmp_path, fake_llm):
                 "report": "report.md"}
     for stage, name in expected.items():
         assert list(kfp_local.rglob(name)), f"{stage}: no {name}"
+    _check_generation_parts_merged_once(kfp_local)
     _check_evaluations_reach_register_and_report(kfp_local, cfg)
 
 
@@ -112,11 +115,13 @@ def _check_evaluations_reach_register_and_report(root: Path, cfg) -> None:
     models = ("vanilla", *(f"{arm}/seed-{seed}" for arm in cfg.train.arms))
     manifests = [json.loads(p.read_text()) for p in root.rglob("manifest.json")]
     for target in cfg.run.targets:
-        # register's manifests (the task's own and the copy in the summary) list both aggregates among its inputs
-        regs = [m for m in manifests if m["stage"] == "register" and m["config"]["target"] == target]
-        assert {m["config"]["arm"] for m in regs} == set(cfg.train.arms)
+        # register's manifests (the task's own and the copy in the summary) list the evaluations among its inputs,
+        # and every arm has its promotion decision
+        regs = [m for m in manifests if m["stage"] == "register" and m["keys"]["target"] == target]
+        assert regs
         for m in regs:
-            assert {"evaluation", "vanilla"} <= set(m["inputs"]), m["inputs"]
+            assert "evaluations" in m["inputs"], m["inputs"]
+        assert set(cfg.train.arms) <= {p.parent.name for p in root.rglob("promotion.json")}
         for model in models:  # the collect_arms summary, laid out like a run directory
             found = sorted(root.rglob(f"evaluate/{target}/{model}/aggregate.json"))
             assert found, f"summary: no evaluate/{target}/{model}/aggregate.json"
@@ -131,33 +136,27 @@ def _check_evaluations_reach_register_and_report(root: Path, cfg) -> None:
     assert set(t1["source"]) == {"evaluate"}
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_generation_parts_run_side_by_side_and_merge_once_under_kfp_local(kfp_local, tmp_path, fake_llm):
-    """pipeline.generation_shards = 3: augment and the sample step run as three parts each (a ParallelFor read from
+def _check_generation_parts_merged_once(kfp_local: Path) -> None:
+    """pipeline.generation_shards = 3: augment and the sample step ran as three parts each (a ParallelFor read from
     the config), merged once; every item of the input ends in exactly one part and the merged tables hold each
     once; the target's entropy scores the merged samples."""
     import pandas as pd
 
-    cfg = tp.tiny_config(fake_llm.base_url, run_dir=tmp_path / "run")
-    cfg.pipeline.generation_shards = 3
-    build_pipeline("cpu", cfg, last_stage="validate-entropy")()
-    assert _status(kfp_local)["state"] == "SUCCEEDED"
     parts = {}
     for manifest in kfp_local.rglob("manifest.json"):
         m = json.loads(manifest.read_text())
-        if m["stage"] == "augment" and m["config"].get("part") is not None:
-            parts[m["config"]["part"]] = manifest.parent
+        if m["stage"] == "augment-part":
+            parts[m["keys"]["shard"]] = manifest.parent
     assert sorted(parts) == [0, 1, 2]
     per_part = [set(pd.read_parquet(d / "augmented.parquet")["cda_id"]) | set(pd.read_parquet(d / "rejected.parquet")
                                                                                 ["cda_id"]) for d in parts.values()]
     assert sum(len(p) for p in per_part) == len(set().union(*per_part))  # no item in two parts
     merged = next(m.parent for m in kfp_local.rglob("manifest.json")
-                  if json.loads(m.read_text())["stage"] == "augment-merge")
+                  if json.loads(m.read_text())["stage"] == "augment")
     aug = pd.read_parquet(merged / "augmented.parquet")
     assert aug["id"].is_unique and json.loads((merged / "manifest.json").read_text())["summary"]["parts"] == 3
     samples = next(m.parent for m in kfp_local.rglob("manifest.json")
-                   if json.loads(m.read_text())["stage"] == "sample-merge")
+                   if json.loads(m.read_text())["stage"] == "sample")
     assert json.loads((samples / "manifest.json").read_text())["summary"]["parts"] == 3
     assert not pd.read_parquet(samples / "samples.parquet").duplicated(["id", "sample_idx"]).any()
     scores = next(p for p in kfp_local.rglob("scores.parquet")

@@ -145,32 +145,45 @@ def test_a_step_no_arm_reads_is_not_planned_and_the_cda_arm_trains_without_it(fa
 # ------------------------------------------------------------------------------------------------ dvc repro
 
 
-def _dvc_params(base_url: str, arms, seeds=(13,)) -> dict:
+def _dvc_params(base_url: str, arms, seeds=(13,), tracking: bool = False) -> dict:
     from dvc_project import RUN_DIR
 
-    return rerun_config(base_url, RUN_DIR, arms, seeds, absolute=False).to_dict()
+    cfg = rerun_config(base_url, RUN_DIR, arms, seeds, absolute=False)
+    cfg.tracking.enabled = tracking
+    return cfg.to_dict()
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
-def test_dvc_repro_retrains_nothing_for_an_added_arm_and_only_the_new_seed(fake_llm, tmp_path):
+def test_dvc_repro_runs_every_stage_once_then_retrains_nothing_for_an_added_arm_and_only_the_new_seed(
+        fake_llm, tmp_path):
+    """The whole dvc.yaml on the tiny profile (registry and report included): the first repro runs every stage,
+    a second does nothing; then the arm and the seed are added."""
     pytest.importorskip("dvc")
     from dvc_project import BIN, RUN_DIR, Project
 
-    proj = Project(tmp_path / "proj", fake_llm.base_url, _dvc_params(fake_llm.base_url, ARMS))
+    proj = Project(tmp_path / "proj", fake_llm.base_url, _dvc_params(fake_llm.base_url, ARMS, tracking=True))
+    stages = set(proj.dvc("stage", "list", "--name-only").stdout.split())
+    assert {s.split("@")[0] for s in stages} >= {"ingest", "augment", "entropy", "finetune", "evaluate", "register",
+                                                  "report"}
+    first_ran = proj.repro()
+    assert first_ran == stages
+    assert proj.repro() == set()
+    assert (proj.root / RUN_DIR / "report" / "report.md").is_file()
+    assert "epoch" in proj.dvc("plots", "show", "--json").stdout
+    first = Counter(s.split("@")[0] for s in first_ran)
 
     def regenerate(params: dict) -> None:  # as a user does after editing params.yaml (`make dvc`)
         proj.set_params(params)
         (proj.root / "dvc.yaml").write_text(proj.run(str(BIN / "ccda"), "config", "dvc", "--params",
                                                      "params.yaml").stdout)
 
-    first = Counter(s.split("@")[0] for s in proj.repro())
     run = proj.root / RUN_DIR
     before = weights(run)
-    regenerate(_dvc_params(fake_llm.base_url, [*ARMS, POSTHOC]))
+    regenerate(_dvc_params(fake_llm.base_url, [*ARMS, POSTHOC], tracking=True))
     arm = Counter(s.split("@")[0] for s in proj.repro())
     assert "finetune" not in arm and weights(run) == before, arm
-    regenerate(_dvc_params(fake_llm.base_url, [*ARMS, POSTHOC], (13, 14)))
+    regenerate(_dvc_params(fake_llm.base_url, [*ARMS, POSTHOC], (13, 14), tracking=True))
     seed = Counter(s.split("@")[0] for s in proj.repro())
     assert seed["finetune"] == 2 and {k: v for k, v in weights(run).items() if "seed-13" in k} == before, seed
     print(f"dvc repro: base {dict(first)}; +{POSTHOC} {dict(arm)}; +seed {dict(seed)}")
