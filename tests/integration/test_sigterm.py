@@ -124,18 +124,24 @@ def test_sigterm_stops_augment_and_the_rerun_finishes_exactly_once(tmp_path):
 # ------------------------------------------------------------------------------------------------ ccda run
 
 
-def _run_config(tmp_path: Path, url: str, **sets) -> Path:
-    """params.yaml of the tiny pipeline on the fake server, tracking and the after-training evaluation off."""
+def _tiny(tmp_path: Path, url: str, sets: dict):
+    """The tiny pipeline's config on the fake server, tracking off, ``sets`` (``section__field=value``) applied."""
     sys.path.insert(0, str(HERE.parents[1] / "helpers"))
     import tiny_pipeline as tp
-    import yaml
 
     cfg = tp.tiny_config(url, run_dir=tmp_path / "run")
     cfg.tracking.enabled = False
-    cfg.evaluate.after_training = False
     for key, value in sets.items():
         section, _, field = key.partition("__")
         setattr(getattr(cfg, section), field, value)
+    return cfg
+
+
+def _run_config(tmp_path: Path, url: str, **sets) -> Path:
+    """params.yaml of the tiny pipeline on the fake server, tracking and the after-training evaluation off."""
+    import yaml
+
+    cfg = _tiny(tmp_path, url, {"evaluate__after_training": False, **sets})
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(cfg.to_dict()))
     return params
@@ -229,14 +235,7 @@ def test_sigterm_to_ccda_run_in_finetune_marks_mlflow_killed_and_the_rerun_resum
 def _kfp(tmp_path: Path, url: str, last_stage: str, env: dict[str, str], docker: bool = False, **sets):
     """kfp.local running the tiny pipeline to ``last_stage`` (tests/helpers/kfp_tasks.py), its output read line by
     line: (process, lines)."""
-    sys.path.insert(0, str(HERE.parents[1] / "helpers"))
-    import tiny_pipeline as tp
-
-    cfg = tp.tiny_config(url, run_dir=tmp_path / "run")
-    cfg.tracking.enabled = False
-    for key, value in sets.items():
-        section, _, field = key.partition("__")
-        setattr(getattr(cfg, section), field, value)
+    cfg = _tiny(tmp_path, url, sets)
     config = tmp_path / "config.json"
     config.write_text(json.dumps(cfg.to_dict()))
     cmd = [sys.executable, str(HERE.parents[1] / "helpers" / "kfp_tasks.py"), str(config),
@@ -316,7 +315,9 @@ def test_sigterm_to_the_kfp_task_process_stops_the_stage_and_the_rerun_finishes(
 @pytest.mark.timeout(3600)
 def test_sigterm_to_the_task_container_stops_the_stage(tmp_path, container_engine, project_images):
     """The same in the task's container (kfp.local's DockerRunner): `docker kill --signal TERM` reaches the
-    container's PID 1, KFP's `sh -ec` command that `exec`s python. (Written for the image suite; not run here.)"""
+    container's PID 1, KFP's `sh -ec` command that `exec`s python. Opt-in (`-m images
+    tests/integration/test_sigterm.py`), not yet in `make test-images`: on its first run here (2026-12-03) the
+    pipeline under DockerRunner ended (rc 1) before the sample task could be signalled."""
     if container_engine.name != "docker":
         pytest.skip("kfp.local.DockerRunner talks to the Docker API")
     with FakeOpenAIServer(delay_s=0.3) as srv:
