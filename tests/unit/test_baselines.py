@@ -375,3 +375,18 @@ def test_dropout_arm_trains_on_the_originals(tmp_path):
     assert load_arm_rows(kind, path)["text"].tolist() == ["He ran.", "She sat."]
     with pytest.raises(InputError, match="inlp is not fine-tuned"):
         arm_corpus({"cda": table}, "inlp", 30)
+
+
+def test_debiased_target_logprobs_are_the_full_distributions_entries():
+    """The blockwise, read-only form gives the full debiased distribution's entries exactly (same operations)."""
+    import torch
+
+    from context_cda.scoring.self_debias import debiased_logprobs, debiased_target_logprobs
+
+    torch.manual_seed(0)
+    logits = torch.randn(3, 21, 50) * 4
+    rows = [0, 5, 5, 20, 9, 3, 17]
+    targets = [1, 2, 49, 0, 7, 7, 30]
+    full = debiased_logprobs(logits, 2, decay=50.0, epsilon=0.01)
+    got = debiased_target_logprobs(logits, rows, targets, 2, decay=50.0, epsilon=0.01, chunk=4)
+    assert torch.equal(got, full[torch.tensor(rows), torch.tensor(targets)])

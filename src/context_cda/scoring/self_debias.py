@@ -62,6 +62,30 @@ def debiased_logprobs(logits: Any, n_prefixes: int, decay: float, epsilon: float
     return torch.log(q / q.sum(dim=-1, keepdim=True))
 
 
+def debiased_target_logprobs(logits: Any, rows: Any, targets: Any, n_prefixes: int, decay: float, epsilon: float,
+                             chunk: int = 8) -> Any:
+    """``debiased_logprobs(logits, ...)[rows[j], targets[j]]`` for logits (1 + n_prefixes, N, V): the same
+    operations in the same order, on ``chunk`` positions at a time (each block stays in cache), in place where
+    the value is not needed again, and only the log-probabilities asked for are taken."""
+    import torch
+
+    out = torch.empty(len(rows), dtype=torch.float32, device=logits.device)
+    rows = torch.as_tensor(rows, device=logits.device)
+    targets = torch.as_tensor(targets, device=logits.device)
+    for start in range(0, logits.shape[1], chunk):
+        here = ((rows >= start) & (rows < start + chunk)).nonzero()[:, 0]
+        if not here.numel():
+            continue
+        p = logits[0, start : start + chunk].float().softmax(dim=-1)
+        factor = logits[1 : 1 + n_prefixes, start : start + chunk].float().softmax(dim=-1).amax(dim=0)
+        factor.sub_(p).clamp_(min=0.0).mul_(-decay).exp_().clamp_(min=epsilon)  # max(exp(-alpha * decay), eps)
+        q = p.mul_(factor)
+        total = q.sum(dim=-1)
+        r = rows[here] - start
+        out[here] = torch.log(q[r, targets[here]] / total[r])
+    return out
+
+
 def _left_padded(tokenizer: Any, texts: Sequence[str], pad: int, add_special_tokens: bool) -> tuple[list, list]:
     """(ids, attention) rows of ``texts`` left-padded to one width (bias-bench pads right, flips the mask and
     rolls the ids: the same rows)."""
@@ -103,8 +127,9 @@ class _SelfDebiasMixin:
         with torch.inference_mode(), head:
             logits = self.model(**kwargs).logits
         flat = logits[0] if head.applied else logits[rows.to(logits.device), cols.to(logits.device)]
-        lp = self._debias(flat.reshape(n_var, len(pair), -1))
-        picked = lp[torch.tensor(j_of, device=lp.device), torch.tensor([t for _r, _c, t in reqs], device=lp.device)]
+        s = self.settings
+        picked = debiased_target_logprobs(flat.reshape(n_var, len(pair), -1), j_of, [t for _r, _c, t in reqs],
+                                          len(s.prefixes), s.decay_constant, s.epsilon)
         return [float(v) for v in picked.tolist()]
 
 
