@@ -283,14 +283,14 @@ def test_self_debias_without_a_cached_prefix_when_the_probe_disagrees():
     from context_cda.scoring.self_debias import SelfDebiasSettings, self_debias_scorer
 
     model, tok, _ = load_lm("tiny:gpt2", device="cpu")
-    forward = model.forward
+    forward = model.transformer.forward  # the base stack (what the batched passes call)
 
     def no_cache(input_ids=None, attention_mask=None, position_ids=None, cache=None, **kw):
         if cache is not None and attention_mask is not None and attention_mask.dim() == 4:
             attention_mask = attention_mask[..., -input_ids.shape[1]:]  # the prefix's columns dropped with it
         return forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kw)
 
-    model.forward = no_cache
+    model.transformer.forward = no_cache
     settings = SelfDebiasSettings(("The following text discriminates against people: ",))
     sd = self_debias_scorer(scorer_for(model, tok, batch_size=4), settings)
     assert sd._context is None

@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from ..errors import ConfigError, ModelError
-from .base import LogLik, PositionScorerMixin, Scorer, _accepts
+from .base import LogLik, PositionScorerMixin, Scorer, _accepts, side_by_side
 
 #: packed rows hold about this many tokens (more makes the masked attention grow quadratically)
 PACK_WIDTH = 128
@@ -201,10 +201,72 @@ class CausalScorer(PositionScorerMixin, Scorer):
         tree = build_tree(seqs, reads)
         packed = pack(tree, seqs, PACK_WIDTH)
         out = [0.0] * n_slots
-        for kwargs, reqs, slots in self._packed_passes(tree, packed, len(seqs), desc):
-            for slot, v in zip(slots, self._forward_logprobs(kwargs, reqs), strict=True):
+        passes = self._packed_passes(tree, packed, len(seqs), desc)
+        for slots, values in side_by_side(passes, self._forward_logprobs, self._workers()):
+            for slot, v in zip(slots, values, strict=True):
                 out[slot] = v
         return out
+
+    # ------------------------------------------------------------------------ passes from the base stack
+    @cached_property
+    def decomposable(self) -> bool:
+        """Whether the logits are the output layer applied to the base stack's last hidden states, nothing in
+        between (no scaling or capping): checked once on a probe. Then a batched pass runs the base stack and
+        projects only the positions read itself (:meth:`_decomposed_logprobs`), with no hook on a shared module,
+        so that passes can run side by side (:meth:`_workers`)."""
+        import torch
+
+        from .interventions import base_of
+
+        head = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
+        base = base_of(self.model)
+        probe = self.encode(["The doctor said that the nurse was tired today"], add_special_tokens=False)[0][:8]
+        if head is None or base is self.model or not probe:
+            return False
+        try:
+            with torch.inference_mode():
+                ids = torch.tensor([[self.start_id, *probe]], device=self.device)
+                want = self.model(input_ids=ids).logits[0].float()
+                got = head(base(input_ids=ids).last_hidden_state)[0].float()
+        except Exception:  # noqa: BLE001 - any failure means: through the model's own forward
+            return False
+        return got.shape == want.shape and float((got - want).abs().max()) <= 1e-5 * max(1.0, float(want.abs().max()))
+
+    def _workers(self) -> int:
+        """Passes run side by side (:func:`.base.side_by_side`): on a CPU, one per torch thread (at most 8), when
+        batched and :attr:`decomposable`; else 1."""
+        import torch
+
+        if self.batch_size <= 1 or self.device.type != "cpu" or torch.get_num_threads() < 2:
+            return 1
+        return min(torch.get_num_threads(), 8) if self.decomposable else 1
+
+    def _hidden_at(self, kwargs: dict[str, Any], rows: Any, cols: Any) -> Any:
+        """The base stack's last hidden states at (rows, cols) of one pass, (N, hidden)."""
+        from .interventions import base_of
+
+        return base_of(self.model)(**kwargs).last_hidden_state[rows, cols]
+
+    def _forward_logprobs(self, kwargs: dict[str, Any], reqs: Sequence[tuple[int, int, int]]) -> list[float]:
+        if self.batch_size > 1 and self.decomposable:
+            return self._decomposed_logprobs(kwargs, reqs)
+        return super()._forward_logprobs(kwargs, reqs)
+
+    def _decomposed_logprobs(self, kwargs: dict[str, Any], reqs: Sequence[tuple[int, int, int]]) -> list[float]:
+        """One pass through the base stack; the output layer at the distinct positions read only (on a CPU with a
+        plain linear layer, straight from the hidden states in vocabulary blocks: :func:`.base.linear_logprobs`)."""
+        import torch
+
+        from .base import gather_logprobs, linear_logprobs, request_tensors
+
+        rows, cols, targets, j_of = request_tensors(reqs, kwargs["input_ids"].device)
+        hidden = self._hidden_at(kwargs, rows, cols)
+        head = self.model.get_output_embeddings()
+        if hidden.device.type == "cpu" and type(head) is torch.nn.Linear:
+            lp = linear_logprobs(hidden, head.weight, head.bias, targets, j_of)
+        else:
+            lp = gather_logprobs(head(hidden), targets, rows=j_of)
+        return [float(v) for v in lp.tolist()]
 
     def _packed_passes(self, tree: Any, packed: Any, n_seqs: int, desc: str, context: Any = None,
                        n_variants: int = 1, tokens: int | None = None):

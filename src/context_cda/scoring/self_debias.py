@@ -31,7 +31,7 @@ from itertools import accumulate
 from typing import Any
 
 from ..errors import ModelError
-from .base import _accepts
+from .base import _accepts, side_by_side
 from .causal import CausalScorer
 from .masked import MaskedScorer
 
@@ -112,8 +112,9 @@ class _SelfDebiasMixin:
 
     def _debiased_reads(self: Any, kwargs: dict[str, Any], reqs: Sequence[tuple[int, int, int]], n_var: int) -> list[float]:
         """One pass over packed rows (batch row = row x ``n_var`` + variant); ``reqs`` (variant 0's batch row,
-        column, target). The output layer runs at the positions read only, for every variant; each distinct
-        position's distributions are debiased once."""
+        column, target). The output layer runs at the positions read only, for every variant (through the base
+        stack where the logits are its output layer's, :attr:`.CausalScorer.decomposable`, else a hook); each
+        distinct position's distributions are debiased once."""
         import torch
 
         from .base import _HeadAtPositions
@@ -123,10 +124,15 @@ class _SelfDebiasMixin:
         rows = torch.tensor([r + v for v in range(n_var) for r, _c in pair], dtype=torch.long)
         cols = torch.tensor([c for _v in range(n_var) for _r, c in pair], dtype=torch.long)
         ids = kwargs["input_ids"]
-        head = _HeadAtPositions(self.model, width=ids.shape[1], rows=rows, cols=cols, batch=ids.shape[0])
-        with torch.inference_mode(), head:
-            logits = self.model(**kwargs).logits
-        flat = logits[0] if head.applied else logits[rows.to(logits.device), cols.to(logits.device)]
+        if getattr(self, "decomposable", False):
+            with torch.inference_mode():
+                flat = self.model.get_output_embeddings()(self._hidden_at(kwargs, rows.to(ids.device),
+                                                                            cols.to(ids.device)))
+        else:
+            head = _HeadAtPositions(self.model, width=ids.shape[1], rows=rows, cols=cols, batch=ids.shape[0])
+            with torch.inference_mode(), head:
+                logits = self.model(**kwargs).logits
+            flat = logits[0] if head.applied else logits[rows.to(logits.device), cols.to(logits.device)]
         s = self.settings
         picked = debiased_target_logprobs(flat.reshape(n_var, len(pair), -1), j_of, [t for _r, _c, t in reqs],
                                           len(s.prefixes), s.decay_constant, s.epsilon)
@@ -340,9 +346,10 @@ class SelfDebiasCausalScorer(_SelfDebiasMixin, CausalScorer):
                 out[slot] = float(lp[t])
         tree = build_tree(seqs, reads)
         n_var = len(self._prefix_ids)
-        for kwargs, reqs, slots in self._packed_passes(tree, pack(tree, seqs, PACK_WIDTH), len(seqs),
-                                                     "self-debias", ctx, n_var):
-            for slot, v in zip(slots, self._debiased_reads(kwargs, reqs, n_var), strict=True):
+        passes = self._packed_passes(tree, pack(tree, seqs, PACK_WIDTH), len(seqs), "self-debias", ctx, n_var)
+        for slots, values in side_by_side(passes, lambda kw, rq: self._debiased_reads(kw, rq, n_var),
+                                          self._workers()):
+            for slot, v in zip(slots, values, strict=True):
                 out[slot] = v
         return out
 
