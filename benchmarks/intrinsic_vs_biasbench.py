@@ -11,7 +11,9 @@ WinoBias) the reference is our own one-at-a-time path (``batch_size=1``, the har
 
 The achieved rate: the floating-point operations of our run (counted once, untimed, by torch's FlopCounterMode:
 matrix products, which are nearly all of it) over its median time, as a fraction of the fp32 matrix-product rate
-measured here on the model's own layer shape (rows x hidden x intermediate) with the same threads.
+measured here on the model's own layer shape (rows x hidden x intermediate) with the same threads: the median of
+measurements before and after each benchmark (the same load as the runs), and its best (the machine's rate when
+the product had the cores to itself).
 """
 
 from __future__ import annotations
@@ -50,10 +52,19 @@ def matmul_rate(model: Any, rows: int = 2048, repeats: int = 5) -> float:
 
 
 def count_flops(fn) -> float:
+    """The FLOPs of ``fn()``, counted with one torch thread: the counter is a dispatch mode of the calling thread
+    only, so passes run side by side in threads of their own (``scoring.base.side_by_side``, used with two or more
+    torch threads) would not be counted; with one thread the same passes run in this thread."""
+    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as fc:
-        fn()
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with FlopCounterMode(display=False) as fc:
+            fn()
+    finally:
+        torch.set_num_threads(before)
     return float(fc.get_total_flops())
 
 
@@ -118,15 +129,17 @@ def _wino_items(fast: list[dict], ref: list[dict], keys: tuple[str, str], decisi
 
 
 def _line(name: str, ours: list[float], theirs: list[float], items: tuple[int, int, float], ref: str,
-          flops: float | None, rate: float) -> dict:
+          flops: float | None, rate: float, best: float) -> dict:
     o, t = statistics.median(ours), statistics.median(theirs)
     achieved = flops / o / 1e9 if flops else None
-    frac = f"{achieved:6.1f} GFLOP/s = {achieved / rate:4.0%} of the matmul rate" if achieved else ""
+    frac = (f"{achieved:6.1f} GFLOP/s = {achieved / rate:4.0%} of the matmul rate ({achieved / best:4.0%} of its best)"
+            if achieved else "")
     print(f"  {name:22s} ours {o:7.2f} s  {ref} {t:7.2f} s  ratio {t / o:6.2f}x   flips {items[0]} "
           f"(knife-edge {items[1]})  max rel diff {items[2]:.1e}   {frac}")
     return {"benchmark": name, "ours_s": ours, "reference_s": theirs, "reference": ref, "ratio": t / o,
             "flips": items[0], "knife_edge": items[1], "max_rel_diff": items[2], "gflops": (flops or 0) / 1e9,
-            "achieved_gflop_s": achieved, "matmul_fraction": achieved / rate if achieved else None}
+            "achieved_gflop_s": achieved, "matmul_fraction": achieved / rate if achieved else None,
+            "matmul_fraction_of_best": achieved / best if achieved else None}
 
 
 def _setup(ref: str, max_items: int | None, batch_size: int, tmp: Path) -> dict:
@@ -207,7 +220,8 @@ def _one(name, ours, theirs, repeats, compare, s, tmp, threads) -> tuple[list, l
         else:
             got = bias_bench({**s["job"], **theirs, "threads": threads}, tmp)
             ref_times.append(got["seconds"])
-        print(f"    {name}: ours {mine[-1]:.2f} s, reference {ref_times[-1]:.2f} s", file=sys.stderr)
+        print(f"    {name}: ours {mine[-1]:.2f} s, reference {ref_times[-1]:.2f} s (load average "
+              f"{os.getloadavg()[0]:.2f})", file=sys.stderr)
     return mine, ref_times, compare(rows, got), count_flops(ours)
 
 
@@ -233,6 +247,7 @@ def run(ref: str, threads: int, repeats: int, sd_repeats: int, max_items: int | 
         results.append((name, mine, ref_times, items, flops, "one-at-a-time" if callable(theirs) else "bias-bench"))
     rate = statistics.median(rates)
     print(f"  fp32 matmul rate measured here: {rate:.1f} GFLOP/s (median of {len(rates)}; best {max(rates):.1f})")
-    rows = [_line(n, m, r, it, ref_name, fl, rate) for n, m, r, it, fl, ref_name in results]
+    rows = [_line(n, m, r, it, ref_name, fl, rate, max(rates)) for n, m, r, it, fl, ref_name in results]
     print(f"  load average at the end: {os.getloadavg()[0]:.2f}")
-    return [{**row, "matmul_gflop_s": rate, "threads": threads, "load_start": load[0]} for row in rows]
+    return [{**row, "matmul_gflop_s": rate, "matmul_gflop_s_best": max(rates), "threads": threads,
+             "load_start": load[0], "load_end": os.getloadavg()[0]} for row in rows]
