@@ -7,9 +7,13 @@
 ``--cpu-calibration`` measures the same shapes (and SmolLM2-135M, the demo's model) on this machine's CPU at
 CPU-sized settings: training fp32 (what ``train.precision: auto`` gives on a CPU) at 8 x 128 only, and not for a
 model whose fp32 AdamW state would not fit in half the memory; StereoSet + CrowS on ``--score-items`` of each
-(default 64) with 4 items one at a time; generation fp32 at 1 and 48 prompts (the demo's augment.batch_size). Its peak is the fp32 matrix-product
-rate measured here (a 2048 x 768 x 3072 product with every core), so each MFU is a measured fraction of a measured
-rate, and the JSON is a throughput table ``ccda plan --throughput cpu`` prices a profile with on this machine.
+(default 64) with 4 items one at a time; generation fp32 at 1 and 48 prompts (the demo's augment.batch_size). It runs
+one torch thread (``--threads``), so its rates are per core: on a shared machine a pass split across cores waits at
+every operation's barrier for a core another process holds (docs/cost.md: on this 2-core machine under load, 2
+threads were no faster than 1), while one thread per pass is what the scorer's side-by-side passes use. Its peak is the
+fp32 matrix-product rate measured here with the same threads (that product, best of 5, at the start; once more at
+the end with the load average), so each MFU is a measured fraction of a measured rate, and the JSON is a throughput
+table ``ccda plan --throughput cpu`` prices a profile with in core-hours of this machine.
 
 Needs only torch, transformers, accelerate and peft (what the GPU machine has): no network, no hub, no data files.
 For random-initialised models of the real shapes (GPT-2 small, BERT-base, T5-base, Llama-3.2-1B; vocabularies of
@@ -139,7 +143,8 @@ def lora_wrap(model: Any, family: str) -> tuple[Any, str]:
 
 
 def measured_matmul_rate(rows: int = 2048, inner: tuple[int, int] = (768, 3072), repeats: int = 5) -> float:
-    """fp32 FLOP/s of a ``rows x 768 @ 768 x 3072`` product (a transformer layer's widest), best of ``repeats``."""
+    """fp32 FLOP/s of a ``rows x 768 @ 768 x 3072`` product (a transformer layer's widest) with torch's threads, best
+    of ``repeats``."""
     import torch
 
     a, b = torch.randn(rows, inner[0]), torch.randn(inner[1], inner[0])
@@ -384,11 +389,30 @@ def score_rows(shape: S.Shape, tok: Any, device: str, args: argparse.Namespace) 
                      "tokens_per_s": round(n_sent * mean_tokens / secs, 1),
                      "mfu": forward_mfu(n_sent * mean_tokens / secs, model, args.peak),
                      "full_gender_subsets_s": round((S.STEREOSET_ITEMS + S.CROWS_PAIRS) / (n_items / secs), 3)})
+    for row in rows:
+        if "seconds" in row:
+            row.update(plan_units(row))
     if "one-at-a-time" in raw and not deadline_passed(args):
         _add_speedup(rows, raw["one-at-a-time"], _score_once(fast, ss[:n_ref], cp[:n_ref], device))
     del model, fast
     free(device)
     return rows
+
+
+def plan_units(row: dict) -> dict[str, Any]:
+    """A score row in the units ``ccda plan`` divides by the score rate: the tokens
+    :func:`context_cda.costs.benchmark_tokens` counts for the row's items and family (a masked LM's pass per masked
+    position, a causal LM's sentence), per second, and that rate's utilisation (2N per token, as ``mfu``). The row's
+    own ``tokens_per_s`` counts sentence tokens, which a masked LM runs many times and a causal LM's prefix tree
+    fewer than once, so only this rate prices an evaluation (and its ``mfu``, of sentence tokens, can pass 1)."""
+    from context_cda.costs import Assumptions, benchmark_tokens
+
+    counts = Assumptions(stereoset_items=row["stereoset_items"], crows_items=row["crows_pairs"])
+    tokens = benchmark_tokens(counts, row["family"], "auto")
+    per_s = tokens / row["seconds"]
+    mfu = row["mfu"] * per_s / row["tokens_per_s"] if row.get("mfu") and row.get("tokens_per_s") else None
+    return {"plan_tokens": round(tokens, 1), "plan_tokens_per_s": round(per_s, 1),
+            "plan_mfu": round(mfu, 4) if mfu is not None else None}
 
 
 def _add_speedup(rows: list[dict], reference_s: float, batched_same_s: float) -> None:
@@ -472,7 +496,9 @@ def rates(results: list[dict], env: dict, smoke: bool) -> dict[str, dict]:
             out["train"][key] = {"per_s": r["tokens_per_s"], "source": f"{where}; {r['precision'].split()[0]} "
                                                                          f"full, {r['batch_size']} x {r['seq_len']}"}
         elif r["operation"] == "score" and r["mode"] == "batched":
-            out["score"][key] = {"per_s": r["tokens_per_s"], "source": f"{where}; fp32, batch 32, sentence tokens"}
+            per_s = r.get("plan_tokens_per_s") or plan_units(r)["plan_tokens_per_s"]
+            out["score"][key] = {"per_s": per_s, "source": f"{where}; fp32, batch 32, the tokens ccda plan counts "
+                                                            "(costs.benchmark_tokens) per second"}
     for key in {r["model_key"] for r in done if r["operation"] == "generate"}:
         gen = [r for r in done if r["operation"] == "generate" and r["model_key"] == key]
         best = max(gen, key=lambda r: (r["dtype"] == "bfloat16", r["batch_size"]))
@@ -507,13 +533,14 @@ def plan_table(out: dict, env: dict, measured: dict[str, dict]) -> dict[str, Any
 
 
 def measured_mfu(results: list[dict], packaged: dict) -> dict[str, Any]:
-    """The CPU table's utilisation per operation: the median MFU this run measured (train: full fine-tuning;
-    score: batched scoring; generate: the largest batch; judge: as score), else the packaged assumption."""
+    """The CPU table's utilisation per operation: the median MFU this run measured for train (full fine-tuning)
+    and generate (the largest batch); score and judge keep the packaged assumption. A score row's utilisation is
+    no FLOP fraction: the scorers skip work a token count does not see (a causal LM's shared prefixes run once, a
+    T5 pass scores a span), so per sentence token or per token the plan counts it passes 1 (``plan_units``), and a
+    table's MFU is at most 1; the measured score rates price the models measured, the rest stay assumed."""
     import statistics
 
     picks = {"train": [r for r in results if r.get("operation") == "train" and r.get("mfu")],
-             "score": [r for r in results if r.get("operation") == "score" and r.get("mode") == "batched"
-                       and r.get("mfu")],
              "generate": [r for r in results if r.get("operation") == "generate" and r.get("mfu")
                           and r["batch_size"] == max(x["batch_size"] for x in results
                                                      if x.get("operation") == "generate" and x.get("mfu"))]}
@@ -523,11 +550,9 @@ def measured_mfu(results: list[dict], packaged: dict) -> dict[str, Any]:
         if rows:
             mfu[op] = round(statistics.median(r["mfu"] for r in rows), 4)
             measured.append(f"{op} {mfu[op]:.0%} (median of {len(rows)} shapes)")
-    if picks["score"]:
-        mfu["judge"] = mfu["score"]
-    return {"mfu": mfu, "mfu_measured": [op for op in ("train", "score", "generate") if picks[op]]
-            + (["judge"] if picks["score"] else []), "mfu_source": "measured on this CPU as a fraction of the measured fp32 matmul rate: "
-                                      + "; ".join(measured) + "; judge as score; the rest assumed as packaged"}
+    return {"mfu": mfu, "mfu_measured": [op for op in picks if picks[op]],
+            "mfu_source": "measured on this CPU as a fraction of the measured fp32 matmul rate: " + "; ".join(measured)
+            + "; score and judge assumed as packaged (a score rate is measured per model instead)"}
 
 
 def goals(results: list[dict]) -> dict[str, Any]:
@@ -571,6 +596,21 @@ def run_shape(shape: S.Shape, device: str, args: argparse.Namespace, env: dict) 
     return rows, info
 
 
+def rebuild(path: Path, dest: str | None) -> int:
+    """The run saved at ``path`` with its score rows in the plan's units and its table made again from its own
+    measurements (e.g. after a fix to how the table is derived)."""
+    out = json.loads(path.read_text())
+    for r in out["results"]:
+        if r.get("operation") == "score" and "seconds" in r:
+            r.update(plan_units(r))
+    out.update(plan_table(out, out, rates(out["results"], out, out["smoke"])))
+    text = json.dumps(out, indent=2)
+    print(text)
+    if dest:
+        Path(dest).write_text(text + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU (seconds): checks that it all runs")
@@ -590,7 +630,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                    "(default all; CPU calibration 64)")
     ap.add_argument("--peak-flops", type=float, default=None, help="the GPU's dense bf16 peak (default: by name)")
     ap.add_argument("--device", default=None, help="default: cuda when available (cpu with --smoke)")
+    ap.add_argument("--rebuild", default=None, help="a saved run's JSON: its table rebuilt from its measurements by "
+                                                    "this code (nothing measured), printed and written to --out")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads on a CPU (default: torch's; CPU "
+                                                               "calibration 1: its rates are per core)")
     args = ap.parse_args(argv)
+    if args.rebuild:
+        return rebuild(Path(args.rebuild), args.out)
     cal = args.cpu_calibration
     defaults = {"shapes": ",".join(s.name for s in S.FULL + (S.CPU_EXTRA if cal else [])),
                 "budget_s": 3600.0 if cal else 450.0, "train_steps": 2 if cal else 10,
@@ -607,6 +653,8 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device or ("cpu" if cal or args.smoke or not torch.cuda.is_available() else "cuda")
     if args.smoke:
         torch.set_num_threads(min(2, os.cpu_count() or 1))
+    if args.threads or cal:
+        torch.set_num_threads(args.threads or 1)
     env = environment(args, device)
     env["cpu_calibration"] = cal
     args.peak = env["peak_flops"]
@@ -619,6 +667,8 @@ def main(argv: list[str] | None = None) -> int:
         out["results"] += rows
         print(summary(name, rows, info), file=sys.stderr, flush=True)
     out["elapsed_s"] = round(time.perf_counter() - args.t0, 1)
+    if cal and not args.peak_flops:  # the rate and the load once more at the end: how steady the machine was
+        out.update(peak_flops_at_end=measured_matmul_rate(), load_average_end=os.getloadavg()[0])
     out["goals"] = goals(out["results"])
     out.update(plan_table(out, env, rates(out["results"], env, args.smoke)))
     text = json.dumps(out, indent=2)
