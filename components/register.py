@@ -20,7 +20,7 @@ def register(
     debias: Input[list[dsl.Model]] = None,
     overrides: list[str] = [],  # noqa: B006
 ) -> str:
-    """Register ``<target>-debiased`` versions (context_cda.tracking.run_register_target).
+    """Register ``<target>-debiased`` versions with their model cards (context_cda.publish.run_register_target).
 
     ``checkpoints`` and ``evaluations`` are every (arm, seed) of the target, ``vanilla_evaluation`` the target's
     own, ``posthoc_evaluations`` and ``debias`` its post-hoc arms' evaluations and matrices; they are laid out as the run folder's ``finetune/<target>`` and ``evaluate/<target>`` by the keys each

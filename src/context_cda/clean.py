@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import layout as L
-from .errors import InputError, LockHeld
+from .errors import LockHeld
 from .io import MANIFEST, file_lock
 
 
@@ -55,9 +55,7 @@ def resume_folders(run_dir: Path) -> list[tuple[str, Path, Path]]:
 def clean(run_dir: Path | str, dry_run: bool = False) -> Cleaned:
     """Remove the resume state of every finished step of ``run_dir`` (``dry_run``: only say what would go)."""
     run = Path(run_dir)
-    if not (run / L.LAYOUT_FILE).is_file():
-        raise InputError(f"{run}: not a run folder (no {L.LAYOUT_FILE}); pass the folder `ccda run` wrote "
-                         "(run.run_dir, e.g. runs/demo).")
+    L.RunLayout(run).existing("ccda clean").check(create=False)  # a run of this layout, its record readable
     done = Cleaned()
     for step, folder, target in resume_folders(run):
         if not (folder / MANIFEST).is_file():

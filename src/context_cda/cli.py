@@ -137,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
                    "that the folder exists, is a folder and is writable (--run-dir, --out), and that the disk has "
                    "space.", err=True)
         return 2
+    except (MemoryError, RuntimeError) as e:  # an allocation failure is final: one line, not a traceback or a retry
+        from .errors import no_memory_message, out_of_memory
+
+        if not out_of_memory(e):
+            raise
+        typer.echo(f"error: {no_memory_message(e)}", err=True)
+        return 2
     except KeyboardInterrupt:
         print("interrupted: finished shards and epochs are kept; run the same command again to resume",
               file=sys.stderr)

@@ -127,7 +127,13 @@ class LexiconConfig(Section):
     )
     ambiguous: list[str] | None = Field(
         None, description="race, religion: words that are also common words (black, white as colours), swapped only "
-        "where they refer to people (cda.ambiguous); null: the attribute's built-in list."
+        "where they refer to people (cda.ambiguous); null: the attribute's built-in list. It replaces that list, so "
+        "a word the lexicon lacks is refused."
+    )
+    bound: list[str] | None = Field(
+        None, description="race, religion: words and phrases bound to one group with no counterpart in the others "
+        "(Catholic, Easter, Talmud, Ramadan ...): a sentence holding one is left alone (reason bound), never half "
+        "swapped; null: the attribute's built-in list (context_cda.cda.groups.BOUND), [] none."
     )
     on_conflict: Literal["error", "keep-first", "report"] = Field(
         "report",
@@ -407,8 +413,16 @@ class NeutralConfig(Section):
     )
 
 
+#: the most rephrasings per item (entropy.n_samples) and why
+MAX_SAMPLES = 100
+MAX_SAMPLES_WHY = ("the judge compares up to M(M-1)/2 pairs per item (4,950 at M = 100) and the generator decodes M "
+                   "rows per prompt at once, so memory and time grow with M (and M^2), while the estimate settles by M "
+                   "of about 10 (Kuhn et al. sample 10)")
+
+
 class EntropyConfig(Section):
-    n_samples: int = Field(10, ge=2, description="M: rephrasings sampled per contextual counterfactual.")
+    n_samples: int = Field(10, ge=2, description=f"M: rephrasings sampled per contextual counterfactual (at most "
+                           f"{MAX_SAMPLES}: {MAX_SAMPLES_WHY}).")
     temperature: float = Field(1.0, ge=0.0, le=10.0, description="Sampling temperature for the M rephrasings.")
     max_tokens: int = Field(96, ge=1, description="Most new tokens per sampled rephrasing.")
     generator_backend: Literal["hf", "vllm", "openai"] | None = Field(
@@ -454,6 +468,22 @@ class EntropyConfig(Section):
     )
     limit: int | None = Field(None, ge=1, description="Score only the first N items (null: all).")
 
+    @field_validator("n_samples")
+    @classmethod
+    def _at_most(cls, v: int) -> int:
+        if v > MAX_SAMPLES:
+            raise ValueError(f"M = {v} rephrasings per item is more than {MAX_SAMPLES}: {MAX_SAMPLES_WHY}; use "
+                             f"n_samples <= {MAX_SAMPLES}")
+        return v
+
+    @model_validator(mode="after")
+    def _min_samples(self) -> EntropyConfig:
+        if self.min_samples > self.n_samples:
+            raise ValueError(f"entropy.min_samples ({self.min_samples}) is more than entropy.n_samples "
+                             f"({self.n_samples}, M): every item would be rejected as too-few-samples after all its "
+                             "samples were drawn; lower min_samples or raise n_samples")
+        return self
+
 
 class FilterConfig(Section):
     k: list[float] = Field(
@@ -462,7 +492,8 @@ class FilterConfig(Section):
         "filtered corpus each (ablation: 20, 30, 40).",
     )
     threshold: float | None = Field(
-        None, description="Keep items with SE below this absolute value instead of dropping the top k %."
+        None, gt=0.0, description="Keep items with SE below this absolute value instead of dropping the top k % "
+        "(above 0: semantic entropy is never negative, so 0 or less would drop every item)."
     )
 
     @field_validator("k")
@@ -656,7 +687,8 @@ class EvaluateConfig(Section):
         default_factory=dict,
         description="Arms scored on fewer benchmarks than evaluate.benchmarks: arm -> the ones it runs, e.g. {inlp: "
         "[stereoset, crows]} (a quick run that compares the baselines on the paper's Table 1 only). A name outside "
-        "evaluate.benchmarks is left out, an arm the run does not have is ignored; the vanilla model and the arms "
+        "evaluate.benchmarks is left out, an arm the run does not have is ignored (a name that is no arm or no "
+        "benchmark at all is refused); the vanilla model and the arms "
         "not listed run every benchmark. The evaluation lists what an arm skipped and why (the report says so).",
     )
     after_training: bool = Field(
@@ -778,10 +810,9 @@ class PromotionConfig(Section):
         "(LMS - vanilla's LMS) must be at least -lms_delta."
     )
     min_effect: float = Field(
-        0.0, ge=0, le=50, description="Less biased than vanilla, for m = SS and CS: the paired interval of the shift "
-        "toward 50 (in the direction of vanilla's bias) must lie above min_effect, and the candidate's interval "
-        "must stay min_effect short of vanilla's distance mirrored across 50 (0: significantly less biased; "
-        "docs/evaluation.md)."
+        0.0, ge=0, le=50, description="Less biased than vanilla, for m = SS and CS where vanilla is demonstrably "
+        "biased: the paired interval of the shift toward 50 (in the direction of vanilla's bias) must lie above "
+        "min_effect, points (a margin on the shift only; 0: significantly less biased; docs/evaluation.md)."
     )
     require_improvement: bool = Field(
         True, description="Against the current champion: significantly better on at least one of SS, CS (less "
@@ -896,18 +927,38 @@ class BaselinesConfig(Section):
 class DecontaminateConfig(Section):
     """No training text of any arm may contain an evaluation item (context_cda.decontam)."""
 
-    enabled: bool = Field(True, description="Drop training sentences that overlap a benchmark item (ingest, cda, "
-                          "augment), each into rejected.parquet with reason eval-overlap.")
-    benchmarks: list[Literal["stereoset", "crows"]] = Field(
-        default_factory=lambda: ["stereoset", "crows"],
+    enabled: bool = Field(True, description="Drop training texts that overlap a benchmark item (ingest, cda, "
+                          "augment, the neutral step, the cda-neutral arm's rewrites), each into its step's "
+                          "rejected.parquet with reason eval-overlap.")
+    benchmarks: list[Literal["stereoset", "crows", "winogender", "winobias"]] = Field(
+        default_factory=lambda: ["stereoset", "crows", "winogender", "winobias"],
         description="Benchmarks whose items no training text may contain: StereoSet contexts and sentences, "
-        "CrowS-Pairs sentences (every bias type; files from evaluate.stereoset_path / crows_path or the datasets).",
+        "CrowS-Pairs sentences (every bias type), WinoGender sentences, WinoBias sentences of evaluate.winobias."
+        "split (files from evaluate.stereoset_path, crows_path, winogender.path, winobias.path or the datasets).",
     )
     ngram: int = Field(8, ge=2, description="n of the word n-grams compared (an item shorter than n words is one "
                        "n-gram: the whole item).")
     threshold: float = Field(0.5, ge=0, lt=1, description="A text overlaps an item when more than this share of the "
                              "item's n-grams occur in it (after lower-casing, NFKC and dropping punctuation).")
     min_words: int = Field(4, ge=1, description="Items shorter than this many words are not matched (too common).")
+
+
+class CardConfig(Section):
+    enabled: bool = Field(
+        True, description="Write a Hugging Face model card (README.md with model-index metadata, .eval_results/) "
+        "for every registered version, from the run's evidence and the gate's decision, into the register step's "
+        "folder and with the version in MLflow (ccda export writes it into an uploadable folder).",
+    )
+    licenses: dict[str, str] = Field(
+        default_factory=dict, description="Licence of a base model whose files record none, as a Hub licence id "
+        "(apache-2.0, mit, llama3.2, ...), keyed by target name or model reference. A GGUF file's general.license, "
+        "a model folder's README.md metadata and the Hub cache's model card are read first; ccda export refuses a "
+        "model whose licence is unknown.",
+    )
+    source_url: str | None = Field(
+        None, description="Where the evaluation can be inspected (the run's report, a Space, a paper): the source "
+        "the card's evaluation results name (ccda export --repo-id names the model's own Hub page instead).",
+    )
 
 
 class TrackingConfig(Section):
@@ -925,6 +976,7 @@ class TrackingConfig(Section):
         "python model that scores sentences (executes code on load: opt in only for trusted registries).",
     )
     promotion: PromotionConfig = Field(default_factory=PromotionConfig, description="Promotion gate policy.")
+    card: CardConfig = Field(default_factory=CardConfig, description="The model card of every registered version.")
 
 
 class ReportConfig(Section):
@@ -1076,6 +1128,43 @@ class Config(Section):
         return self
 
     @model_validator(mode="after")
+    def _lexicon_for_attribute(self) -> Config:
+        """The lexicon settings of the other kind of attribute would be ignored: refused (gender swaps pairs,
+        race and religion rows of n-ary groups)."""
+        lex, attr = self.lexicon, self.run.attribute
+        if attr == "gender":
+            wrong = [k for k in ("extra_groups", "ambiguous") if getattr(lex, k)]
+            kind, use = "race and religion (rows of n-ary groups)", "lexicon.extra_pairs for gender words"
+        else:
+            wrong = ["extra_pairs"] if lex.extra_pairs else []
+            kind, use = "gender (male/female pairs)", f"lexicon.extra_groups for {attr} rows"
+        if wrong:
+            keys = " and ".join(f"lexicon.{k}" for k in wrong)
+            raise ValueError(f"{keys} {'apply' if len(wrong) > 1 else 'applies'} to {kind}, and run.attribute={attr} "
+                             f"would ignore {'them' if len(wrong) > 1 else 'it'}; remove {keys} or use {use}")
+        return self
+
+    @model_validator(mode="after")
+    def _arm_benchmarks_arms(self) -> Config:
+        """Every key of ``evaluate.arm_benchmarks`` is an arm name or a published checkpoint's name: a misspelt
+        one would leave the arm on every benchmark, silently (an arm this run does not train is allowed: one
+        profile serves several runs)."""
+        from .arms import ARM_HELP, ARM_NAMES, ARM_PATTERN
+
+        published = {n for names in self.baselines.published.values() for n in names}
+        unknown = [a for a in self.evaluate.arm_benchmarks if not ARM_PATTERN.match(a) and a not in published]
+        if unknown:
+            import difflib
+
+            names = [*ARM_NAMES, *sorted(published)]
+            hints = [f"{a!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(a, names, 1, 0.6))
+                                 else "") for a in unknown]
+            raise ValueError(f"evaluate.arm_benchmarks: unknown arm{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(hints)}; its keys are arms ({ARM_HELP}) or the names of published "
+                             "checkpoints (baselines.published)")
+        return self
+
+    @model_validator(mode="after")
     def _published_targets(self) -> Config:
         for key, names in (("published", self.baselines.published), ("targets", self.baselines.targets or [])):
             unknown = sorted(set(names) - set(self.run.targets))
@@ -1219,6 +1308,27 @@ def resolve_profile_path(profile: str, params_file: Path | None) -> Path:
     )
 
 
+def _profile_paths(layer: Any, profile: Path) -> Any:
+    """A profile's relative input paths (keys ``path`` and ``*_path``: ``ingest.path: configs/data/race-demo``) name
+    files of the project the profile belongs to (the folder holding ``configs/``): one that is not there from the
+    current folder but is from that project is made absolute, so ``ccda run --profile demo`` works from any folder
+    (the images run it in /workspace with the profiles in /opt/ccda)."""
+    root = profile.resolve().parent
+    root = root.parent if root.name == "configs" else root
+    if not isinstance(layer, dict):
+        return layer
+    out = {}
+    for key, value in layer.items():
+        if isinstance(value, dict):
+            value = _profile_paths(value, profile)
+        elif (isinstance(key, str) and (key == "path" or key.endswith("_path")) and isinstance(value, str) and value
+              and "://" not in value and not Path(value).expanduser().is_absolute() and not Path(value).exists()
+              and (root / value).exists()):
+            value = str(root / value)
+        out[key] = value
+    return out
+
+
 def _layer(
     merged: dict[str, Any], sources: dict[str, str], layer: dict[str, Any], origin: str
 ) -> None:
@@ -1307,7 +1417,7 @@ def load_config(
         _layer(merged, sources, _read_yaml(pfile), str(pfile))
     if profile:
         ppath = resolve_profile_path(profile, pfile)
-        _layer(merged, sources, _read_yaml(ppath), str(ppath))
+        _layer(merged, sources, _profile_paths(_read_yaml(ppath), ppath), str(ppath))
     flags = parse_overrides(overrides) if isinstance(overrides, list) or overrides is None else overrides
     flags = _nested_merge_for_subsections(merged, flags)
     _layer(merged, sources, flags, "command-line flags")
@@ -1328,6 +1438,9 @@ def _explain(err: ValidationError, sources: dict[str, str]) -> str:
             continue
         if loc and loc[0] == "validate_":
             loc[0] = "validate"
+        if len(loc) == 1 and item["type"] == "value_error" and isinstance(item.get("input"), dict):
+            lines.append(f"{loc[0]}: {_across_sections(item['msg'], sources)}")  # a section's rule across its keys
+            continue
         key = ".".join(loc)
         origin = sources.get(".".join(loc[:2]), "defaults")
         msg = item["msg"]

@@ -223,6 +223,7 @@ class _Selection:
         self.kept: dict[str, dict[str, Any]] = {}
         self.rejected: list[dict[str, Any]] = []
         self.overlaps: Counter = Counter()
+        self.left_alone: Counter = Counter()  # rejected sentences per reason a word was left alone (race, religion)
 
     def reject(self, text: str | None, source: str, line: int, reason: str, rid: str | None = None) -> None:
         self.rejected.append({S.ID: rid or stable_id("rejected", source, line, text), S.TEXT: text,
@@ -232,7 +233,7 @@ class _Selection:
         n_words, sid = len(sent.split()), stable_id("sentence", sent)
         terms = self.swapper.find_terms(sent)
         reason = ("too-short" if n_words < self.ic.min_words else "too-long" if n_words > self.ic.max_words
-                  else self._overlap(sent) or (self.no_term if self.ic.require_gendered and not terms
+                  else self._overlap(sent) or (self._no_term(sent) if self.ic.require_gendered and not terms
                                                else "duplicate" if sid in self.kept else None))
         if reason:
             self.reject(sent, source, line, reason, sid)
@@ -240,6 +241,15 @@ class _Selection:
         self.kept[sid] = {S.ID: sid, S.TEXT: sent, S.SOURCE: source, S.LINE: line, S.N_WORDS: n_words,
                           S.ATTRIBUTE_TERMS: terms}
 
+
+    def _no_term(self, sent: str) -> str:
+        """``no-<attribute>-term``; for race and religion with the words the sense rules left alone and why
+        (``no-religion-term: left alone: Christians (bound), Easter (no-counterpart)``), counted in the summary."""
+        left = self.swapper.skipped(sent) if self.attribute != "gender" else []
+        if not left:
+            return self.no_term
+        self.left_alone.update({why for _, why in left})
+        return f"{self.no_term}: left alone: " + ", ".join(f"{w} ({why})" for w, why in left)
 
     def _overlap(self, sent: str) -> str | None:
         """``eval-overlap: ...`` when the sentence holds an evaluation item (checked before the gender filter, so
@@ -344,6 +354,7 @@ def run_ingest(
         "eval_overlap": sum(sel.overlaps.values()),
         "eval_overlap_by_benchmark": dict(sel.overlaps),
         "top_attribute_terms": dict(Counter(t for r in rows for t in r[S.ATTRIBUTE_TERMS]).most_common(10)),
+        **({"left_alone": dict(sel.left_alone.most_common())} if config.run.attribute != "gender" else {}),
     }
     rec.finish(
         {"rows_in": stats["lines"], "rows_out": len(df), "rows_rejected": len(rejected)},

@@ -81,13 +81,16 @@ class StepCost:
 
 def load_throughput(path: Path | str | None = None) -> dict[str, Any]:
     """The throughput table: the packaged one, a calibration it names (``cpu``: the CPU calibration,
-    ``calibrations`` in resources/throughput.json), or ``path`` (a table, or the GPU benchmark's JSON output)."""
+    ``calibrations`` in resources/throughput.json), or ``path`` (a table, or the GPU benchmark's JSON output); a
+    table read from a file has its numbers checked (:func:`check_throughput`)."""
     packaged = json.loads(resources.files("context_cda").joinpath("resources/throughput.json").read_text())
     if path is None:
         return packaged
     named = packaged.get("calibrations", {}).get(str(path))
     if named and not Path(path).exists():
-        return json.loads(resources.files("context_cda").joinpath(f"resources/{named}").read_text())
+        data = json.loads(resources.files("context_cda").joinpath(f"resources/{named}").read_text())
+        check_throughput(data, f"resources/{named}")
+        return data
     from .io import read_json
 
     try:
@@ -98,7 +101,60 @@ def load_throughput(path: Path | str | None = None) -> dict[str, Any]:
         raise InputError(f"{path}: a throughput table is a JSON object (see resources/throughput.json).")
     if "rates" not in data:
         raise InputError(f"{path}: a throughput table needs a 'rates' mapping (see resources/throughput.json).")
+    check_throughput(data, str(path))
     return data
+
+
+#: the operations a table prices, and the model families it may name
+OPS = ("train", "score", "judge", "generate")
+FAMILIES = ("masked", "causal", "seq2seq")
+
+
+def check_throughput(table: Mapping[str, Any], where: str) -> None:
+    """Every number a plan is priced with is finite and in range - ``gpu.peak_flops``, ``gpu.prefill_speedup``,
+    each rate's ``per_s`` and model's ``params`` positive, ``gpu.mfu`` of each operation in (0, 1] - and every
+    mapping is one: an :class:`InputError` naming the file and key (a NaN or negative figure would print
+    ``nan s`` or a negative total; a zero, a division by zero)."""
+    def number(value: Any, key: str, upper: float | None = None) -> None:
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+        if not ok or (upper is not None and value > upper):
+            rng = f"in (0, {upper:g}]" if upper is not None else "a positive number"
+            raise InputError(f"{where}: {key} must be {rng}, got {value!r}; fix it (see resources/throughput.json).")
+
+    def mapping(value: Any, key: str) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: {key} must be a mapping, got {value!r} (see resources/throughput.json).")
+        return value
+
+    gpu = mapping(table.get("gpu"), "gpu")
+    if not isinstance(gpu.get("name"), str) or not gpu["name"].strip():
+        raise InputError(f"{where}: gpu.name must name the GPU the figures are for, got {gpu.get('name')!r}.")
+    number(gpu.get("peak_flops"), "gpu.peak_flops")
+    number(gpu.get("prefill_speedup"), "gpu.prefill_speedup")
+    mfu = mapping(gpu.get("mfu"), "gpu.mfu")
+    for op in OPS:
+        number(mfu.get(op), f"gpu.mfu.{op}", 1.0)
+    for name, model in mapping(table.get("models", {}), "models").items():
+        if "params" in mapping(model, f"models.{name}"):
+            number(model["params"], f"models.{name}.params")
+        if "family" in model and model["family"] not in FAMILIES:
+            raise InputError(f"{where}: models.{name}.family must be one of {', '.join(FAMILIES)}, got "
+                             f"{model['family']!r}.")
+    for op, entries in mapping(table["rates"], "rates").items():
+        if op not in OPS:
+            raise InputError(f"{where}: rates.{op}: unknown operation; the table prices {', '.join(OPS)}.")
+        for name, entry in mapping(entries, f"rates.{op}").items():
+            number(mapping(entry, f"rates.{op}.{name}").get("per_s"), f"rates.{op}.{name}.per_s")
+
+
+def check_plan_args(gpus: int, sentences: int | None) -> None:
+    """``ccda plan``'s numbers: at least one GPU, a corpus of at least one sentence (a ConfigError naming the
+    flag: a negative count would plan negative work)."""
+    if gpus < 1:
+        raise ConfigError(f"plan --gpus {gpus}: a run needs at least one GPU; pass --gpus 1 or more.")
+    if sentences is not None and sentences < 1:
+        raise ConfigError(f"plan --sentences {sentences}: the corpus size is a number of sentences, at least 1; "
+                          "pass the count of sentences the corpus holds (or leave it out for the plan's assumption).")
 
 
 #: the key under which :func:`priced_rates` has :func:`rate` note every rate it hands out
@@ -114,7 +170,7 @@ def rate(table: Mapping[str, Any], op: str, model: str) -> tuple[float, str]:
         params = table.get("models", {}).get(model, {}).get("params")
         if params is None:
             raise ConfigError(f"plan: no {op} throughput for {model!r} and its size is unknown; add it to a "
-                              "throughput file (--throughput) under rates.{op} or models.")
+                              f"throughput file (--throughput) under rates.{op} or models.")
         found = _estimate(table, op, params), f"estimate (size): {_estimate_basis(table, op)}"
     else:
         found = float(entry["per_s"]), entry.get("source", "table")

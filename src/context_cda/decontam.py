@@ -1,12 +1,15 @@
 """Decontamination: no text any arm trains on may contain an evaluation item.
 
 A generator asked to rephrase a counterfactual can reproduce a benchmark sentence, a swap can turn a corpus
-sentence into a StereoSet candidate, and a corpus can quote a benchmark: a model trained on such text is scored on
-items it has seen. So every text that can reach training - ingest's sentences (they are the CDA, dropout, INLP and
-SentenceDebias corpora, and INLP's neutral class), CDA's counterfactuals and augment's rephrasings - is compared
-with every item of the benchmarks in ``decontaminate.benchmarks`` (StereoSet contexts and candidate sentences,
-CrowS-Pairs sentences, every bias type), and a text that overlaps one goes to its stage's ``rejected.parquet`` with
-reason ``eval-overlap: <benchmark>:<item id> <overlap>``; each stage's summary counts them (``eval_overlap``).
+sentence into a StereoSet candidate, a neutral rewrite can land on a WinoGender sentence, and a corpus can quote a
+benchmark: a model trained on such text is scored on items it has seen. So every text that can reach training -
+ingest's sentences (they are the CDA, dropout, INLP and SentenceDebias corpora, and INLP's neutral class), CDA's
+counterfactuals, augment's rephrasings, the ``neutral`` step's rewrites (the context-neutral arm) and the lexicon's
+neutral rewrites (the cda-neutral arm, made by its finetune step) - is compared with every item of the benchmarks in
+``decontaminate.benchmarks`` (StereoSet contexts and candidate sentences, CrowS-Pairs sentences, every bias type;
+WinoGender sentences; WinoBias sentences of ``evaluate.winobias.split``), and a text that overlaps one goes to its
+step's ``rejected.parquet`` with reason ``eval-overlap: <benchmark>:<item id> <overlap>``; each step's summary counts
+them (``eval_overlap``, ``eval_overlap_by_benchmark``).
 
 Overlap: texts are lower-cased, NFKC-normalised and split into words with punctuation dropped; an item's word
 n-grams (``decontaminate.ngram``; an item shorter than n words is one n-gram, the whole item) are looked up in the
@@ -20,7 +23,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -93,30 +96,73 @@ class EvalIndex:
         return Match(*self.labels[k], round(share, 4)) if share > self.threshold else None
 
 
-def eval_items(config: Config) -> list[tuple[str, str, str]]:
-    """(benchmark, item id, text) of every item of ``decontaminate.benchmarks``, every bias type: StereoSet
-    contexts (BLANK removed) and candidate sentences, CrowS-Pairs sentences."""
-    from .evaluate.data import benchmark_file, load_crows, load_stereoset
+def _stereoset(config: Config) -> list[tuple[str, str, str]]:
+    from .evaluate.data import benchmark_file, load_stereoset
 
-    ev, out = config.evaluate, []
-    for name in config.decontaminate.benchmarks:
-        path = benchmark_file(name, getattr(ev, f"{name}_path"), config.run.data_cache)
-        if name == "stereoset":
-            for ex in load_stereoset(path, bias_type="all"):
-                out.append((name, ex.id, ex.context.replace("BLANK", " ")))
-                out += [(name, ex.sentence_ids.get(lab) or f"{ex.id}/{lab}", s) for lab, s in ex.sentences.items()]
-        else:
-            for p in load_crows(path, bias_type="all"):
-                out += [(name, p.id, p.sent_more), (name, p.id, p.sent_less)]
+    out = []
+    path = benchmark_file("stereoset", config.evaluate.stereoset_path, config.run.data_cache)
+    for ex in load_stereoset(path, bias_type="all"):
+        out.append(("stereoset", ex.id, ex.context.replace("BLANK", " ")))
+        out += [("stereoset", ex.sentence_ids.get(lab) or f"{ex.id}/{lab}", s) for lab, s in ex.sentences.items()]
     return out
+
+
+def _crows(config: Config) -> list[tuple[str, str, str]]:
+    from .evaluate.data import benchmark_file, load_crows
+
+    path = benchmark_file("crows", config.evaluate.crows_path, config.run.data_cache)
+    return [("crows", p.id, s) for p in load_crows(path, bias_type="all") for s in (p.sent_more, p.sent_less)]
+
+
+def _winogender(config: Config) -> list[tuple[str, str, str]]:
+    from .datasets import resolve
+    from .evaluate import winogender
+
+    folder = resolve("winogender", config.evaluate.winogender.path, cache=config.run.data_cache,
+                     key="evaluate.winogender.path")
+    return [("winogender", it.id, it.sentence) for it in winogender.load(folder)]
+
+
+def _winobias(config: Config) -> list[tuple[str, str, str]]:
+    """Every scored sentence of the evaluated split (a sentence WinoBias's evaluation cannot score is no item)."""
+    from .datasets import resolve
+    from .evaluate import winobias
+
+    folder = resolve("winobias", config.evaluate.winobias.path, cache=config.run.data_cache,
+                     key="evaluate.winobias.path")
+    return [("winobias", it.id, it.sentence) for it in winobias.load(folder, config.evaluate.winobias.split)
+            if isinstance(it, winobias.WinoBiasItem)]
+
+
+#: benchmark -> its items' (benchmark, item id, text)
+ITEMS = {"stereoset": _stereoset, "crows": _crows, "winogender": _winogender, "winobias": _winobias}
+
+
+def eval_items(config: Config) -> list[tuple[str, str, str]]:
+    """(benchmark, item id, text) of every item of ``decontaminate.benchmarks`` (see the module docstring)."""
+    return [item for name in config.decontaminate.benchmarks for item in ITEMS[name](config)]
+
+
+#: key (settings and where the files are) -> index: a step that checks several tables builds it once
+_INDEXES: dict[str, EvalIndex] = {}
 
 
 def index_for(config: Config) -> EvalIndex | None:
     """The run's evaluation index (None when ``decontaminate.enabled`` is off)."""
+    import json
+    import os
+
     d = config.decontaminate
     if not d.enabled:
         return None
-    return EvalIndex(eval_items(config), d.ngram, d.threshold, d.min_words)
+    ev = config.evaluate
+    key = json.dumps([d.model_dump(mode="json"), ev.stereoset_path, ev.crows_path, ev.winogender.path,
+                      ev.winobias.path, ev.winobias.split, config.run.data_cache, os.environ.get("CCDA_DATA_DIR")])
+    if key not in _INDEXES:
+        if len(_INDEXES) > 8:
+            _INDEXES.clear()
+        _INDEXES[key] = EvalIndex(eval_items(config), d.ngram, d.threshold, d.min_words)
+    return _INDEXES[key]
 
 
 def split(index: EvalIndex | None, texts: Sequence[Any]) -> list[Match | None]:
@@ -133,3 +179,27 @@ def counted(matches: Iterable[Match | None]) -> dict[str, int]:
         if m is not None:
             out[m.benchmark] += 1
     return dict(out)
+
+
+def drop_overlaps(config: Config, accepted: Any, text_column: str, rejected: Any,
+                  order: Callable[[Any], Any] | None = None) -> tuple[Any, Any, dict[str, int]]:
+    """Move the rows of table ``accepted`` whose ``text_column`` holds an evaluation item to table ``rejected``
+    (``reason``: the match's reason; the row keeps its other columns), sorted by ``order`` (a key of a rejected row)
+    when given. Returns (accepted, rejected, rejections per benchmark); the tables as they were without an index or
+    a match."""
+    import pandas as pd
+
+    from .schemas import REASON
+
+    index = index_for(config)
+    if index is None or accepted.empty:
+        return accepted, rejected, {}
+    matches = split(index, list(accepted[text_column]))
+    hit = pd.Series([m is not None for m in matches], index=accepted.index)
+    if not hit.any():
+        return accepted, rejected, {}
+    moved = accepted[hit].assign(**{REASON: [m.reason for m in matches if m is not None]})
+    rej = pd.concat([rejected, moved], ignore_index=True)
+    if order is not None:
+        rej = rej.iloc[sorted(range(len(rej)), key=lambda i: order(rej.iloc[i]))].reset_index(drop=True)
+    return accepted[~hit].reset_index(drop=True), rej, counted(matches)

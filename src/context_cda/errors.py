@@ -82,3 +82,24 @@ def check_item_errors(step: str, n: int, items: int, kinds: Mapping[str, int], l
         logging.getLogger("context_cda").warning("WARNING %s; going on without them (run.allow_errors).", msg)
         return
     raise ItemErrors(msg + ", or pass --allow-errors (run.allow_errors) to go on without them.", n, step)
+
+
+#: what an allocation failure says (torch's CPU and CUDA allocators; Python's MemoryError has no message)
+_NO_MEMORY = ("out of memory", "can't allocate memory", "defaultcpuallocator", "alloc_cpu")
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is an allocation failure (``MemoryError``, ``torch.OutOfMemoryError``, a CPU allocator's
+    RuntimeError): not transient, since the same work needs the same memory again."""
+    return isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or any(
+        m in str(err).lower() for m in _NO_MEMORY)
+
+
+def no_memory_message(err: BaseException) -> str:
+    """The one line for an allocation failure no step turned into a :class:`CCDAError`: its cause, that a rerun
+    fails the same way, and the settings that lower the memory a step needs."""
+    cause = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+    return (f"out of memory ({cause}). This is not transient: a rerun fails the same way (finished shards and epochs "
+            "are kept). Lower the batch size of the step that ran out (augment.batch_size, entropy.batch_size, "
+            "train.batch_size, evaluate.batch_size), its lengths (max_tokens, train.max_seq_len) or "
+            "entropy.n_samples, or run where there is more memory.")

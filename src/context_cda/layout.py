@@ -24,7 +24,8 @@ this module for paths; none of them joins a file name of its own::
                                                     bias_direction.safetensors), debias_rows.parquet, lines.txt
     <run>/evaluate/<target>/<arm>/posthoc/          (the same as evaluate, for an arm applied to the vanilla
                                                     model: a projection, self-debias, a published checkpoint)
-    <run>/register/<target>/<arm>/                  promotion.json, evidence.parquet
+    <run>/register/<target>/<arm>/                  promotion.json, evidence.parquet, card/ (the version's model
+                                                    card: README.md, .eval_results/*.yaml, card.json: its facts)
     <run>/report/                                   report.md, report.html, table1.csv, ...
 
 Names that become path parts (targets, arms) must match :data:`NAME_PATTERN`; :func:`safe_name` refuses
@@ -45,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 
 LAYOUT_VERSION = 3
 LAYOUT_FILE = "layout.json"
@@ -74,6 +75,12 @@ PREDICTIONS_FILE = "predictions.parquet"
 NOT_APPLICABLE_FILE = "not_applicable.json"
 PROMOTION_FILE = "promotion.json"
 EVIDENCE_FILE = "evidence.parquet"
+#: a registered version's Hugging Face model card: the folder, its README.md, the Hub's evaluation-results folder
+#: and the facts it is written from (context_cda.publish)
+CARD_DIR = "card"
+CARD_FILE = "README.md"
+EVAL_RESULTS_DIR = ".eval_results"
+CARD_FACTS_FILE = "card.json"
 EPOCH_PREDICTIONS_DIR = "predictions"
 #: beside an epoch's predictions of a benchmark: its aggregate and fingerprint, which the evaluate step reuses
 EPOCH_RESULT_FILE = "result.json"
@@ -329,6 +336,21 @@ class RunLayout:
         if found != LAYOUT_VERSION:
             raise ConfigError(f"{self.root}: this run folder uses run layout {found}, and this context-cda reads "
                               f"layout {LAYOUT_VERSION}. {upgrade_hint(self.root, found)}")
+        return self
+
+
+    def existing(self, command: str) -> RunLayout:
+        """The run folder a state command (``ccda clean``, ``ccda migrate``) works on: refused when it is missing,
+        not a folder, holds no run (no layout record and no stage outputs) or has an unreadable layout record."""
+        _resolvable(self.root)
+        if not self.root.is_dir():
+            what = "no such folder" if not self.root.exists() else "a file, not a folder"
+            raise InputError(f"{self.root}: {what}; {command} works on a run folder: pass the folder `ccda run` wrote "
+                             "(--run-dir / run.run_dir, e.g. runs/demo).")
+        if self.version() is None:
+            raise InputError(f"{self.root}: not a run folder (no {LAYOUT_FILE} and no stage outputs); {command} works "
+                             "on a run folder: pass the folder `ccda run` wrote (--run-dir / run.run_dir, e.g. "
+                             "runs/demo).")
         return self
 
 

@@ -32,9 +32,9 @@ log = logging.getLogger(__name__)
 def migrate_run(config: Config, dry_run: bool = False) -> dict[str, Any]:
     """Migrate ``config``'s run folder to :data:`~context_cda.layout.LAYOUT_VERSION`; returns what was done
     (``dry_run``: what would be done, nothing changed)."""
-    layout = L.RunLayout.of(config)
+    layout = L.RunLayout.of(config).existing("ccda migrate")
     found = layout.version()
-    if found is None or found == L.LAYOUT_VERSION:
+    if found == L.LAYOUT_VERSION:
         return {"run_dir": str(layout.root), "from": found, "to": L.LAYOUT_VERSION, "actions": []}
     if found != 2:
         raise ConfigError(f"{layout.root}: run layout {found} cannot be migrated. {L.upgrade_hint(layout.root, found)}")

@@ -154,3 +154,75 @@ def describe(ref: str) -> ModelInfo:
                          {"file": m.gguf_file, **details})
     return ModelInfo(ref, m.kind, f"{origin} ({where.name})" if m.kind == "package" else f"the folder {where}",
                      _folder_dtype(where))
+
+
+# ------------------------------------------------------------------------------------------------ licence
+
+
+def _front_matter_license(readme: Path) -> str | None:
+    """The ``license`` of a model card's YAML metadata block (None: no card, no block, no licence)."""
+    import yaml
+
+    try:
+        text = readme.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if not text.startswith("---"):
+        return None
+    end = text.find("\n---", 3)
+    try:
+        meta = yaml.safe_load(text[3:end]) if end > 0 else None
+    except yaml.YAMLError:
+        return None
+    value = meta.get("license") if isinstance(meta, dict) else None
+    return str(value) if value else None
+
+
+def _project_license() -> str | None:
+    from importlib import metadata
+
+    try:
+        meta = metadata.metadata("context-cda")
+    except metadata.PackageNotFoundError:
+        return None
+    value = meta.get("License-Expression") or meta.get("License")
+    return str(value).lower() if value else None
+
+
+def _hub_card_license(repo_id: str) -> str | None:
+    """The licence in the model card of a hub id, from the local Hub cache only (nothing is downloaded)."""
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return _front_matter_license(Path(hf_hub_download(repo_id, "README.md", local_files_only=True)))
+    except Exception:  # noqa: BLE001 - not cached, no card, no hub library: unknown
+        return None
+
+
+def license_of(ref: str, explicit: dict[str, str] | None = None, target: str | None = None) -> tuple[str | None, str]:
+    """(the licence of model reference ``ref`` as a Hub licence id, or None when nothing records it; where it was
+    read). ``explicit``: ``tracking.card.licenses`` (keyed by target name or reference) decides first; then a GGUF
+    file's ``general.license``, a folder's (or package's) README.md metadata, the Hub cache's card of a hub id; a
+    ``tiny:`` model is this project's own (random weights, a tokenizer trained on its own text)."""
+    from .errors import CCDAError
+    from .models import parse_ref
+
+    given = explicit or {}
+    for key in (target, ref):
+        if key and given.get(key):
+            return given[key], f"tracking.card.licenses[{key}]"
+    try:
+        m = parse_ref(ref)
+    except CCDAError:
+        return None, "the reference does not resolve here"
+    if m.kind == "tiny":
+        return _project_license(), "a tiny random model built by context-cda (the project's licence)"
+    if m.kind == "hub":
+        return _hub_card_license(m.location), "the Hub cache's model card"
+    if m.gguf_file:
+        try:
+            found = gguf_header(Path(m.location) / m.gguf_file)["metadata"].get("general.license")
+        except (OSError, ValueError, KeyError, struct.error):
+            found = None
+        return (str(found) if found else None), f"the GGUF file's general.license ({m.gguf_file})"
+    return _front_matter_license(Path(m.location) / "README.md"), "the model folder's README.md metadata"

@@ -171,6 +171,12 @@ def local_folder(ref: str, cache: str | os.PathLike[str] | None = None) -> str:
 def peek_family(ref: str, cache: str | os.PathLike[str] | None = None) -> Family | None:
     """The family of ``ref`` when its config can be read without a download or a conversion (a local folder, a
     tiny model, a converted GGUF, a hub id in the local cache), else None."""
+    cfg = peek_config(ref, cache)
+    return None if cfg is None else family_of_config(cfg)
+
+
+def peek_config(ref: str, cache: str | os.PathLike[str] | None = None) -> Any | None:
+    """The transformers config of ``ref`` when it can be read without a download or a conversion, else None."""
     from transformers import AutoConfig
 
     mref = parse_ref(ref)
@@ -185,7 +191,9 @@ def peek_family(ref: str, cache: str | os.PathLike[str] | None = None) -> Family
     if path is None:
         return None
     try:
-        return family_of_config(AutoConfig.from_pretrained(path, local_files_only=True))
+        cfg = AutoConfig.from_pretrained(path, local_files_only=True)
+        family_of_config(cfg)  # a config of no known family reads as unknown
+        return cfg
     except (OSError, ValueError, ModelError):
         return None
 

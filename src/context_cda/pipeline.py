@@ -347,7 +347,7 @@ def preflight_problems(config: Config, steps: list[Step]) -> list[str]:
     neither given, mirrored, cached nor downloadable (:mod:`context_cda.preflight`)."""
     from . import preflight
 
-    names = [s.row.step for s in steps]
+    names = preflight.step_names(steps)
     return preflight.check_benchmarks(config, names) + preflight.check_datasets(config, names)
 
 

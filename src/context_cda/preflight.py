@@ -46,7 +46,11 @@ BENCHMARK_STEPS = ("evaluate", "evaluate-vanilla")
 PER_EPOCH_STEPS = ("finetune",)
 #: steps that score the intrinsic benchmarks (finetune: every epoch)
 EVALUATING_STEPS = (*PER_EPOCH_STEPS, *BENCHMARK_STEPS)
+#: steps that compare their training texts with ``decontaminate.benchmarks`` (and finetune's cda-neutral arm)
+DECONTAM_STEPS = ("ingest", "cda", "augment", "neutral")
 INGEST = "ingest"
+DECONTAMINATE = "decontaminate"
+CDA_NEUTRAL_FINETUNE = "finetune:cda-neutral"
 
 # ------------------------------------------------------------------------------------------------ data and names
 
@@ -64,6 +68,9 @@ def needed_datasets(config: Config) -> list[tuple[str, str, str, str | None]]:
     else:
         rows.append((str(corpus_dataset(config)), INGEST, "ingest.path", None))
     rows += benchmark_datasets(config.evaluate)
+    if config.decontaminate.enabled:  # the benchmarks no training text may hold, whether evaluated or not
+        compared = config.evaluate.model_copy(update={"benchmarks": list(config.decontaminate.benchmarks)})
+        rows += [(ds, DECONTAMINATE, key, value) for ds, _, key, value in benchmark_datasets(compared)]
     merged: dict[tuple[str, str, str | None], list[str]] = {}
     for ds, user, key, explicit in rows:
         users = merged.setdefault((ds, key, explicit), [])
@@ -72,7 +79,8 @@ def needed_datasets(config: Config) -> list[tuple[str, str, str, str | None]]:
 
 
 def _users(steps: Iterable[str], config: Config) -> set[str]:
-    """Who among ``ingest`` and the configured benchmarks reads data in the planned ``steps``."""
+    """Who among ``ingest``, ``decontaminate`` and the configured benchmarks reads data in the planned ``steps``
+    (:func:`step_names`)."""
     from .evaluate import get_benchmark
 
     steps = set(steps)
@@ -81,17 +89,29 @@ def _users(steps: Iterable[str], config: Config) -> set[str]:
         users |= set(config.evaluate.benchmarks)
     if steps & set(PER_EPOCH_STEPS):
         users |= {b for b in config.evaluate.benchmarks if get_benchmark(b).per_epoch}
+    if config.decontaminate.enabled and steps & {*DECONTAM_STEPS, CDA_NEUTRAL_FINETUNE}:
+        users.add(DECONTAMINATE)
     return users
 
 
+def step_names(steps: Iterable[Any]) -> list[str]:
+    """The planned steps' names for :func:`check_datasets`, and :data:`CDA_NEUTRAL_FINETUNE` when a finetune step of
+    the cda-neutral arm is planned (it decontaminates the rewrites it makes)."""
+    steps = list(steps)
+    names = [s.row.step for s in steps]
+    cda_neutral = any(s.row.step == "finetune" and s.keys.get("arm") == "cda-neutral" for s in steps)
+    return names + ([CDA_NEUTRAL_FINETUNE] if cda_neutral else [])
+
+
 def check_benchmarks(config: Config, steps: Iterable[str]) -> list[str]:
-    """One line when a planned step scores benchmarks and ``evaluate.benchmarks`` names an unknown one."""
-    from .evaluate import check_names
+    """One line when a planned step scores benchmarks and ``evaluate.benchmarks`` (or an arm's list in
+    ``evaluate.arm_benchmarks``) names an unknown one."""
+    from .evaluate.registry import check_config_names
 
     if not set(steps) & set(EVALUATING_STEPS):
         return []
     try:
-        check_names(config.evaluate.benchmarks, "evaluate.benchmarks")
+        check_config_names(config.evaluate)  # and each arm's list of evaluate.arm_benchmarks
     except CCDAError as e:
         return [str(e)]
     return []
@@ -226,18 +246,55 @@ def check_services(config: Config, steps: Iterable[Any], tracked: Iterable[str])
 # ------------------------------------------------------------------------------------------------ benchmarks
 
 
+def benchmarks_read(config: Config, steps: Iterable[Any]) -> tuple[list[str], bool]:
+    """(the benchmarks the planned steps evaluate on, whether they compare training texts with
+    ``decontaminate.benchmarks``)."""
+    from .evaluate import get_benchmark
+
+    names = set(step_names(steps))
+    cfg = config.evaluate
+    scored = set(cfg.benchmarks) if names & set(BENCHMARK_STEPS) else set()
+    if names & set(PER_EPOCH_STEPS):
+        scored |= {b for b in cfg.benchmarks if get_benchmark(b).per_epoch}
+    if "next-token" in scored:
+        scored.add("stereoset")  # its contexts
+    read = [b for b in ("stereoset", "crows", "winogender", "winobias") if b in scored]
+    return read, DECONTAMINATE in _users(names, config)
+
+
 def check_benchmark_files(config: Config, steps: Iterable[Any]) -> None:
-    """Parse the intrinsic benchmarks (StereoSet, CrowS-Pairs) when a step evaluates on them and their files are
-    here (an explicit path, the mirror or the data cache; a dataset still to download is the data check's, and
-    the evaluating step's, to find). The parsed items are memoised, so the first evaluation reuses them."""
-    if not any(_step(s) in EVALUATING_STEPS for s in steps):
-        return
+    """Parse every benchmark file the planned steps read, before the first one runs: the intrinsic benchmarks a step
+    evaluates on (StereoSet, CrowS-Pairs, WinoGender, WinoBias) when their files are here (an explicit path, the
+    mirror or the data cache; a dataset still to download is the data check's, and the evaluating step's, to find),
+    and every benchmark of ``decontaminate.benchmarks`` when a step compares its training texts with them (their
+    index is built now: the steps reuse it). A malformed or duplicated item stops the run with one error line
+    naming the file and line. The parsed items are memoised, so the first evaluation reuses them."""
+    from .errors import CCDAError
+
+    read, decontaminates = benchmarks_read(config, steps)
+    try:
+        for name in read:
+            _parse_benchmark(config, name)
+        if decontaminates:
+            from .decontam import index_for
+
+            index_for(config)
+    except CCDAError as e:
+        raise type(e)(f"pre-flight, nothing was run: {e}") from None
+
+
+def _parse_benchmark(config: Config, name: str) -> None:
+    """Parse benchmark ``name``'s files as its evaluation reads them, when they are here without a download."""
+    from . import datasets as D
     from .evaluate import load_items
     from .evaluate.data import local_benchmark_file
 
     cfg = config.evaluate
-    for name in ("stereoset", "crows"):
-        wanted = name in cfg.benchmarks or (name == "stereoset" and "next-token" in cfg.benchmarks)
-        path = local_benchmark_file(name, getattr(cfg, f"{name}_path"), config.run.data_cache) if wanted else None
-        if path is not None:
-            load_items(name, cfg, path, config.run.data_cache)
+    if name in ("stereoset", "crows"):
+        path = local_benchmark_file(name, getattr(cfg, f"{name}_path"), config.run.data_cache)
+    else:
+        explicit = getattr(cfg, name).path
+        path = (Path(explicit).expanduser() if explicit and "://" not in explicit
+                else None if explicit else D.find(D.get(name), config.run.data_cache))
+    if path is not None:
+        load_items(name, cfg, path if name in ("stereoset", "crows") else None, config.run.data_cache)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from . import arms as A
 from . import layout as L
 from .errors import ConfigError
+from .io import REJECTED
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
@@ -105,8 +106,8 @@ _GEN = ("generation", "models.py", "tiny.py")
 _VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_FILE,)}
 _MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
 #: what decontamination reads (context_cda.decontam): its settings, and the benchmark files it compares with
-_DECONTAM = ("decontaminate", "evaluate.stereoset_path", "evaluate.crows_path")
-_EVAL_FILES = ("evaluate.stereoset_path", "evaluate.crows_path")
+_EVAL_FILES = ("evaluate.stereoset_path", "evaluate.crows_path", "evaluate.winogender.path", "evaluate.winobias.path")
+_DECONTAM = ("decontaminate", *_EVAL_FILES, "evaluate.winobias.split")
 #: the entropy settings the sample step reads (the samples and their clusters: drawn and judged once per run) and
 #: the ones each target's entropy step reads (scoring); together every field of ``entropy`` (a test keeps it so)
 SAMPLE_KEYS = tuple(f"entropy.{k}" for k in (
@@ -143,10 +144,10 @@ TABLE: tuple[Stage, ...] = (
           code=("validation", "augment"), artifact="validated", cli_args=("--stage", "augment"), **_VALIDATED),
     Stage("neutral", "neutral", "context_cda.augment:run_neutral",
           ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "neutral", "entropy.judge",
-           "entropy.judge_model"),
+           "entropy.judge_model", *_DECONTAM),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), gpu="generator",
-          code=("augment", *_GEN, "shards.py", "items.py", "judges.py", "cda"), artifact="neutral",
-          cli_args=("--no-progress",), generates=True, when="train.arms~context-neutral"),
+          code=("augment", *_GEN, "shards.py", "items.py", "judges.py", "cda", "decontam.py"), artifact="neutral",
+          cli_args=("--no-progress",), generates=True, when="train.arms~context-neutral", config_files=_EVAL_FILES),
     Stage("validate-neutral", "validate", "context_cda.validation:run_validate",
           ("run.attribute", "lexicon", "validate", "augment", "neutral"),
           (Input("neutral", "neutral", L.AUGMENTED_FILE),), options={"boundary": "neutral"},
@@ -178,12 +179,13 @@ TABLE: tuple[Stage, ...] = (
           cli_args=("--no-progress",)),
     Stage("finetune", "finetune", "context_cda.train:run_finetune",
           ("run.seed", "run.device", "run.targets.{target}", "cda.mode", "lexicon", "train", "evaluate",
-           "baselines.dropout"),
+           "baselines.dropout", "decontaminate"),
           (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "validate-augment", L.VALID_FILE),
            Input("filtered", "filter", None, ("target",)),
            Input("neutral", "validate-neutral", L.VALID_FILE, optional=True)),
-          fanout=("target", "arm", "seed"), gpu="yes", code=("train", "optim.py", "cda", "evaluate", "arms.py", *_MODEL),
-          artifact="checkpoint", outs=(L.FINAL_DIR, L.TRAIN_ROWS_FILE, L.EPOCH_PREDICTIONS_DIR),
+          fanout=("target", "arm", "seed"), gpu="yes",
+          code=("train", "optim.py", "cda", "evaluate", "arms.py", "decontam.py", *_MODEL),
+          artifact="checkpoint", outs=(L.FINAL_DIR, L.TRAIN_ROWS_FILE, REJECTED, L.EPOCH_PREDICTIONS_DIR),
           metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,)),
     Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
           ("run.seed", "run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",
@@ -199,7 +201,7 @@ TABLE: tuple[Stage, ...] = (
           fanout=("target", "arm"), gpu="yes", code=("evaluate", "optim.py", "arms.py", *_MODEL),
           artifact="evaluation", cli_args=("--no-progress",), fresh="context_cda.evaluate.posthoc:available",
           **_PER_BENCHMARK),
-    Stage("register", "register", "context_cda.tracking:run_register_target",
+    Stage("register", "register", "context_cda.publish:run_register_target",
           ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
            "evaluate.bootstrap", "evaluate.bias_type"),
           (Input("finetune", "finetune", None, ("target",), optional=True),
@@ -207,7 +209,8 @@ TABLE: tuple[Stage, ...] = (
            Input("filtered", "filter", None, ("target",)),
            Input("posthoc", "evaluate-posthoc", None, ("target",), optional=True),
            Input("debias", "debias", None, ("target",), optional=True)),
-          fanout=("target",), code=("tracking", "evaluate", "stats.py"), artifact="registration", when="tracking.enabled",
+          fanout=("target",), code=("tracking", "publish", "evaluate", "stats.py", "report/setup.py", "model_info.py"),
+          artifact="registration", when="tracking.enabled",
           side_effects=True, cache=False, fresh="context_cda.tracking:registered_versions_exist"),
     Stage("report", "report", "context_cda.report:run_report",
           ("report", "tracking.enabled", "train.arms", "train.seeds", "baselines", "evaluate.bootstrap"),

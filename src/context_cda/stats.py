@@ -91,6 +91,10 @@ class Items:
         return Items(self.ids[index], self.groups[index], {k: v[index] for k, v in self.columns.items()},
                      tuple({k: v[index] for k, v in r.items()} for r in self.runs))
 
+    def each_run(self) -> list[Items]:
+        """One :class:`Items` per run (training seed) of pooled items, on the same items; itself for one run."""
+        return [Items(self.ids, self.groups, r) for r in self.runs] if self.runs else [self]
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -354,23 +358,83 @@ def p_value(diffs: np.ndarray) -> float:
     return float(min(1.0, 2.0 * min(below, above)))
 
 
+def paired_draws(a: Items, b: Items, metric: Metrics, settings: Settings | None = None, runs: str = "mean"
+                 ) -> Draws:
+    """Both models' metrics on the items both were scored on (aligned by id, ``a``'s order and groups), on the
+    original items and on the same ``settings.resamples`` resamples: the raw material of :func:`paired` and of any
+    other paired statistic (a sum, a signed shift). ``runs``: how several runs of ``a`` or ``b`` are combined."""
+    st = settings or Settings()
+    a2, b2 = align(a, b)
+    lay = _layout(a2.groups)
+    pa, pb = _evaluate(metric, a2, lay, None, runs), _evaluate(metric, b2, lay, None, runs)
+    boot_a, boot_b = _resampled(metric, [a2, b2], lay, st, runs)
+    return Draws({k: float(v[0]) for k, v in pa.items()}, {k: float(v[0]) for k, v in pb.items()}, boot_a, boot_b,
+                 len(a2), st)
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Two models' metrics on the shared items (``a``, ``b``: name -> value) and on the same resamples
+    (``boot_a``, ``boot_b``: name -> ``(B,)`` values), ``n`` items shared."""
+
+    a: dict[str, float]
+    b: dict[str, float]
+    boot_a: dict[str, np.ndarray]
+    boot_b: dict[str, np.ndarray]
+    n: int
+    settings: Settings
+
+    def difference(self, point: float, values: np.ndarray) -> Difference:
+        """A :class:`Difference` of any paired statistic: its value on the original items (``point``) and on the
+        resamples (``values``), with the percentile interval at ``settings.level`` and the bootstrap p-value."""
+        st, n = self.settings, self.n
+        lo, hi = _percentiles(values, st.level) if n else (math.nan, math.nan)
+        return Difference(float(point), lo, hi, p_value(values) if n else math.nan, n, st.level, n < st.min_items)
+
+    def interval(self, key: str, which: str = "a") -> Interval:
+        """One model's own value and percentile interval of ``key`` on the shared items (``which``: a or b)."""
+        point, values = (self.a, self.boot_a) if which == "a" else (self.b, self.boot_b)
+        lo, hi = _percentiles(values[key], self.settings.level) if self.n else (math.nan, math.nan)
+        return Interval(point[key], lo, hi, self.n, self.settings.level, self.n < self.settings.min_items)
+
+
 def paired(a: Items, b: Items, metric: Metrics, settings: Settings | None = None,
            ideals: Mapping[str, float] | None = None) -> dict[str, Difference]:
     """``metric(a) - metric(b)`` for every metric, on the items both were scored on, with the same resamples for
     both; ``ideals`` adds the distance metrics (see :func:`with_distances`)."""
-    st = settings or Settings()
     fn = with_distances(metric, ideals) if ideals else metric
-    a2, b2 = align(a, b)
-    lay = _layout(a2.groups)
-    pa, pb = _evaluate(fn, a2, lay, None), _evaluate(fn, b2, lay, None)
-    boot_a, boot_b = _resampled(fn, [a2, b2], lay, st)
-    small = len(a2) < st.min_items
-    out = {}
-    for k in pa:
-        d = boot_a[k] - boot_b[k]
-        lo, hi = _percentiles(d, st.level) if len(a2) else (math.nan, math.nan)
-        out[k] = Difference(float(pa[k][0] - pb[k][0]), lo, hi, p_value(d) if len(a2) else math.nan, len(a2),
-                            st.level, small)
+    dr = paired_draws(a, b, fn, settings)
+    return {k: dr.difference(dr.a[k] - dr.b[k], dr.boot_a[k] - dr.boot_b[k]) for k in dr.a}
+
+
+def percentile_p(values: np.ndarray, margin: float = 0.0) -> float:
+    """The p-value of "the statistic is at most ``margin``" that the percentile interval inverts: the smallest
+    1 - level at which the two-sided percentile interval of the resampled ``values`` (numpy's linear quantiles, as
+    :func:`bootstrap` and :func:`paired` compute them) lies wholly above ``margin``. So ``percentile_p(v, m) <
+    alpha`` exactly when the interval at level 1 - alpha has its lower end above m: a decision on this p-value and
+    one on the printed interval never disagree. 0 when every resampled value lies above ``margin``."""
+    d = np.sort(values[~np.isnan(values)])
+    if d.size == 0:
+        return math.nan
+    j = int(np.searchsorted(d, margin, side="right"))  # resampled values at or below the margin
+    if j == 0:
+        return 0.0
+    if j == d.size or d.size == 1:
+        return 1.0
+    h = (j - 1) + (margin - d[j - 1]) / (d[j] - d[j - 1])  # the quantile position where the margin is crossed
+    return float(min(1.0, 2.0 * h / (d.size - 1)))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (same order as given): ``max_{j <= i} min(1, (k - j + 1) * p_(j))`` over
+    the sorted p-values. Rejecting every hypothesis whose adjusted p is below alpha controls the family-wise error
+    rate at alpha whatever the dependence between the tests (Holm 1979); one hypothesis: unchanged."""
+    k = len(pvalues)
+    order = sorted(range(k), key=lambda i: pvalues[i])
+    out, running = [1.0] * k, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (k - rank) * float(pvalues[i])))
+        out[i] = running
     return out
 
 
@@ -383,6 +447,7 @@ class SignFlip:
     discordant: int
     n: int
     exact: bool
+    null_sd: float = 0.0  # the spread of sum(e_i * d_i) under random signs: sqrt(sum d_i^2), in column units
 
     def text(self, unit: str = "items") -> str:
         how = "" if self.exact else ", Monte Carlo"
@@ -410,22 +475,48 @@ def sign_flip(a: Items, b: Items, column: str, settings: Settings | None = None)
     weights = 1.0 / (len(sizes) * sizes[codes.reshape(-1)]) if len(a2) else np.zeros(0)
     d = (a2.columns[column] - b2.columns[column]) * weights
     d = np.abs(d[np.abs(d) > 1e-12])
-    k = int(d.size)
+    k, n, sd = int(d.size), len(a2), float(np.sqrt(np.sum(d**2)))
     observed = abs(float(((a2.columns[column] - b2.columns[column]) * weights).sum()))
     if k == 0:
-        return SignFlip(1.0, 0, len(a2), True)
+        return SignFlip(1.0, 0, n, True, 0.0)
     tol = 1e-9 * float(d.sum())
     if np.allclose(d, d[0]):  # equal weights: the binomial sign test
         t = round(observed / d[0])
         tail = sum(math.comb(k, j) for j in range(k + 1) if abs(2 * j - k) >= t)
-        return SignFlip(min(1.0, tail / 2.0**k), k, len(a2), True)
+        return SignFlip(min(1.0, tail / 2.0**k), k, n, True, sd)
     if k <= EXACT_FLIPS:
         signs = 1 - 2 * ((np.arange(2**k)[:, None] >> np.arange(k)[None, :]) & 1)
         sums = np.abs(signs @ d)
-        return SignFlip(float(np.mean(sums >= observed - tol)), k, len(a2), True)
+        return SignFlip(float(np.mean(sums >= observed - tol)), k, n, True, sd)
     rng = np.random.default_rng(st.seed)
     sums = np.abs(rng.choice([-1.0, 1.0], size=(FLIP_DRAWS, k)) @ d)
-    return SignFlip(float((np.count_nonzero(sums >= observed - tol) + 1) / (FLIP_DRAWS + 1)), k, len(a2), False)
+    return SignFlip(float((np.count_nonzero(sums >= observed - tol) + 1) / (FLIP_DRAWS + 1)), k, n, False, sd)
+
+
+#: the power at which :func:`detectable_shift` says what a benchmark could have shown
+POWER = 0.8
+
+
+def fewest_items(alpha: float) -> int:
+    """The fewest changed items that can make the exact two-sided sign test significant at ``alpha``: all of them
+    moved one way, p = 2 * 0.5**k < alpha."""
+    return max(1, math.floor(math.log2(2.0 / alpha)) + 1)
+
+
+def detectable_shift(flip: SignFlip, alpha: float, power: float = POWER, scale: float = 100.0,
+                     margin: float = 0.0) -> float:
+    """The smallest shift of a macro-average of per-item scores (times ``scale``: 100 for SS and CS in percent)
+    that the paired sign-flip test at two-sided ``alpha`` detects with probability ``power``, given how many items
+    the two models score differently and with what weights (``flip.null_sd``): ``margin + (z_{1-alpha/2} +
+    z_power) * scale * null_sd``, the normal approximation of the test whose null spread the discordant share sets
+    (for n items of equal weight, k of them discordant: ``scale * sqrt(k) / n``, McNemar's power calculation).
+    Never below the shift of the fewest items that can be significant at all (:func:`fewest_items`, each of
+    weight 1/n): with no item changed, that is what this n could have shown at best."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+    floor = scale * fewest_items(alpha) / max(flip.n, 1)
+    return float(margin + max(z * scale * flip.null_sd, floor))
 
 
 def pooled(parts: Sequence[Items]) -> Items:

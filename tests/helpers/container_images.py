@@ -53,11 +53,12 @@ class Engine:
 
     def container(self, image: str, *command: str, user: str | None = None, env: dict[str, str] | None = None,
                   volumes: Sequence[tuple[str | Path, str, str]] = (), check: bool = True,
-                  timeout: float = 900, entrypoint: str | None = None) -> subprocess.CompletedProcess:
+                  timeout: float = 900, entrypoint: str | None = None, network: str = "host"
+                  ) -> subprocess.CompletedProcess:
         """``run --rm --network host`` of ``image`` with ``command`` (host networking: the test servers listen
-        on 127.0.0.1); ``volumes``: (host path, container path, "ro"|"rw"); ``entrypoint=""`` sets a server
-        image's entrypoint aside."""
-        args = ["run", "--rm", "--network", "host"]
+        on 127.0.0.1; ``network="none"``: no network at all); ``volumes``: (host path, container path,
+        "ro"|"rw"); ``entrypoint=""`` sets a server image's entrypoint aside."""
+        args = ["run", "--rm", "--network", network]
         if entrypoint is not None:
             args += ["--entrypoint", entrypoint]
         if user:

@@ -26,6 +26,8 @@ def fast_overrides(base_url: str, fixtures: Path = FIXTURES) -> dict[str, dict[s
         "evaluate": {
             "stereoset_path": str(fixtures / "evaluate" / "stereoset_tiny.json"),
             "crows_path": str(fixtures / "evaluate" / "crows_tiny.csv"),
+            "winogender": {"path": str(fixtures / "evaluate" / "winogender_tiny")},
+            "winobias": {"path": str(fixtures / "evaluate" / "winobias_tiny")},
             "max_items": 8,
         },
     }

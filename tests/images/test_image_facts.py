@@ -169,3 +169,16 @@ def test_ccda_help_answers_within_a_second_in_the_cpu_image(container_engine, pr
     cpu, wall, load = map(float, out)
     print(f"ccda --help in {project_images['cpu']}: {cpu:.2f} s CPU, {wall:.2f} s wall (best of 3, load {load:.1f})")
     assert cpu < 1.0
+
+
+@pytest.mark.parametrize(("password", "names"), [(None, "needs MLFLOW_AUTH_ADMIN_PASSWORD"),
+                                                 ("password1234", "MLFLOW_AUTH_ADMIN_PASSWORD is MLflow's published")])
+def test_the_mlflow_image_refuses_to_start_without_an_admin_password(container_engine, project_images, password,
+                                                                    names):
+    """With basic auth (the default) and no admin password, or MLflow's old published default, the server does not
+    start: exit 2 and one line naming the variable, before anything connects to the database."""
+    env = {"MLFLOW_BACKEND_STORE_URI": "sqlite:////tmp/mlflow.db", "MLFLOW_FLASK_SERVER_SECRET_KEY": "k",
+           **({"MLFLOW_AUTH_ADMIN_PASSWORD": password} if password else {})}
+    proc = container_engine.container(project_images["mlflow"], env=env, check=False, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and names in lines[0], proc.stderr

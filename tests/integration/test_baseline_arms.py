@@ -119,27 +119,34 @@ def test_report_table1_has_the_post_hoc_rows(tmp_path):
     assert "| INLP | – | 52.00 [45.00, 59.00] |" in text and "| MABEL | – | could not be loaded: offline |" in text
 
 
-def test_published_values_sit_under_their_row_and_unsourced_cells_say_n_a(cfg_factory):
-    """The paper's published value is a labelled row under the measured one, only for the target whose model the
-    paper reports; a cell without a sourced value says n/a (nothing is filled in); the packaged file holds only
-    the one value sourced so far (vanilla BERT's LMS, 79.87)."""
+def test_published_values_sit_under_their_row_and_the_unmeasured_rows_follow(cfg_factory):
+    """The paper's published values are a labelled row under the measured one, only for the target whose model the
+    paper reports (BERT, GPT-2); the paper's rows this run did not measure (MABEL, INLP, wiki-debiased, ...) follow,
+    labelled as not run here; a cell without a sourced value would say n/a (nothing is filled in)."""
     import pandas as pd
 
     from context_cda.report import arm_label, table1
     from context_cda.report.baselines import published_values
     from context_cda.report.evidence import table1_markdown
 
-    cfg = cfg_factory(run={"targets": {"bert": "bert-base-uncased", "gpt": "gpt2"}})
+    cfg = cfg_factory(run={"targets": {"bert": "bert-base-uncased", "gpt": "gpt2", "own": "tiny:gpt2"}})
     values = published_values(cfg)
-    assert values["models"] == {"bert-base-uncased": {"vanilla": {"stereoset_lms": 79.87}}}
+    assert set(values["models"]) == {"bert-base-uncased", "gpt2"}
     df = pd.DataFrame([{"target": t, "arm": "cda", "seed": 13, "epoch": e, "stereoset_ss": 60.0, "stereoset_lms": 85.0,
-                        "stereoset_icat": 68.0, "crows_cs": 55.0} for t in ("bert", "gpt") for e in (0, 1)])
+                        "stereoset_icat": 68.0, "crows_cs": 55.0} for t in ("bert", "gpt", "own") for e in (0, 1)])
     t1 = table1(df, {}, {})
     text = "\n".join(table1_markdown(t1, None, ["stereoset_ss", "stereoset_lms", "stereoset_icat", "crows_cs"],
                                      arm_label, (cfg, values)))
-    assert "| Vanilla, published (paper) |  | n/a | 79.87 | n/a | n/a |" in text
-    assert text.count("published (paper)") == 1  # not under CDA (no published value), not under gpt2's vanilla
-    assert text.index("### bert") < text.index("published (paper)") < text.index("### gpt")
+    bert, gpt, own = (text[text.index(f"### {t}"):] for t in ("bert", "gpt", "own"))
+    bert = bert[: bert.index("### gpt")]
+    gpt = gpt[: gpt.index("### own")]
+    assert "| Vanilla, published (paper) |  | 59.95 | 79.87 | 63.96 | 58.01 |" in bert
+    assert bert.index("| CDA |") < bert.index("| CDA, published (paper) |  | 58.55 | 68.41 | 56.71 | 54.96 |")
+    assert "| MABEL, published (paper; not run here) |  | 47.28 | 51.65 | 48.84 | 52.29 |" in bert
+    assert "| Vanilla, published (paper) |  | 63.17 | 77.46 | 57.04 | 51.52 |" in gpt
+    assert "| wiki-debiased, published (paper; not run here) |  | 60.40 | 91.01 | 72.08 | 56.49 |" in gpt
+    assert bert.count("published (paper") == 7 and gpt.count("published (paper") == 6  # every row of each model
+    assert "published" not in own.split("Published values")[0]  # not a paper model: no published row
     assert "arXiv 2602.09590" in text
 
 
@@ -184,3 +191,8 @@ def test_the_runner_reports_every_table1_row_registers_and_judges_the_baselines(
         assert decision["reasons"], arm  # judged by the gate: its reasons in numbers, whatever it decided
     registered = json.loads((run / "register" / "tiny-gpt2" / "inlp" / "manifest.json").read_text())
     assert "evaluation" in registered["inputs"]
+    for arm in ("inlp", "self-debias"):  # a post-hoc arm's card: the vanilla weights, the arm applied at scoring
+        card = (run / "register" / "tiny-gpt2" / arm / "card" / "README.md").read_text()
+        agg = json.loads((run / "evaluate" / "tiny-gpt2" / arm / "posthoc" / "aggregate.json").read_text())["metrics"]
+        assert "No fine-tuning: this arm is applied to the vanilla weights" in card and "no training:" in card
+        assert f"| stereoset | stereoset_ss | {agg['stereoset_ss']:.2f} [" in card

@@ -29,18 +29,18 @@ import numpy as np
 import pandas as pd
 import pytest
 from tests.helpers.biasbench_files import subset_crows, unique, write_stereoset
+from tests.helpers.data import SKIP_REASON, mirrored
 
 ROOT = Path(__file__).resolve().parents[2]
 BB_PY = Path(os.environ.get("CCDA_BIASBENCH_PYTHON", ROOT / ".venv-biasbench" / "bin" / "python"))
-SHARED = Path(os.environ.get("CCDA_DATA_DIR") or ROOT.parent / "shared" / "data")
-WORDS = SHARED / "bias_bench_words" / "bias_attribute_words.json"
+WORDS = mirrored("bias-bench-words")  # bias_attribute_words.json, by name through the resolver (None: not here)
 REPORT = os.environ.get("CCDA_BIASBENCH_REPORT")
 
 pytestmark = [
     pytest.mark.biasbench,
     pytest.mark.slow,
     pytest.mark.skipif(not BB_PY.is_file(), reason=f"no bias-bench python at {BB_PY} (scripts/setup-biasbench.sh)"),
-    pytest.mark.skipif(not WORDS.is_file(), reason="shared benchmark data (bias_attribute_words.json) not present"),
+    pytest.mark.skipif(WORDS is None, reason=SKIP_REASON.format("bias-bench-words")),
 ]
 
 #: model -> (reference, INLP classifiers, StereoSet clusters, CrowS pairs scored); None: every gender item

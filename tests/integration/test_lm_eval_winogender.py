@@ -18,15 +18,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "data" / "winogender"
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+from data import SKIP_REASON, mirrored  # noqa: E402
 from lmeval_venv import LMEVAL_PY, run_in_harness  # noqa: E402
+
+SHARED = mirrored("winogender")  # the Winogender folder, by name through the resolver
 
 pytestmark = [
     pytest.mark.lmeval,
     pytest.mark.slow,
     pytest.mark.skipif(not LMEVAL_PY.is_file(), reason=f"no lm-eval python at {LMEVAL_PY} (scripts/setup-lmeval.sh)"),
-    pytest.mark.skipif(not (SHARED / "all_sentences.tsv").is_file(), reason="shared Winogender files not present"),
+    pytest.mark.skipif(SHARED is None, reason=SKIP_REASON.format("winogender")),
 ]
 
 

@@ -19,14 +19,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from tests.helpers.data import SKIP_REASON, mirrored
 from tests.helpers.fake_openai import FakeOpenAIServer
 from tests.helpers.tiny_pipeline import fast_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(os.environ.get("CCDA_DATA_DIR", ROOT.parent / "shared" / "data"))
+#: the real StereoSet and CrowS-Pairs, by name through the resolver (the mirror in $CCDA_DATA_DIR or the data cache)
 pytestmark = [pytest.mark.services,
-              pytest.mark.skipif(not (DATA / "stereoset").is_dir() or not (DATA / "crows_pairs").is_dir(),
-                                 reason=f"no StereoSet / CrowS-Pairs mirror in {DATA} (CCDA_DATA_DIR)")]
+              pytest.mark.skipif(mirrored("stereoset") is None, reason=SKIP_REASON.format("stereoset")),
+              pytest.mark.skipif(mirrored("crows-pairs") is None, reason=SKIP_REASON.format("crows-pairs"))]
 
 RELIGION_CORPUS = """The Muslim family prayed at the mosque every Friday.
 A Christian charity opened a shelter near the station.
@@ -40,7 +41,7 @@ The weather was cold and the roads were icy.
 
 
 def ccda(*args: str) -> str:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CCDA_DATA_DIR": str(DATA)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}  # the datasets as the resolver finds them
     env.pop("MLFLOW_TRACKING_URI", None)
     r = subprocess.run([sys.executable, "-m", "context_cda.cli", *args], cwd=ROOT, capture_output=True, text=True,
                        env=env, timeout=900)

@@ -15,11 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from tests.helpers.data import mirrored
 from tests.helpers.fake_openai import FakeOpenAIServer
 from tests.helpers.tiny_pipeline import fast_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.services
+HUB_DATA = mirrored("stereoset") is not None and mirrored("crows-pairs") is not None
 
 
 def ccda(*args, cwd=ROOT):
@@ -39,6 +41,8 @@ def test_run_tiny_end_to_end_then_nothing_recomputed(tmp_path):
         # after training, the evaluate stage scores vanilla and both arms on every benchmark (fixture data)
         overrides["evaluate"].update({"after_training": True, "benchmarks": [
             "stereoset", "crows", "next-token", "glue", "biasbios", "stsb", "nli-bias"]})
+        if HUB_DATA:  # StereoSet and CrowS-Pairs by name (their first 8 gender items): the cards name their Hub ids
+            overrides["evaluate"].update({"stereoset_path": None, "crows_path": None})
         base = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
         for sec, values in overrides.items():
             base.setdefault(sec, {}).update(values)
@@ -72,6 +76,7 @@ def test_run_tiny_end_to_end_then_nothing_recomputed(tmp_path):
         assert (run / "report" / "tiny-gpt2-next-token.png").is_file()
         registered = json.loads((run / "register" / "tiny-gpt2" / "context-cda" / "manifest.json").read_text())
         assert "evaluation" in registered["inputs"] and "vanilla" in registered["inputs"]
+        _every_version_has_its_card_and_exports(run, tmp_path)
 
         t0 = time.perf_counter()
         out2 = ccda("run", "--profile", str(profile))
@@ -88,3 +93,33 @@ def test_run_tiny_end_to_end_then_nothing_recomputed(tmp_path):
         assert "to run" not in dry and dry.count("up to date") >= 10, dry
     assert first < 180, f"tiny run took {first:.0f}s"
     assert second < first
+
+
+def _every_version_has_its_card_and_exports(run: Path, tmp_path: Path) -> None:
+    """A model card per registered version, its numbers the evaluate step's aggregate.json's; `ccda export` of the
+    CDA version is a folder huggingface_hub loads as a model card with its evaluation results."""
+    from huggingface_hub import ModelCard, parse_eval_result_entries
+
+    for arm in ("cda", "context-cda"):
+        card_dir = run / "register" / "tiny-gpt2" / arm / "card"
+        card = ModelCard.load(card_dir / "README.md")
+        agg = json.loads((run / "evaluate" / "tiny-gpt2" / arm / "seed-13" / "aggregate.json").read_text())["metrics"]
+        values = {r.metric_type: str(r.metric_value) for r in card.data.eval_results}
+        assert {"stereoset_ss", "stereoset_lms", "crows_cs", "glue_sst2_acc"} <= set(values)
+        for name, text in values.items():  # a value with its interval as text, one without it as the number
+            assert text.startswith(f"{agg[name]:.2f} [95% CI") if f"{name}_ci_low" in agg else \
+                float(text) == agg[name], (arm, name, text)
+        decision = json.loads((run / "register" / "tiny-gpt2" / arm / "promotion.json").read_text())
+        assert f"Verdict: {decision['verdict']}" in card.text and "## Bias, Risks, and Limitations" in card.text
+    version = json.loads((run / "register" / "tiny-gpt2" / "cda" / "promotion.json").read_text())["version"]
+    out = tmp_path / "export"
+    ccda("export", "--model", "tiny-gpt2-debiased", "--version", str(version), "--to", str(out),
+         "--tracking-uri", f"sqlite:///{run.parent / 'mlflow.db'}")
+    card = ModelCard.load(out / "README.md")
+    assert card.data.license == "apache-2.0" and (out / "model.safetensors").is_file()
+    entries = [e for f in sorted((out / ".eval_results").glob("*.yaml"))
+               for e in parse_eval_result_entries(yaml.safe_load(f.read_text()))]
+    agg = json.loads((run / "evaluate" / "tiny-gpt2" / "cda" / "seed-13" / "aggregate.json").read_text())["metrics"]
+    assert all(e.value == agg[e.task_id] for e in entries)
+    if HUB_DATA:  # the fixture files of the other benchmarks are no Hub dataset: no evaluation results for them
+        assert {e.dataset_id for e in entries} == {"McGill-NLP/stereoset", "nyu-mll/crows_pairs"}

@@ -360,7 +360,7 @@ def test_mlflow_entrypoint_keeps_the_password_off_the_command_line(fake_mlflow: 
 
 def test_mlflow_entrypoint_starts_the_basic_auth_app(fake_mlflow: Path, tmp_path: Path):
     proc = _mlflow(fake_mlflow, tmp_path, **DB, PGPASSWORD="pg-pass-123", MLFLOW_FLASK_SERVER_SECRET_KEY="k",
-                   MLFLOW_AUTH_DEFAULT_PERMISSION="NO_PERMISSIONS")
+                   MLFLOW_AUTH_ADMIN_PASSWORD="admin-pass-123", MLFLOW_AUTH_DEFAULT_PERMISSION="NO_PERMISSIONS")
     assert proc.returncode == 0, proc.stderr
     args = _lines(proc, "arg=")
     assert args[3:5] == ["--app-name", "basic-auth"] and args[-4:] == ["--host", "0.0.0.0", "--port", "5000"]
@@ -374,13 +374,17 @@ def test_mlflow_entrypoint_starts_the_basic_auth_app(fake_mlflow: Path, tmp_path
 
 @pytest.mark.parametrize(("env", "message"), [
     ({**DB, "MLFLOW_AUTH": "none", "MLFLOW_BACKEND_STORE_URI": "postgresql://mlflow:pw@db:5432/mlflow"}, "password"),
-    ({**DB}, "MLFLOW_FLASK_SERVER_SECRET_KEY"),
+    ({**DB, "MLFLOW_AUTH_ADMIN_PASSWORD": "a-secret"}, "MLFLOW_FLASK_SERVER_SECRET_KEY"),
+    ({**DB, "MLFLOW_FLASK_SERVER_SECRET_KEY": "k"}, "needs MLFLOW_AUTH_ADMIN_PASSWORD"),
+    ({**DB, "MLFLOW_FLASK_SERVER_SECRET_KEY": "k", "MLFLOW_AUTH_ADMIN_PASSWORD": ""}, "needs MLFLOW_AUTH_ADMIN_PASSWORD"),
+    ({**DB, "MLFLOW_FLASK_SERVER_SECRET_KEY": "k", "MLFLOW_AUTH_ADMIN_PASSWORD": "password1234"}, "published default"),
     ({**DB, "MLFLOW_AUTH": "oauth"}, "basic or none"),
     ({"MLFLOW_AUTH": "none"}, "MLFLOW_DB_HOST"),
 ])
 def test_mlflow_entrypoint_refuses_bad_settings(fake_mlflow: Path, tmp_path: Path, env: dict, message: str):
     proc = _mlflow(fake_mlflow, tmp_path, **env)
     assert proc.returncode != 0 and message in proc.stderr and not _lines(proc, "arg="), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr  # one line naming the variable
 
 
 def test_mlflow_image_installs_the_auth_extra_and_uses_the_entrypoint():

@@ -107,6 +107,13 @@ def test_register_evidence_gate_aliases_and_load_champion(mlflow_server, tmp_pat
     assert client.get_model_version_by_alias(name, "champion").version == "1"
     cand = client.get_model_version_by_alias(name, "candidate")
     assert cand.version == "3" and cand.tags["promotion_decision"] == "refused"
+    # the four-state verdict, its note and the detectable shifts, as the Decision holds them
+    assert cand.tags["promotion_verdict"] == "refused: worse" and s3["verdict"] == "refused: worse"
+    v2 = client.get_model_version(name, "2")
+    assert v2.tags["promotion_verdict"] == "refused: not shown" and v2.tags["promotion_note"] == s2["note"]
+    assert client.get_model_version(name, "1").tags["promotion_verdict"] == "promoted"
+    assert v2.tags["promotion_detectable_shift"].startswith("stereoset_ss=") and "crows_cs=" in v2.tags[
+        "promotion_detectable_shift"]
     v1 = client.get_model_version(name, "1")
     assert float(v1.tags["crows_cs"]) == 51.0 and v1.tags["flavor"] == "transformers"
     assert v1.tags["evidence"] == "evidence/v1/evidence.parquet" and v1.tags["registered_seed"] == "13"

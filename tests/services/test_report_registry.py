@@ -4,6 +4,7 @@ are the ones the registry holds (``candidate`` moves to the newest version), in 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -58,7 +59,8 @@ def _decisions_table(md: str) -> list[dict[str, str]]:
     section = md.split("## Registry decisions")[1].split("\n## ")[0]
     rows = [ln for ln in section.splitlines() if ln.startswith("| tg |")]
     cells = [[c.strip() for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in rows]
-    return [{"arm": c[1], "model": c[2], "version": c[3], "decision": c[4].strip("*"), "aliases": c[5]} for c in cells]
+    return [{"arm": c[1], "model": c[2], "version": c[3], "decision": c[4].strip("*"), "verdict": c[5],
+             "aliases": c[6]} for c in cells]
 
 
 def test_the_report_says_what_the_registry_holds(tmp_path):
@@ -79,14 +81,31 @@ def test_the_report_says_what_the_registry_holds(tmp_path):
     for r in rows:
         mv = client.get_model_version(r["model"], r["version"])
         assert r["decision"] == mv.tags[D.DECISION_TAG]
+        assert r["verdict"] == D.verdict_line(mv.tags[D.VERDICT_TAG], mv.tags[D.NOTE_TAG]).replace("|", "\\|")
         assert set(filter(None, r["aliases"].replace("none", "").split(", "))) == set(mv.aliases)
-    # v1 (less biased than vanilla) promoted; v2 (no better than v1) and v3 (more biased) refused; candidate moved
+    # v1 (less biased than vanilla) promoted; v2 (no better than v1) not shown better; v3 (more biased) worse
     assert [r["decision"] for r in rows] == [D.PROMOTED, D.REFUSED, D.REFUSED]
+    verdicts = [client.get_model_version(r["model"], r["version"]).tags[D.VERDICT_TAG] for r in rows]
+    assert verdicts == [D.PROMOTED, D.REFUSED_NOT_SHOWN, D.REFUSED_WORSE]
     assert [r["aliases"] for r in rows] == [D.CHAMPION, "none", D.CANDIDATE]
     assert "candidate only" not in md and "from the registry (sqlite:" in md
-    # the findings say the same in words
+    # the findings say the same in words: each arm's sentence opens with its registered verdict
     findings = md.split("## Findings")[1].split("\n## ")[0]
-    assert "promoted tg/cda (v1)" in findings and "refused tg/context-cda (v2), tg/context-cda-nofilter (v3)" in findings
+    assert "tg/cda (v1): promoted; tg/context-cda (v2): refused: not shown" in findings
+    assert "tg/context-cda-nofilter (v3): refused: worse" in findings
+    assert "- **CDA** against Vanilla — promoted: less biased on StereoSet" in findings
+    assert ("- **Context-CDA (no filter)** against Vanilla — refused: worse (evidence against it: SS, CS vs vanilla; "
+            "SS, CS vs champion v1)") in findings
+    # and Table 1's marks are the gate's outcomes against vanilla, as promotion.json recorded them
+    table = md.split("## Table 1")[1].split("\n## ")[0]
+    for arm, label in (("cda", "CDA"), ("context-cda-nofilter", "Context-CDA (no filter)")):
+        rec = json.loads((run / "register" / "tg" / arm / "promotion.json").read_text())["comparisons"]["vs_vanilla"]
+        cells = next(ln for ln in table.splitlines() if ln.startswith(f"| {label} |")).split("|")[3:7]
+        for cell, metric in zip(cells, ("stereoset_ss", "stereoset_lms", "stereoset_icat", "crows_cs"), strict=True):
+            if metric == "stereoset_icat":  # not a gate metric: marked by its paired difference
+                continue
+            want = {"better": "▲", "worse": "▼"}.get(rec.get(metric, {}).get("outcome"), "")
+            assert cell.strip().endswith(want) if want else not {"▲", "▼"} & set(cell), (arm, metric, cell)
     # MLflow holds the whole report: the Markdown, the HTML, every image it shows (the SE histogram too), the tables
     arts = {Path(a.path).name for a in client.list_artifacts(summary["mlflow_run_id"], "report")}
     shown = set(re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", md))

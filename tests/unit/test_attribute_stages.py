@@ -145,3 +145,40 @@ def test_cda_counts_what_it_left_alone(tmp_path):
     assert df["counterfactual"].tolist()[0] == "White voters drank white wine by the Black Sea."
     rej = pd.read_parquet(tmp_path / "cda" / "rejected.parquet")
     assert rej["reason"].iloc[0] == "no-swappable-term (left alone: white: not-a-person)"
+
+
+def test_ingest_keeps_a_group_named_only_as_a_people_noun_and_cda_swaps_it(tmp_path):
+    """``Hispanics`` is the only race word of the first sentence: ingest keeps it, cda writes one counterfactual per
+    other group. A sentence bound to one group is rejected with what was left alone and why, and counted."""
+    from context_cda.cda.stage import run_cda
+    from context_cda.corpus import run_ingest
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("Hispanics are the largest minority in the state.\nAsian elephants live in the forest.\n")
+    cfg = load_config(overrides=["run.attribute=race", "ingest.min_words=3", f"run.run_dir={tmp_path}"],
+                      params_file=ROOT / "params.yaml")
+    s = run_ingest(cfg, {"corpus": corpus}, tmp_path / "ingest")
+    kept = pd.read_parquet(tmp_path / "ingest" / "sentences.parquet")
+    assert kept["text"].tolist() == ["Hispanics are the largest minority in the state."]
+    assert list(kept["attribute_terms"].iloc[0]) == ["hispanics"]
+    rej = pd.read_parquet(tmp_path / "ingest" / "rejected.parquet")
+    assert rej["reason"].tolist() == ["no-race-term: left alone: Asian (not-a-person)"]
+    assert s["rejected_by_reason"] == {"no-race-term": 1} and s["left_alone"] == {"not-a-person": 1}
+    run_cda(cfg, {"sentences": tmp_path / "ingest" / "sentences.parquet"}, tmp_path / "cda")
+    cf = pd.read_parquet(tmp_path / "cda" / "counterfactuals.parquet")
+    assert cf["counterfactual"].tolist() == ["Blacks are the largest minority in the state.",
+                                             "Whites are the largest minority in the state.",
+                                             "Asians are the largest minority in the state."]
+
+
+def test_ingest_counts_a_religion_sentence_left_alone_as_a_unit(tmp_path):
+    from context_cda.corpus import run_ingest
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("Christians celebrate Easter every spring.\nThe mosque opened in 1990.\n")
+    cfg = load_config(overrides=["run.attribute=religion", "ingest.min_words=3", f"run.run_dir={tmp_path}"],
+                      params_file=ROOT / "params.yaml")
+    s = run_ingest(cfg, {"corpus": corpus}, tmp_path / "ingest")
+    rej = pd.read_parquet(tmp_path / "ingest" / "rejected.parquet")
+    assert rej["reason"].tolist() == ["no-religion-term: left alone: Christians (bound), Easter (no-counterpart)"]
+    assert s["rows_out"] == 1 and s["left_alone"] == {"bound": 1, "no-counterpart": 1}

@@ -858,6 +858,9 @@ def _(t):
 
 @case("report of an empty run folder", r"run/finetune: no fine-tuning step with a metrics\.csv .*run `ccda finetune`")
 def _(t):
+    from context_cda.layout import write_marker
+
+    write_marker(t / "run")  # a run folder that has not fine-tuned yet (a folder that is no run: below)
     return ["report", str(t / "run"), "--params", str(PARAMS), "--profile", "tiny", "--no-tracking"]
 
 
@@ -931,7 +934,7 @@ def _(t):
 
 
 @case("runner benchmark file missing", r"pre-flight, nothing was run: evaluate\.crows_path: .*nope\.csv does not "
-      r"exist \(needed by crows\)")
+      r"exist \(needed by crows, decontaminate\)")
 def _(t):
     return run(t, f"evaluate.crows_path={t / 'nope.csv'}")
 
@@ -1061,7 +1064,7 @@ def _(t):
     from safetensors.torch import save_file
 
     t.mkdir(parents=True, exist_ok=True)
-    save_file({"projection": torch.eye(48)}, str(t / "wide.safetensors"))
+    save_file({"projection": torch.diag(torch.tensor([0.0] + [1.0] * 47))}, str(t / "wide.safetensors"))
     return ["evaluate", *base(t, "train.arms=[cda,inlp]", f"evaluate.stereoset_path={STEREOSET}"), "--target",
             "tiny-gpt2", "--arm", "inlp", "--artifact", str(t / "wide.safetensors"), "--benchmarks", "stereoset"]
 
@@ -1398,6 +1401,31 @@ def _(t):
     return ["register", *base(t, "tracking.promotion.min_effect=60")]
 
 
+@case("tracking.promotion.min_effect=-1 (register)", r"tracking\.promotion\.min_effect: Input should be greater than "
+      r"or equal to 0 \(got -1\)")
+def _(t):
+    return ["register", *base(t, "tracking.promotion.min_effect=-1")]
+
+
+@case("tracking.promotion.lms_delta=-0.5 (runner)", r"tracking\.promotion\.lms_delta: Input should be greater than "
+      r"or equal to 0 \(got -0\.5\)")
+def _(t):
+    return run(t, "tracking.promotion.lms_delta=-0.5")
+
+
+@case("evaluate.bootstrap.level=1.5 (register)", r"evaluate\.bootstrap\.level: Input should be less than 1 "
+      r"\(got 1\.5\)")
+def _(t):
+    return ["register", *base(t, "evaluate.bootstrap.level=1.5")]
+
+
+@case("evaluate.bootstrap.level: 0 in a profile (report)", r"level0\.yaml.*evaluate\.bootstrap\.level: Input "
+      r"should be greater than 0")
+def _(t):
+    p = text_file(t / "level0.yaml", "evaluate:\n  bootstrap:\n    level: 0\n")
+    return ["report", str(t / "run"), "--params", str(PARAMS), "--profile", str(p)]
+
+
 # ------------------------------------------------------------------------------------------------ YAML, run folders
 
 
@@ -1539,6 +1567,658 @@ def _(t):
 
 
 
+# ------------------------------------------------------------------------------------------------ export
+# (a version without evidence, an unknown licence, a missing version: tests/unit/test_export.py, on a registry)
+
+
+def full_folder(t: Path) -> Path:
+    text_file(t / "mine" / "notes.txt", "keep me")
+    return t / "mine"
+
+
+@case("export into a folder that is not empty", r"/mine: the folder exists and is not empty; name a new or "
+      r"empty folder for the model folder \(--to\)")
+def _(t):
+    return ["export", "--model", "tg-debiased", "--version", "1", "--to", str(full_folder(t))]
+
+
+@case("export without a version", r"ccda export: name --version \(ccda export --model NAME --version N --to DIR\)")
+def _(t):
+    return ["export", "--model", "tg-debiased", "--to", str(t / "run" / "out")]
+
+
+@case("export from a registry that is not there", r"nowhere\.db: no model registry there \(tracking\.uri")
+def _(t):
+    return ["export", "--model", "tg-debiased", "--version", "1", "--to", str(t / "run" / "out"),
+            "--tracking-uri", f"sqlite:///{t / 'nowhere.db'}"]
+
+
+@case("lm-eval tasks into a folder that is not empty", r"/mine: the folder exists and is not empty; name a new or "
+      r"empty folder for the lm-eval tasks \(--to\)")
+def _(t):
+    return ["export", "lm-eval-tasks", "--to", str(full_folder(t))]
+
+
+@case("lm-eval tasks without a folder", r"ccda export lm-eval-tasks: name the folder to write \(--to DIR\)")
+def _(t):
+    return ["export", "lm-eval-tasks", *base(t)[:4]]
+
+
+@case("lm-eval tasks of a benchmark file that is not there", r"evaluate\.crows_path|nothere\.csv")
+def _(t):
+    return ["export", "lm-eval-tasks", "--to", str(t / "run" / "tasks"), *base(t)[:4],
+            "--set", f"evaluate.crows_path={t}/nothere.csv"]
+
+
+# ------------------------------------------------------------------------------------------------ WinoGender, WinoBias
+# Every benchmark reader refuses what StereoSet's refuses (issue 36): an id or a line given twice, unpaired parts, an
+# empty part, another encoding; a byte-order mark and CRLF read like plain UTF-8 (WORKS below).
+
+WG_TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
+                "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN would be late.\n"
+                "nurse\tpatient\t1\tThe $OCCUPATION helped the $PARTICIPANT carry $POSS_PRONOUN bag.\n")
+WG_STATS = "occupation\tbergsma_pct_female\tbls_pct_female\tbls_year\nnurse\t80.0\t90.0\t2015\n"
+
+
+def wg_lines() -> list[str]:
+    lines = ["sentid\tsentence"]
+    for g, nom, poss in (("male", "he", "his"), ("female", "she", "her"), ("neutral", "they", "their")):
+        lines.append(f"nurse.patient.0.{g}.txt\tThe nurse told the patient that {nom} would be late.")
+        lines.append(f"nurse.patient.1.{g}.txt\tThe nurse helped the patient carry {poss} bag.")
+    return lines
+
+
+def winogender(t: Path, sentences: list[str] | None = None, templates: str = WG_TEMPLATES, stats: str = WG_STATS
+               ) -> list[str]:
+    """`ccda evaluate --benchmarks winogender` on a folder of the three files (the sentences as lines)."""
+    folder = t / "wg"
+    text_file(folder / "templates.tsv", templates)
+    text_file(folder / "occupations-stats.tsv", stats)
+    text_file(folder / "all_sentences.tsv", "\n".join(wg_lines() if sentences is None else sentences) + "\n")
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "winogender", "--winogender-path",
+            str(folder)]
+
+
+@case("winogender sentence line given twice", r"all_sentences\.tsv:8: sentence id 'nurse\.patient\.0\.male\.txt' "
+      r"given twice \(first at line 2\).*Remove one of the two")
+def _(t):
+    return winogender(t, [*wg_lines(), wg_lines()[1]])
+
+
+@case("winogender one sentence under two ids", r"all_sentences\.tsv:3: the sentence 'The nurse told the patient that "
+      r"he would be late\.' given twice \(first at line 2\)")
+def _(t):
+    lines = wg_lines()
+    lines[2] = lines[2].split("\t")[0] + "\t" + lines[1].split("\t")[1]
+    return winogender(t, lines)
+
+
+@case("winogender schema without its female sentence", r"all_sentences\.tsv:2: schema 'nurse\.patient\.0' has no "
+      r"female sentence; each schema needs its male, female and neutral sentence")
+def _(t):
+    return winogender(t, [ln for ln in wg_lines() if "0.female" not in ln])
+
+
+@case("winogender sentences: a header and no rows", r"all_sentences\.tsv: a header and no rows")
+def _(t):
+    return winogender(t, ["sentid\tsentence"])
+
+
+@case("winogender templates: a header and no rows", r"templates\.tsv: a header and no rows")
+def _(t):
+    return winogender(t, templates=WG_TEMPLATES.splitlines(keepends=True)[0])
+
+
+@case("winogender template given twice", r"templates\.tsv:4: the template of occupation 'nurse' with answer 1 given "
+      r"twice \(first at line 3\)")
+def _(t):
+    return winogender(t, templates=WG_TEMPLATES + WG_TEMPLATES.splitlines(keepends=True)[2])
+
+
+@case("winogender occupation statistics given twice", r"occupations-stats\.tsv:3: occupation 'nurse' given twice")
+def _(t):
+    return winogender(t, stats=WG_STATS + "nurse\t80.0\t10.0\t2015\n")
+
+
+@case("winogender occupation without statistics", r"all_sentences\.tsv:2: occupation 'nurse' has no row in "
+      r".*occupations-stats\.tsv \(its gotcha flag needs the BLS share\)")
+def _(t):
+    return winogender(t, stats=WG_STATS.replace("nurse", "surgeon"))
+
+
+@case("winogender BLS share above 100", r"occupations-stats\.tsv:2: bls_pct_female must be a percentage \(0-100\), "
+      r"got '900'")
+def _(t):
+    return winogender(t, stats=WG_STATS.replace("90.0", "900"))
+
+
+@case("winogender id and pronoun disagree", r"all_sentences\.tsv:4: the id says a female pronoun \('she', "
+      r"\$NOM_PRONOUN\), and the sentence .* has none")
+def _(t):
+    lines = wg_lines()
+    lines[3] = lines[3].replace(" she ", " it ")
+    return winogender(t, lines)
+
+
+@case("winogender file in UTF-16", r"all_sentences\.tsv: a UTF-16 text file .*save it as UTF-8")
+def _(t):
+    argv = winogender(t)
+    (t / "wg" / "all_sentences.tsv").write_bytes("\n".join(wg_lines()).encode("utf-16"))
+    return argv
+
+
+WB_PRO1 = ["1 [The developer] argued with the designer because [he] did not like the design.",
+           "2 The developer argued with [the designer] because [her] idea cannot be implemented."]
+WB_ANTI1 = ["1 [The developer] argued with the designer because [she] did not like the design.",
+            "2 The developer argued with [the designer] because [his] idea cannot be implemented."]
+
+
+def winobias(t: Path, pro1: list[str] = WB_PRO1, anti1: list[str] = WB_ANTI1, **files: str) -> list[str]:
+    """`ccda evaluate --benchmarks winobias` on a folder of the four test files (type 1 from ``pro1`` and
+    ``anti1``, type 2 one pair) and the occupation lists (``files`` replace any of them by name)."""
+    texts = {"pro_stereotyped_type1.txt.test": "\n".join(pro1) + "\n",
+             "anti_stereotyped_type1.txt.test": "\n".join(anti1) + "\n",
+             "pro_stereotyped_type2.txt.test": "1 The nurse met [the developer] and wished [him] well.\n",
+             "anti_stereotyped_type2.txt.test": "1 The nurse met [the developer] and wished [her] well.\n"}
+    folder = winobias_folder(t, {**texts, **files})
+    text_file(folder / "female_occupations.txt", files.get("female_occupations.txt", "designer\nnurse\n"))
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "winobias", "--winobias-path", str(folder)]
+
+
+@case("winobias line given twice", r"pro_stereotyped_type1\.txt\.test:3: sentence number 1 given twice \(first at "
+      r"line 1\); each sentence must appear once")
+def _(t):
+    return winobias(t, [*WB_PRO1, WB_PRO1[0]])
+
+
+@case("winobias sentence number given twice", r"anti_stereotyped_type1\.txt\.test:2: sentence number 1 given twice")
+def _(t):
+    return winobias(t, anti1=[WB_ANTI1[0], WB_ANTI1[1].replace("2 ", "1 ", 1)])
+
+
+@case("winobias one sentence under two numbers", r"pro_stereotyped_type1\.txt\.test:3: the sentence '\[The developer\] "
+      r"argued .*' given twice \(first at line 1\)")
+def _(t):
+    return winobias(t, [*WB_PRO1, WB_PRO1[0].replace("1 ", "3 ", 1)], [*WB_ANTI1, WB_ANTI1[0].replace("1 ", "3 ", 1)])
+
+
+@case("winobias anti file a line short", r"pro_stereotyped_type1\.txt\.test:2: sentence 2 has no anti-stereotyped "
+      r"counterpart in anti_stereotyped_type1\.txt\.test \(1 of 2 pro sentences unpaired; that file has 1\)")
+def _(t):
+    return winobias(t, anti1=WB_ANTI1[:1])
+
+
+@case("winobias anti sentence without its pro one", r"anti_stereotyped_type1\.txt\.test:3: sentence 7 has no "
+      r"pro-stereotyped counterpart")
+def _(t):
+    return winobias(t, anti1=[*WB_ANTI1, "7 [The designer] met the developer because [she] was late."])
+
+
+@case("winobias empty pro file", r"pro_stereotyped_type2\.txt\.test: no sentences; the benchmark needs all four files")
+def _(t):
+    return winobias(t, **{"pro_stereotyped_type2.txt.test": "\n"})
+
+
+@case("winobias pair about other occupations", r"anti_stereotyped_type1\.txt\.test:2: sentence 2 is about 'nurse' and "
+      r"'developer', and its pro-stereotyped counterpart .* about 'designer' and 'developer': not one sentence pair")
+def _(t):
+    return winobias(t, anti1=[WB_ANTI1[0], "2 The developer argued with [the nurse] because [his] idea was bad."])
+
+
+@case("winobias empty occupation list", r"male_occupations\.txt: an empty occupation list")
+def _(t):
+    return winobias(t, **{"male_occupations.txt": "\n\n"})
+
+
+@case("winobias file in UTF-16", r"anti_stereotyped_type1\.txt\.test: a UTF-16 text file")
+def _(t):
+    argv = winobias(t)
+    (t / "wb" / "anti_stereotyped_type1.txt.test").write_bytes("\n".join(WB_ANTI1).encode("utf-16"))
+    return argv
+
+
+@case("winobias occupation list in UTF-16", r"female_occupations\.txt: a UTF-16 text file")
+def _(t):
+    argv = winobias(t)
+    (t / "wb" / "female_occupations.txt").write_bytes("designer\nnurse\n".encode("utf-16"))
+    return argv
+
+
+@case("StereoSet file without intrasentence examples (evaluate)", r"ss\.json: no intrasentence examples")
+def _(t):
+    ss = text_file(t / "ss.json", json.dumps({"version": "1.0", "data": {"intrasentence": [], "intersentence": []}}))
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "stereoset", "--stereoset-path", str(ss)]
+
+
+@case("StereoSet file without intrasentence examples (runner)", r"ss\.json: no intrasentence examples")
+def _(t):
+    ss = text_file(t / "ss.json", json.dumps({"version": "1.0", "data": {"intrasentence": []}}))
+    return run(t, f"evaluate.stereoset_path={ss}")
+
+
+@case("CrowS-Pairs header and no pairs (evaluate)", r"crows\.csv: a header and no pairs")
+def _(t):
+    crows = text_file(t / "crows.csv", ",sent_more,sent_less,stereo_antistereo,bias_type\n")
+    return ["evaluate", *base(t), "--model", "tiny:gpt2", "--benchmarks", "crows", "--crows-path", str(crows)]
+
+
+@case("CrowS-Pairs header and no pairs (runner)", r"crows\.csv: a header and no pairs")
+def _(t):
+    crows = text_file(t / "crows.csv", ",sent_more,sent_less,stereo_antistereo,bias_type\n")
+    return run(t, f"evaluate.crows_path={crows}")
+
+
+# ------------------------------------------------------------------------------------------------ projections
+# A projection is checked before it is applied - and before any model loads
+# (test_projection_files_are_checked_before_any_model_loads).
+
+
+def projection_file(t: Path, name: str, **tensors) -> Path:
+    from safetensors.torch import save_file
+
+    t.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(t / name))
+    return t / name
+
+
+def posthoc(t: Path, arm: str, artifact: Path) -> list[str]:
+    return ["evaluate", *base(t, "train.arms=[cda,inlp,sentence-debias]", f"evaluate.stereoset_path={STEREOSET}"),
+            "--target", "tiny-gpt2", "--arm", arm, "--artifact", str(artifact), "--benchmarks", "stereoset"]
+
+
+def keep(d: int, removed: int):
+    """A projection of ``d`` dimensions that removes the first ``removed``."""
+    import torch
+
+    return torch.diag(torch.tensor([0.0] * removed + [1.0] * (d - removed)))
+
+
+@case("INLP projection of zeros", r"zero\.safetensors: the projection removes all 32 dimensions of the hidden states "
+      r"\(rank 0\).*fewer classifiers \(baselines\.inlp\.n_classifiers\)")
+def _(t):
+    return posthoc(t, "inlp", projection_file(t, "zero.safetensors", projection=keep(32, 32)))
+
+
+@case("INLP projection with NaN", r"nan\.safetensors: the projection holds 1 values that are not finite")
+def _(t):
+    p = keep(32, 1)
+    p[3, 3] = float("nan")
+    return posthoc(t, "inlp", projection_file(t, "nan.safetensors", projection=p))
+
+
+@case("INLP projection that is the identity", r"eye\.safetensors: the projection removes no dimension \(the "
+      r"identity\): the arm would score the vanilla model")
+def _(t):
+    return posthoc(t, "inlp", projection_file(t, "eye.safetensors", projection=keep(32, 0)))
+
+
+@case("INLP matrix that is no projection", r"full\.safetensors: not an orthogonal projection \(P differs from P\^T or "
+      r"P\^2 by up to")
+def _(t):
+    import torch
+
+    return posthoc(t, "inlp", projection_file(t, "full.safetensors", projection=2.0 * torch.eye(32)))
+
+
+@case("bias direction passed as INLP", r"sd\.safetensors: holds a SentenceDebias bias subspace \(k x d\), and the arm "
+      r"is inlp: pass the inlp file \(its debias step's projection\.safetensors\) or use --arm sentence-debias")
+def _(t):
+    import torch
+
+    return posthoc(t, "inlp", projection_file(t, "sd.safetensors", bias_direction=torch.ones(1, 32)))
+
+
+@case("INLP projection passed as SentenceDebias", r"p\.safetensors: holds an INLP projection \(d x d\), and the arm is "
+      r"sentence-debias")
+def _(t):
+    return posthoc(t, "sentence-debias", projection_file(t, "p.safetensors", projection=keep(32, 1)))
+
+
+@case("zero bias direction", r"zero\.safetensors: bias direction 0 is zero")
+def _(t):
+    import torch
+
+    return posthoc(t, "sentence-debias", projection_file(t, "zero.safetensors", bias_direction=torch.zeros(1, 32)))
+
+
+@case("linearly dependent bias directions", r"dep\.safetensors: the 2 bias directions span only 1 dimensions "
+      r"\(linearly dependent\)")
+def _(t):
+    import torch
+
+    v = torch.ones(2, 32)
+    v[1] *= 3.0
+    return posthoc(t, "sentence-debias", projection_file(t, "dep.safetensors", bias_direction=v))
+
+
+@case("as many bias directions as dimensions", r"all\.safetensors: 32 bias directions for 32-dimensional states "
+      r"remove every dimension; use fewer components")
+def _(t):
+    import torch
+
+    return posthoc(t, "sentence-debias", projection_file(t, "all.safetensors", bias_direction=torch.eye(32)))
+
+
+@case("infinite bias direction", r"inf\.safetensors: the bias_direction holds 1 values that are not finite")
+def _(t):
+    import torch
+
+    v = torch.ones(1, 32)
+    v[0, 5] = float("inf")
+    return posthoc(t, "sentence-debias", projection_file(t, "inf.safetensors", bias_direction=v))
+
+
+@case("projection arm not learnt yet (evaluate)", r"debias/tiny-gpt2/inlp/projection\.safetensors: projection file "
+      r"not found; run `ccda debias` for this target and arm first")
+def _(t):
+    return ["evaluate", *base(t, "train.arms=[cda,inlp]", f"evaluate.stereoset_path={STEREOSET}"), "--target",
+            "tiny-gpt2", "--arm", "inlp", "--benchmarks", "stereoset"]
+
+
+@case("debias without the run's CDA table", r"debias inlp on target tiny-gpt2: .*run/validate/cda/valid\.parquet: no "
+      r"such file or folder; the debias step records its cda input: run `ccda validate --stage cda` in this run "
+      r"folder first, or pass --cda PATH")
+def _(t):
+    return ["debias", *base(t, "train.arms=[cda,inlp]"), "--sentences", str(_ingest_folder(t, 12, 12, 12))]
+
+
+@case("debias inlp with a --cda file that is not there", r"debias inlp on target tiny-gpt2: .*nowhere\.parquet: no such "
+      r"file or folder; the debias step records its cda input")
+def _(t):
+    return ["debias", *base(t, "train.arms=[cda,inlp]"), "--sentences", str(_ingest_folder(t, 12, 12, 12)), "--cda",
+            str(t / "nowhere.parquet")]
+
+
+@case("debias INLP that removes every dimension", r"debias inlp on target tiny-gpt2: the 20 classifiers "
+      r"\(baselines\.inlp\.n_classifiers\) removed all 32 dimensions .*nothing was written\. Use fewer classifiers: "
+      r"with at most \d+ at least one dimension stays")
+def _(t):
+    cda = table(t / "cda.parquet", cda_rows(3))
+    return ["debias", *base(t, "train.arms=[cda,inlp]", "baselines.inlp.n_classifiers=20"), "--sentences",
+            str(_ingest_folder(t, 45, 45, 45)), "--cda", str(cda), "--no-progress", "--out", str(t / "elsewhere")]
+
+
+@case("SentenceDebias components as many as the dimensions (debias)", r"debias sentence-debias on target tiny-gpt2: "
+      r"baselines\.sentence_debias\.n_components=32, and its hidden states have 32 dimensions, and 32 directions "
+      r"would remove every one; use fewer components")
+def _(t):
+    cda = table(t / "cda.parquet", cda_rows(12, original=[f"He said that his mother {i} was tired." for i in range(12)],
+                                          counterfactual=[f"She said that her father {i} was tired." for i in range(12)]))
+    return ["debias", *base(t, "train.arms=[cda,sentence-debias]", "baselines.sentence_debias.n_components=32"),
+            "--sentences", str(_ingest_folder(t, 12, 12, 12)), "--cda", str(cda)]
+
+
+# ------------------------------------------------------------------------------------------------ numbers at the door
+
+
+def plan(t: Path, *args: str, throughput: dict | None = None) -> list[str]:
+    """`ccda plan` on the default profile (its models are priced), with a changed copy of the packaged table."""
+    extra = []
+    if throughput is not None:
+        extra = ["--throughput", str(text_file(t / "throughput.json", json.dumps(throughput)))]
+    return ["plan", "--params", str(PARAMS), *args, *extra]
+
+
+def throughput(**change) -> dict:
+    """The packaged throughput table with ``change`` ("gpu.peak_flops": value; None removes the key)."""
+    data = json.loads((ROOT / "src" / "context_cda" / "resources" / "throughput.json").read_text())
+    for dotted, value in change.items():
+        *path, last = dotted.split("__")
+        node = data
+        for k in path:
+            node = node[k]
+        if value is None:
+            node.pop(last)
+        else:
+            node[last] = value
+    return data
+
+
+@case("plan --sentences -5", r"plan --sentences -5: the corpus size is a number of sentences, at least 1")
+def _(t):
+    return plan(t, "--sentences", "-5")
+
+
+@case("plan --sentences 0", r"plan --sentences 0: the corpus size is a number of sentences, at least 1")
+def _(t):
+    return plan(t, "--sentences", "0")
+
+
+@case("plan --gpus 0", r"plan --gpus 0: a run needs at least one GPU")
+def _(t):
+    return plan(t, "--gpus", "0")
+
+
+@case("throughput peak_flops NaN", r"throughput\.json: gpu\.peak_flops must be a positive number, got nan")
+def _(t):
+    return plan(t, throughput=throughput(gpu__peak_flops=float("nan")))
+
+
+@case("throughput peak_flops negative", r"throughput\.json: gpu\.peak_flops must be a positive number, got -1")
+def _(t):
+    return plan(t, throughput=throughput(gpu__peak_flops=-1e15))
+
+
+@case("throughput peak_flops zero", r"throughput\.json: gpu\.peak_flops must be a positive number, got 0")
+def _(t):
+    return plan(t, throughput=throughput(gpu__peak_flops=0))
+
+
+@case("throughput MFU above 1", r"throughput\.json: gpu\.mfu\.train must be in \(0, 1\], got 40")
+def _(t):
+    return plan(t, throughput=throughput(gpu__mfu__train=40))
+
+
+@case("throughput prefill speed-up missing", r"throughput\.json: gpu\.prefill_speedup must be a positive number, got "
+      r"None")
+def _(t):
+    return plan(t, throughput=throughput(gpu__prefill_speedup=None))
+
+
+@case("throughput measured rate zero", r"throughput\.json: rates\.score\.gpt2\.per_s must be a positive number, got 0")
+def _(t):
+    return plan(t, throughput=throughput(rates__score={"gpt2": {"per_s": 0, "source": "typo"}}))
+
+
+@case("throughput model size negative", r"throughput\.json: models\.gpt2\.params must be a positive number")
+def _(t):
+    return plan(t, throughput=throughput(models__gpt2={"params": -1.24e8, "family": "causal"}))
+
+
+@case("throughput model family unknown", r"throughput\.json: models\.gpt2\.family must be one of masked, causal, "
+      r"seq2seq, got 'decoder'")
+def _(t):
+    return plan(t, throughput=throughput(models__gpt2={"params": 1.24e8, "family": "decoder"}))
+
+
+@case("throughput without a gpu section", r"throughput\.json: gpu must be a mapping, got None")
+def _(t):
+    return plan(t, throughput=throughput(gpu=None))
+
+
+@case("throughput rate of an unknown operation", r"throughput\.json: rates\.trian: unknown operation")
+def _(t):
+    return plan(t, throughput=throughput(rates__trian={}))
+
+
+def test_a_throughput_table_without_its_about_line_still_prices(tmp_path, capsys, monkeypatch):
+    """A table (e.g. hand-written) with every figure but no ``about`` text prices the plan and names its file."""
+    monkeypatch.chdir(ROOT)
+    table = throughput(about=None)
+    capsys.readouterr()
+    assert main(plan(tmp_path, throughput=table)) == 0
+    assert "throughput: " + str(tmp_path / "throughput.json") in capsys.readouterr().out.replace("\n", "")
+
+
+@case("entropy.min_samples above n_samples (runner)", r"entropy: entropy\.min_samples \(5\) is more than "
+      r"entropy\.n_samples \(3, M\): every item would be rejected as too-few-samples")
+def _(t):
+    return run(t, "entropy.min_samples=5")
+
+
+@case("entropy.min_samples above n_samples (sample)", r"entropy\.min_samples \(11\) is more than entropy\.n_samples "
+      r"\(10, M\)")
+def _(t):
+    return ["sample", *base(t, "entropy.n_samples=10", "entropy.min_samples=11")]
+
+
+@case("entropy.n_samples above its bound (runner)", r"entropy\.n_samples: .*M = 1000 rephrasings per item is more than "
+      r"100: the judge compares up to M\(M-1\)/2 pairs")
+def _(t):
+    return run(t, "entropy.n_samples=1000")
+
+
+@case("entropy.n_samples above its bound (entropy)", r"entropy\.n_samples: .*M = 101 rephrasings per item is more "
+      r"than 100")
+def _(t):
+    return ["entropy", *base(t, "entropy.n_samples=101")]
+
+
+@case("lexicon.ambiguous word outside the lexicon (runner)", r"lexicon\.ambiguous: 'blak' \(did you mean 'black'\?\) "
+      r"is not in the race lexicon \(default\); the list replaces the built-in one")
+def _(t):
+    return run(t, "run.attribute=race", "evaluate.bias_type=all", "lexicon.ambiguous=[blak, white]")
+
+
+@case("lexicon.ambiguous word outside the lexicon (cda)", r"lexicon\.ambiguous: 'wine' is not in the race lexicon")
+def _(t):
+    return ["cda", *base(t, "run.attribute=race", "lexicon.ambiguous=[wine]"), "--input", str(race_sentences(t))]
+
+
+@case("lexicon.ambiguous for gender", r"lexicon\.ambiguous applies to race and religion .*run\.attribute=gender would "
+      r"ignore it")
+def _(t):
+    return run(t, "lexicon.ambiguous=[black]")
+
+
+@case("lexicon.extra_groups for gender (cda)", r"lexicon\.extra_groups applies to race and religion")
+def _(t):
+    return ["cda", *base(t, "lexicon.extra_groups=[[a, b]]"), "--input", str(good_corpus(t))]
+
+
+@case("lexicon.extra_pairs for race (runner)", r"lexicon\.extra_pairs applies to gender \(male/female pairs\), and "
+      r"run\.attribute=race would ignore it")
+def _(t):
+    return run(t, "run.attribute=race", "evaluate.bias_type=all", "lexicon.extra_pairs=[[king, queen]]")
+
+
+@case("evaluate.arm_benchmarks unknown arm (runner)", r"evaluate\.arm_benchmarks: unknown arm 'inpl' \(did you mean "
+      r"'inlp'\?\)")
+def _(t):
+    return run(t, "evaluate.arm_benchmarks.inpl=[stereoset]")
+
+
+@case("evaluate.arm_benchmarks unknown arm (evaluate)", r"evaluate\.arm_benchmarks: unknown arm 'context_cda'")
+def _(t):
+    return ["evaluate", *base(t, "evaluate.arm_benchmarks.context_cda=[stereoset]"), "--model", "tiny:gpt2"]
+
+
+@case("evaluate.arm_benchmarks unknown benchmark (runner)", r"evaluate\.arm_benchmarks\.cda: unknown benchmark 'crow' "
+      r"\(did you mean 'crows'\?\)")
+def _(t):
+    return run(t, "evaluate.arm_benchmarks.cda=[stereoset, crow]")
+
+
+@case("evaluate.arm_benchmarks unknown benchmark (evaluate)", r"evaluate\.arm_benchmarks\.inlp: unknown benchmark "
+      r"'stereo'")
+def _(t):
+    return ["evaluate", *base(t, "evaluate.arm_benchmarks.inlp=[stereo]"), "--model", "tiny:gpt2"]
+
+
+@case("filter.threshold negative (runner)", r"filter\.threshold: Input should be greater than 0")
+def _(t):
+    return run(t, "filter.threshold=-1")
+
+
+@case("filter.threshold zero (filter)", r"filter\.threshold: Input should be greater than 0")
+def _(t):
+    return ["filter", *base(t, "filter.threshold=0")]
+
+
+# ------------------------------------------------------------------------------------------------ state commands
+
+
+@case("migrate an empty folder", r"/empty: not a run folder \(no layout\.json and no stage outputs\); ccda migrate "
+      r"works on a run folder")
+def _(t):
+    (t / "empty").mkdir(parents=True)
+    return ["migrate", "--params", str(PARAMS), "--run-dir", str(t / "empty")]
+
+
+@case("migrate a folder that is not there", r"/nowhere: no such folder; ccda migrate works on a run folder")
+def _(t):
+    return ["migrate", "--params", str(PARAMS), "--run-dir", str(t / "nowhere")]
+
+
+@case("migrate with an unreadable layout file", r"/r/layout\.json: unreadable layout record")
+def _(t):
+    text_file(t / "r" / "layout.json", "{oops")
+    return ["migrate", "--params", str(PARAMS), "--run-dir", str(t / "r")]
+
+
+@case("clean with an unreadable layout file", r"/r/layout\.json: unreadable layout record")
+def _(t):
+    text_file(t / "r" / "layout.json", '{"layout_version": "three"}')
+    return ["clean", str(t / "r")]
+
+
+@case("clean an empty folder", r"/empty: not a run folder \(no layout\.json and no stage outputs\); ccda clean")
+def _(t):
+    (t / "empty").mkdir(parents=True)
+    return ["clean", str(t / "empty")]
+
+
+@case("clean a file", r"/f\.txt: a file, not a folder; ccda clean works on a run folder")
+def _(t):
+    return ["clean", str(text_file(t / "f.txt", "x\n"))]
+
+
+@case("clean a run folder of an older layout", r"/r: this run folder uses run layout 1, and this context-cda reads "
+      r"layout 3")
+def _(t):
+    (t / "r" / "ingest").mkdir(parents=True)
+    return ["clean", str(t / "r")]
+
+
+@case("run --dry-run on an older layout", r"/run: this run folder uses run layout 1, and this context-cda reads "
+      r"layout 3")
+def _(t):
+    (t / "run" / "finetune").mkdir(parents=True)
+    return [*run(t), "--dry-run"]
+
+
+@case("run --dry-run with an unknown benchmark", r"evaluate\.benchmarks: unknown benchmark 'crow' \(did you mean "
+      r"'crows'\?\)")
+def _(t):
+    return [*run(t, "evaluate.benchmarks=[stereoset, crow]"), "--dry-run"]
+
+
+@case("report of a metrics.csv edited by hand", r"seed-13/metrics\.csv: column\(s\) epoch hold values that are not "
+      r"numbers; .*rerun that step \(ccda run --only finetune --force\)")
+def _(t):
+    from context_cda.layout import write_marker
+
+    write_marker(t / "r")
+    text_file(t / "r" / "finetune" / "tiny-gpt2" / "cda" / "seed-13" / "metrics.csv", "epoch,stereoset_ss\nlast,50\n")
+    return ["report", str(t / "r"), "--params", str(PARAMS), "--profile", "tiny", "--no-tracking"]
+
+
+@case("run --dry-run with a misspelt lexicon.ambiguous word", r"lexicon\.ambiguous: 'blak' \(did you mean 'black'\?\)")
+def _(t):
+    return [*run(t, "run.attribute=race", "evaluate.bias_type=all", "lexicon.ambiguous=[blak]"), "--dry-run"]
+
+
+@case("report on an empty folder", r"/empty: not a run folder \(no layout\.json and no stage outputs\); ccda report")
+def _(t):
+    (t / "empty").mkdir(parents=True)
+    return ["report", str(t / "empty"), "--params", str(PARAMS), "--profile", "tiny"]
+
+
+@case("report on a folder that is not there", r"/nowhere: no such folder; ccda report works on a run folder")
+def _(t):
+    return ["report", str(t / "nowhere"), "--params", str(PARAMS), "--profile", "tiny"]
+
+
 # ------------------------------------------------------------------------------------------------ the test
 
 
@@ -1605,7 +2285,7 @@ def test_read_only_run_folder_is_one_clear_line(tmp_path, capsys, monkeypatch):
 
 
 def test_the_catalogue_is_large_and_covers_both_doors(tmp_path):
-    assert len(CASES) >= 180 and len({c.id for c in CASES}) == len(CASES)
+    assert len(CASES) >= 290 and len({c.id for c in CASES}) == len(CASES)
     doors = []
     for i, c in enumerate(CASES):
         (tmp_path / str(i)).mkdir()
@@ -1764,6 +2444,32 @@ def _(t):
             "--set", "augment.review.meaning='off'"]
 
 
+def scored_wino(bench: str, n: int) -> Callable[[Path, str], None]:
+    def check(t: Path, _out: str) -> None:
+        pred = pd.read_parquet(next((t / "run").rglob(f"{bench}/predictions.parquet")))
+        assert len(pred) == n and pred["id"].is_unique, pred
+
+    return check
+
+
+@works("evaluate WinoGender files with BOMs and CRLF: every sentence scored", scored_wino("winogender", 6))
+def _(t):
+    argv = winogender(t)
+    folder = t / "wg"
+    editor_file(folder / "templates.tsv", WG_TEMPLATES.splitlines())
+    editor_file(folder / "occupations-stats.tsv", WG_STATS.splitlines())
+    editor_file(folder / "all_sentences.tsv", wg_lines())
+    return argv
+
+
+@works("evaluate WinoBias files with BOMs and CRLF: every sentence scored", scored_wino("winobias", 6))
+def _(t):
+    argv = winobias(t)
+    for f in (t / "wb").iterdir():
+        editor_file(f, f.read_text().splitlines())
+    return argv
+
+
 @pytest.mark.parametrize("w", WORKS, ids=[w.id for w in WORKS])
 def test_editor_files_read_like_plain_utf8(w: Works, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
@@ -1846,3 +2552,119 @@ def test_an_unreachable_tracking_server_is_found_within_seconds(tmp_path, capsys
     assert code == 2 and f"tracking.uri: the MLflow tracking server at {url}/health does not answer (no answer " \
         "within 1 s)" in err, err
     assert seconds < 30, seconds
+
+
+@pytest.mark.parametrize("bad", ["zeros", "nan", "identity", "bias direction as inlp", "missing"])
+def test_projection_files_are_checked_before_any_model_loads(bad, tmp_path, capsys, monkeypatch):
+    """A bad projection (issue 36: degenerate, not finite, another arm's tensor, not learnt) stops `ccda evaluate
+    --arm inlp` before the benchmarks and the model load, as the README says."""
+    import torch
+
+    import context_cda.scoring as scoring
+
+    def no_model(*a, **k):
+        raise AssertionError("a model was loaded before the projection was checked")
+
+    monkeypatch.setattr(scoring, "load_scorer", no_model)
+    monkeypatch.chdir(ROOT)
+    p = {"zeros": keep(32, 32), "nan": torch.full((32, 32), float("nan")), "identity": keep(32, 0)}.get(bad)
+    tensors = {"bias_direction": torch.ones(1, 32)} if bad == "bias direction as inlp" else {"projection": p}
+    artifact = tmp_path / "nowhere.safetensors" if bad == "missing" else projection_file(tmp_path, "p.safetensors",
+                                                                                         **tensors)
+    capsys.readouterr()
+    assert main(posthoc(tmp_path, "inlp", artifact)) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"^error: .*safetensors: (the projection|holds a SentenceDebias|projection file not found)", err,
+                     re.M), err
+
+
+def test_a_projection_that_removes_most_dimensions_is_scored_with_a_warning(tmp_path, capsys, monkeypatch):
+    """28 of 32 dimensions removed is a valid projection, but its scores measure a model with most of its
+    representation gone: the evaluation says so (log, aggregate) and the report's caveats repeat it."""
+    from context_cda.report.baselines import projection_warnings
+    from context_cda.report.findings import caveats
+
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    assert main(posthoc(tmp_path, "inlp", projection_file(tmp_path, "most.safetensors", projection=keep(32, 28)))) == 0
+    assert "WARNING inlp on tiny-gpt2 removes 28 of the 32 dimensions" in capsys.readouterr().err
+    aggregate = json.loads(next((tmp_path / "run").rglob("inlp/posthoc/aggregate.json")).read_text())
+    assert aggregate["applied"]["removed"] == 28 and "28 of the 32 dimensions" in aggregate["applied"]["warning"]
+    warnings = projection_warnings(tmp_path / "run" / "evaluate")
+    assert len(warnings) == 1 and "removes 28 of the 32" in caveats({"projections": warnings}, None)[0]
+
+
+def test_a_published_checkpoint_that_cannot_be_loaded_is_one_line(tmp_path, capsys, monkeypatch):
+    """`ccda evaluate --arm <published>` whose checkpoint cannot be loaded (offline, gone): one error line naming
+    it and why (it was a KeyError traceback); its aggregate records why, for the report and the runner's retry."""
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    code = main(["evaluate", *base(tmp_path, f"baselines.published={{tiny-gpt2: {{mabel: '{tmp_path / 'gone'}'}}}}"),
+                 "--target", "tiny-gpt2", "--arm", "mabel", "--benchmarks", "stereoset"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and not NOISE.search(ln)]
+    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], err
+    assert re.search(r"^error: evaluate \[tiny-gpt2/mabel\]: the checkpoint could not be loaded, nothing was scored "
+                     r"\(.*gone.*\); .*mabel/posthoc/aggregate\.json records why", err[0]), err[0]
+    aggregate = json.loads(next((tmp_path / "run").rglob("mabel/posthoc/aggregate.json")).read_text())
+    assert "gone" in aggregate["unavailable"] and aggregate["metrics"] == {}
+
+
+def test_an_allocation_failure_of_the_generator_is_final_not_transient(monkeypatch):
+    """An out-of-memory batch of the hf generator fails the same way on every rerun: a ModelError (exit 2) naming
+    the batch and the settings to lower, not an error item filed as transient (exit 75, "rerun to retry")."""
+    from context_cda.errors import ModelError
+    from context_cda.generation.base import SamplingParams
+    from context_cda.generation.hf import HFGenerator, out_of_memory
+
+    def no_memory(self, ids, *a, **k):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] data. DefaultCPUAllocator: not enough memory: you "
+                           "tried to allocate 34359738368 bytes.")
+
+    gen = HFGenerator("tiny:gpt2", device="cpu", batch_size=4)
+    monkeypatch.setattr(HFGenerator, "_generate_batch", no_memory)
+    messages = [[{"role": "user", "content": "Rephrase: he went home."}]] * 3
+    with pytest.raises(ModelError, match=r"hf generator tiny:gpt2: not enough memory for a batch of 3 prompts x 50 "
+                       r"samples x up to 32 new tokens \(\[enforce fail at alloc_cpu\.cpp:127\].*This is not transient"
+                       r".*entropy\.batch_size for the sample step\), the samples per prompt \(entropy\.n_samples\)"):
+        gen.generate(messages, SamplingParams(n=50, temperature=1.0, max_tokens=32, seed=0))
+    assert out_of_memory(MemoryError()) and not out_of_memory(RuntimeError("CUDA error: device-side assert"))
+
+
+def test_an_allocation_failure_anywhere_is_one_line_not_a_retry(tmp_path, capsys, monkeypatch):
+    """Out of memory in any step no stage turned into its own error (a scorer's batch, a training step): exit 2
+    and one line with the cause and the settings to lower, never a traceback and never exit 75."""
+    import context_cda.costs as costs
+
+    def no_memory(*a, **k):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)")
+
+    monkeypatch.setattr(costs, "plan_costs", no_memory)
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    assert main(["plan", "--params", str(PARAMS)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert re.search(r"^error: out of memory \(CUDA out of memory\. Tried to allocate 2\.00 GiB .*\)\. This is not "
+                     r"transient: a rerun fails the same way .*Lower the batch size", err), err
+
+
+def test_the_runner_refuses_to_write_an_inlp_matrix_that_removes_every_dimension(tmp_path, capsys, monkeypatch):
+    """The runner's door onto the debias step (`ccda run --only debias`): the same one line as `ccda debias`, and
+    no matrix written, so no evaluation can score it."""
+    monkeypatch.chdir(ROOT)
+    from context_cda.layout import write_marker
+
+    run_dir = tmp_path / "r"
+    write_marker(run_dir)
+    ingest = _ingest_folder(tmp_path, 45, 45, 45)
+    (run_dir / "ingest").mkdir(parents=True)
+    for f in ingest.iterdir():
+        (run_dir / "ingest" / f.name).write_bytes(f.read_bytes())
+    table(run_dir / "validate" / "cda" / "valid.parquet", cda_rows(3))
+    capsys.readouterr()
+    code = main([*run(tmp_path, "train.arms=[cda,inlp]", "baselines.inlp.n_classifiers=20", "tracking.enabled=false"),
+                 "--run-dir", str(run_dir), "--only", "debias"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert code == 2 and len(err) == 1, err
+    assert re.search(r"debias inlp on target tiny-gpt2: the 20 classifiers .* removed all 32 dimensions", err[0]), err
+    assert not list(run_dir.rglob("projection.safetensors"))

@@ -193,7 +193,9 @@ def test_a_projection_of_another_width_is_refused(tmp_path):
     from context_cda.scoring.interventions import Projection
 
     model, _, _ = load_lm("tiny:gpt2", device="cpu")
-    path = Projection("projection", torch.eye(48)).save(tmp_path / "p.safetensors")
+    p = torch.eye(48)
+    p[0, 0] = 0.0  # a projection that removes one dimension (the identity would be refused: it removes none)
+    path = Projection("projection", p).save(tmp_path / "p.safetensors")
     with pytest.raises(ModelError, match=r"48-dimensional hidden states, and this model's are 32-dimensional"):
         Projection.load(path).attach(model)
     (tmp_path / "bad.safetensors").write_bytes(b"not a tensor file")

@@ -292,3 +292,54 @@ def test_runs_min_takes_the_worst_seed_on_every_resample():
     assert S.point(both, fn, runs="min")["x"] == pytest.approx(20.0)
     iv = S.bootstrap(both, fn, runs="min")["x"]
     assert iv.point == pytest.approx(20.0) and iv.high < 50.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_percentile_p_is_below_alpha_exactly_when_the_interval_lies_above_the_margin(seed):
+    """The gate decides on percentile_p; the report prints the interval: the two must never disagree."""
+    rng = np.random.default_rng(seed)
+    values = np.round(rng.normal(2.0, 2.0, 999) * 4) / 4  # discrete, with ties, as item shares are
+    for margin in (-1.0, 0.0, 0.5, 1.0, 2.0, 3.0):
+        p = S.percentile_p(values, margin)
+        for alpha in (0.01, 0.05, 0.1, 0.2, 0.5):
+            low = S._percentiles(values, 1 - alpha)[0]
+            assert (p < alpha) == (low > margin), (margin, alpha, p, low)
+    assert S.percentile_p(np.array([1.0, 2.0]), 0.0) == 0.0 and S.percentile_p(np.array([-1.0, -2.0]), 0.0) == 1.0
+
+
+def test_holm_adjusted_p_values_hand_computed():
+    # sorted 0.01, 0.03, 0.04 -> 3 * 0.01, max(0.03, 2 * 0.03), max(0.06, 0.04): in the given order
+    assert S.holm([0.04, 0.01, 0.03]) == pytest.approx([0.06, 0.03, 0.06])
+    assert S.holm([0.2]) == [0.2] and S.holm([]) == [] and S.holm([0.6, 0.9]) == [1.0, 1.0]
+
+
+def test_detectable_shift_from_the_discordant_share():
+    """McNemar's power calculation: n equal-weight items of which k differ, (z_0.975 + z_0.8) * 100 * sqrt(k) / n;
+    never below the fewest items that can be significant at all (6 of n at alpha 0.05)."""
+    n = 200
+    a, b = np.zeros(n), np.zeros(n)
+    a[:40] = 1  # 40 discordant items
+    flip = S.sign_flip(S.Items.build(range(n), None, v=a), S.Items.build(range(n), None, v=b), "v")
+    assert flip.discordant == 40 and flip.null_sd == pytest.approx(math.sqrt(40) / n)
+    assert S.detectable_shift(flip, 0.05) == pytest.approx(2.8016 * 100 * math.sqrt(40) / n, abs=1e-3)
+    assert S.detectable_shift(flip, 0.05, margin=2.0) == pytest.approx(2.0 + 2.8016 * 100 * math.sqrt(40) / n,
+                                                                       abs=1e-3)
+    none = S.sign_flip(S.Items.build(range(n), None, v=b), S.Items.build(range(n), None, v=b), "v")
+    assert S.detectable_shift(none, 0.05) == pytest.approx(100 * 6 / n) and S.fewest_items(0.05) == 6
+    assert S.fewest_items(0.025) == 7  # Holm's first step for two metrics: 2 * 0.5**7 < 0.025
+
+
+def test_paired_draws_give_any_paired_statistic_on_the_same_resamples():
+    n = 100
+    a, b = np.zeros(n), np.zeros(n)
+    a[:30], b[:60] = 1, 1
+    fn = lambda m: {"x": 100 * m("v")}  # noqa: E731
+    ia, ib = S.Items.build(range(n), None, v=a), S.Items.build(range(n), None, v=b)
+    dr = S.paired_draws(ia, ib, fn)
+    assert dr.difference(dr.a["x"] - dr.b["x"], dr.boot_a["x"] - dr.boot_b["x"]) == S.paired(ia, ib, fn)["x"]
+    total = dr.difference(dr.a["x"] + dr.b["x"], dr.boot_a["x"] + dr.boot_b["x"])  # a sum: wider than either
+    assert total.point == pytest.approx(90.0) and total.high - total.low > dr.interval("x", "b").high - dr.interval(
+        "x", "b").low
+    assert dr.interval("x", "a").point == pytest.approx(30.0)
+    pooled = S.pooled([ia, ib])
+    assert [len(r) for r in pooled.each_run()] == [n, n] and ia.each_run() == [ia]

@@ -112,7 +112,7 @@ def test_register_target_takes_arms_and_an_evaluation_override(cfg, monkeypatch,
 def test_register_command_runs_the_register_step_of_each_target(cfg, monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    from context_cda import tracking
+    from context_cda import publish
     from context_cda.cli import app
 
     seen = []
@@ -121,14 +121,14 @@ def test_register_command_runs_the_register_step_of_each_target(cfg, monkeypatch
         seen.append((target, arms, evaluation, out_dir))
         return {"target": target, "arms": {a: {"model_name": f"{target}-debiased", "version": 1} for a in arms}}
 
-    monkeypatch.setattr(tracking, "run_register_target", fake)
+    monkeypatch.setattr(publish, "run_register_target", fake)  # the step of the stage table: register, then cards
     ev = tmp_path / "e.json"
     out = CliRunner().invoke(app, ["register", "--run-dir", str(cfg.run_dir()), "--set",
                                    "run.targets={gpt2: 'tiny:gpt2'}", "--target", "gpt2", "--arm", "cda",
                                    "--evaluation", str(ev)])
     assert out.exit_code == 0, out.output
     assert seen == [("gpt2", ["cda"], ev, cfg.run_dir() / "register/gpt2")]
-    assert "gpt2-debiased v1: kept as candidate" in out.output
+    assert "gpt2-debiased v1 (cda): refused - kept as candidate" in out.output
 
 
 def test_run_help_lists_every_stage_in_order():

@@ -269,7 +269,8 @@ def test_data_list_shows_what_a_profile_reads_and_where(data_mirror, capsys):
     out = capsys.readouterr().out
     assert f"mirror ($CCDA_DATA_DIR): {data_mirror}" in out
     assert f"found: mirror: {data_mirror / 'crows_pairs' / 'crows_pairs_anonymized.csv'}" in out
-    assert "stereoset [stereoset, next-token]" in out and "biasbios-samples [biasbios]" in out
+    assert "stereoset [stereoset, next-token, decontaminate]" in out and "biasbios-samples [biasbios]" in out
+    assert "winobias [winobias, decontaminate]" in out  # the benchmarks no training text may hold
     assert "found: explicit evaluate.nli_bias.train_path=configs/data/nli-demo" in out
     demo = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
     assert "../shared" not in demo.read_text()  # configs name datasets, not paths

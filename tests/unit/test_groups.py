@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,13 @@ from context_cda.cda.groups import (
 from context_cda.config import Config, LexiconConfig, load_config
 from context_cda.errors import ConfigError, InputError
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+from data import SKIP_REASON, mirrored  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 LABELLED = ROOT / "tests" / "fixtures" / "cda" / "labelled_groups.jsonl"
-BIAS_BENCH = ROOT.parent / "shared" / "data" / "bias_bench_words" / "bias_attribute_words.json"
+RANDOM = ROOT / "tests" / "fixtures" / "cda" / "random_groups.jsonl"
+BIAS_BENCH = mirrored("bias-bench-words")
 
 
 def lexicon(attribute: str):
@@ -41,8 +46,32 @@ def first(sw: GroupSwapper, text: str) -> str | None:
 # ------------------------------------------------------------------------------------------------ the labelled set
 
 
-def labelled() -> list[dict]:
-    return [json.loads(line) for line in LABELLED.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+def labelled(path: Path = LABELLED) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+
+
+def test_the_random_set_not_written_with_the_rules_passes_at_95_percent():
+    """WikiText-2 sentences drawn by a seeded script (tests/fixtures/cda/draw_random_groups.py) from those holding a
+    race or religion word of bias-bench's lists or ours, labelled by hand before the swapper ran on them: its first
+    counterfactual, or none. Every miss is printed; the accuracy per stratum too ('rest': labelled after the rules
+    were written, a blind test of them)."""
+    rows = labelled(RANDOM)
+    assert len(rows) >= 120 and {r["attribute"] for r in rows} == {"race", "religion"}
+    assert sum(r["first"] is not None for r in rows) >= 50  # swaps, not only sentences left alone
+    sws = {a: swapper(a) for a in ("race", "religion")}
+    misses, per = [], {}
+    for r in rows:
+        got = first(sws[r["attribute"]], r["text"])
+        ok = got == r["first"]
+        n, good = per.get(r["stratum"], (0, 0))
+        per[r["stratum"]] = (n + 1, good + ok)
+        if not ok:
+            misses.append(f"[{r['attribute']}, {r['stratum']}] {r['text']!r}: got {got!r}, want {r['first']!r} "
+                          f"({r['note']})")
+    accuracy = 1 - len(misses) / len(rows)
+    print(f"random set: {len(rows) - len(misses)}/{len(rows)} = {accuracy:.1%}; per stratum: "
+          + ", ".join(f"{k} {g}/{n}" for k, (n, g) in per.items()) + "\n" + "\n".join(misses))
+    assert accuracy >= 0.95, "\n".join(misses)
 
 
 def test_the_hand_labelled_set_passes_at_95_percent():
@@ -163,7 +192,7 @@ def test_conflicts_are_reported_and_first_kept_or_stop():
         build_groups("race", ("black", "caucasian", "asian"), rows, on_conflict="error")
 
 
-@pytest.mark.skipif(not BIAS_BENCH.is_file(), reason="shared bias-bench word list not present")
+@pytest.mark.skipif(BIAS_BENCH is None, reason=SKIP_REASON.format("bias-bench-words"))
 def test_bias_bench_lists_load_for_race_and_religion():
     groups, rows = load_json_rows(BIAS_BENCH, "religion")
     assert groups == ("jewish", "christian", "muslim") and len(rows) == 6
@@ -198,3 +227,116 @@ def test_the_attribute_picks_the_bias_type_and_rules_out_neutral():
                     params_file=ROOT / "params.yaml")
     with pytest.raises(ConfigError, match="cda.mapping=bias-bench maps n-ary groups"):
         load_config(overrides=["cda.mapping=bias-bench"], params_file=ROOT / "params.yaml")
+
+
+# ------------------------------------------------------------------------------------------------ how groups are named
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("Hispanics are the largest minority in the state.", "Blacks are the largest minority in the state."),
+    ("Latinos voted in large numbers.", "Blacks voted in large numbers."),
+    ("Latinas led the march.", "Blacks led the march."),
+    ("Asians were excluded by the act.", "Hispanics were excluded by the act."),
+    ("Whites and blacks lived on separate streets.", "Asians and whites lived on separate streets."),
+    ("Caucasians made up half the sample.", "Asians made up half the sample."),
+    ("A Caucasian woman testified.", "An Asian woman testified."),
+    ("Africans and Europeans traded along the coast.", "Europeans and Asians traded along the coast."),
+    ("Latin Americans moved to the city.", "Africans moved to the city."),
+    ("Afro-American soldiers served there.", "European-American soldiers served there."),
+    ("She was the first Asian to win the prize.", "She was the first Hispanic to win the prize."),
+    ("His grandfather was African-born.", "His grandfather was European-born."),
+    ("Many people of Asian descent live here.", "Many people of Hispanic descent live here."),
+])
+def test_people_nouns_demonyms_and_second_words_of_a_group(text, want):
+    assert first(swapper("race"), text) == want
+
+
+def test_a_second_word_of_a_group_is_swapped_but_is_no_ones_counterpart():
+    """One-way rows: Caucasian, Latino, Islamic, Moslem, Koran have rows of their own, but white stays the word
+    Asian and Hispanic become (never Caucasian), Muslim the word Jewish becomes (never Islamic)."""
+    race, religion = swapper("race"), swapper("religion")
+    for text in ("Black voters came.", "Asian voters came.", "Hispanic voters came."):
+        outs = [c.result.text for c in race.counterfactuals(text, "r")[0]]
+        assert not any(w in o.lower() for o in outs for w in ("caucasian", "latino", "latina"))
+    outs = [c.result.text for c in religion.counterfactuals("Jewish and Christian scholars met.", "r")[0]]
+    assert outs == ["Christian and Muslim scholars met.", "Muslim and Jewish scholars met."]
+    assert first(religion, "Islamic scholars met.") == "Jewish scholars met."
+    assert first(religion, "The Moslems prayed.") == "The Jews prayed."
+    assert first(religion, "He read the Koran.") == "He read the Torah."
+
+
+def test_a_word_only_listed_as_a_counterpart_is_refused():
+    with pytest.raises(InputError, match=r"'caucasian' .*only stand in one-way rows"):
+        build_groups("race", ("black", "white"), [GroupRow(("black", "caucasian"), "x#0", None, (0,))])
+
+
+@pytest.mark.parametrize("text", [
+    "Asian elephants live in the forest.", "The ships sailed in European waters.",
+    "The song topped the charts in several Latin American countries.", "The Caucasian languages are old.",
+    "European powers formed a coalition.", "The North African campaign ended in 1943.",
+    "African and Asian markets grew.",
+])
+def test_origin_adjectives_of_things_and_places_are_left_alone(text):
+    cfs, skipped = swapper("race").counterfactuals(text, "r")
+    assert cfs == [] and skipped and {why for _, why in skipped} <= {"not-a-person", "name"}
+
+
+def test_origin_adjectives_through_a_list_of_nationalities():
+    assert first(swapper("race"), "He was sought by European, American and African collectors.") == (
+        "He was sought by Asian, American and European collectors.")
+
+
+@pytest.mark.parametrize("text", [
+    "He painted in the blacks and whites of the scene with a soft light.", "Beat the egg whites until stiff.",
+    "The whites of his eyes were red.",
+])
+def test_blacks_and_whites_as_tones_or_things_are_left_alone(text):
+    assert first(swapper("race"), text) is None
+
+
+@pytest.mark.parametrize(("text", "bound"), [
+    ("The Catholic church opened a school.", "Catholic"),
+    ("Christians celebrate Easter every spring.", "Easter"),
+    ("The Jewish family celebrated Passover at home.", "Passover"),
+    ("Muslims fast during Ramadan.", "Ramadan"),
+    ("The rabbi studied the Talmud.", "Talmud"),
+    ("The bishop entered the church.", "bishop"),
+    ("It was a Conservative synagogue.", "Conservative synagogue"),
+    ("He was a rabbi at Temple Beth Israel.", "Temple Beth"),
+    ("During Lent the church was quiet.", "Lent"),
+])
+def test_a_sentence_bound_to_one_group_is_left_alone_and_counted(text, bound):
+    """Never a Catholic mosque, never Muslims celebrating Easter: a word with no counterpart in the other groups
+    leaves the whole sentence alone (every group word: bound; the word itself: no-counterpart)."""
+    sw = swapper("religion")
+    cfs, skipped = sw.counterfactuals(text, "r")
+    assert cfs == [] and (bound, "no-counterpart") in skipped
+    assert {why for _, why in skipped} == {"bound", "no-counterpart"}
+    assert sw.skipped(text) == skipped and sw.find_terms(text) == []
+
+
+def test_words_like_bound_ones_in_other_senses_do_not_bind():
+    sw = swapper("religion")
+    assert first(sw, "He lent the church his car.") == "He lent the mosque his car."  # lent, the verb
+    assert first(sw, "The Conservative party courted Muslim voters.") == "The Conservative party courted Jewish voters."
+    assert first(sw, "Christians celebrate the harvest every autumn.") == "Muslims celebrate the harvest every autumn."
+
+
+def test_a_group_word_in_a_name_binds_the_same_groups_words():
+    """``Lane County Jewish Federation`` names a Jewish institution: the synagogue beside it cannot become a church.
+    A first name does not bind (Hans Christian Andersen), nor a name of another group."""
+    sw = swapper("religion")
+    cfs, skipped = sw.counterfactuals("The Lane County Jewish Federation met in the synagogue.", "r")
+    assert cfs == [] and skipped == [("Jewish", "name"), ("synagogue", "bound")]
+    assert first(sw, "Hans Christian Andersen visited a church.") == "Hans Christian Andersen visited a mosque."
+    assert first(sw, "The Christian Democratic Union courted Muslim voters.") == (
+        "The Christian Democratic Union courted Jewish voters.")
+    assert first(sw, "She works for the Jewish Family Service and the synagogue.") is None
+
+
+def test_the_bound_list_is_configurable():
+    lex = load_groups("religion", LexiconConfig(bound=[]))
+    assert first(GroupSwapper(lex), "Christians celebrate Easter.") == "Muslims celebrate Easter."
+    lex = load_groups("religion", LexiconConfig(bound=["harvest festival"]))
+    assert first(GroupSwapper(lex), "Christians held a Harvest Festival.") is None
+    assert first(GroupSwapper(lex), "Christians celebrate Easter.") == "Muslims celebrate Easter."

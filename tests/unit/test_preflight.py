@@ -76,7 +76,12 @@ def test_only_the_planned_steps_datasets_are_needed(tmp_path, partial_mirror):
     from context_cda.pipeline import plan, preflight_problems, select
 
     cfg = _demo(tmp_path)
-    assert preflight_problems(cfg, select(plan(cfg), until="cda")) == []  # the corpus is in the mirror
+    # ingest and cda read the corpus (in the mirror) and every benchmark no training text may hold
+    problems = preflight_problems(cfg, select(plan(cfg), until="cda"))
+    assert {p.split(" ", 1)[0] for p in problems if "(needed by decontaminate" in p} == {
+        "crows-pairs", "winogender", "winobias"}
+    only_stereoset = _demo(tmp_path, decontaminate={"benchmarks": ["stereoset"]})
+    assert preflight_problems(only_stereoset, select(plan(only_stereoset), until="cda")) == []
     per_epoch = _demo(tmp_path, evaluate={"benchmarks": ["stereoset", "glue"], "after_training": False})
     steps = select(plan(per_epoch), only=["finetune"])
     assert preflight_problems(per_epoch, steps) == []  # fine-tuning scores only the per-epoch benchmarks
@@ -145,3 +150,53 @@ def test_input_error_hint_for_missing_stage_outputs_is_unchanged(tmp_path):
 
     with pytest.raises(InputError, match="Run the stage that produces it first"):
         read_table(tmp_path / "absent.parquet")
+
+
+def _tiny_run(tmp_path: Path, *sets: str) -> list[str]:
+    args = ["run", "--profile", "tiny", "--params", str(ROOT / "params.yaml"), "--run-dir", str(tmp_path / "run")]
+    for item in sets:
+        args += ["--set", item]
+    return args
+
+
+@pytest.mark.parametrize(("benchmarks", "until"), [("[stereoset, crows]", "cda"), ("[stereoset, winobias]", None)])
+def test_a_malformed_winobias_folder_stops_ccda_run_before_its_first_step(tmp_path, monkeypatch, capsys, benchmarks,
+                                                                          until):
+    """Read for decontamination (every step that makes training text: ingest first) or for evaluation: either way
+    its files are parsed by the pre-flight, and the run stops before its first step with one line naming the file
+    and line."""
+    from test_wino import write_winobias
+
+    from context_cda import pipeline
+    from context_cda.cli import main
+
+    bad = write_winobias(tmp_path / "wb")
+    (bad / "anti_stereotyped_type2.txt.test").write_text("1 The nurse met the construction worker.\n")
+    ran = []
+    monkeypatch.setattr(pipeline, "run_step", lambda step, *a, **k: ran.append(step.name))
+    monkeypatch.chdir(ROOT)
+    args = _tiny_run(tmp_path, f"evaluate.winobias.path={bad}", f"evaluate.benchmarks={benchmarks}",
+                     *(["tracking.enabled=false"]))
+    capsys.readouterr()
+    assert main([*args, *(["--until", until] if until else [])]) == 2 and ran == []
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert len(err) == 1 and "pre-flight, nothing was run" in err[0], err
+    assert "anti_stereotyped_type2.txt.test:1: expected 'N sentence' with a bracketed" in err[0], err
+
+
+def test_a_malformed_winogender_file_stops_the_run_and_a_good_one_passes(tmp_path, monkeypatch, capsys):
+    from test_wino import write_winogender
+
+    from context_cda import pipeline
+    from context_cda.cli import main
+
+    bad = write_winogender(tmp_path / "wg")
+    with (bad / "all_sentences.tsv").open("a") as f:
+        f.write("not-a-sentence-id\tThe nurse left.\n")
+    ran = []
+    monkeypatch.setattr(pipeline, "run_step", lambda step, *a, **k: ran.append(step.name) or {})
+    monkeypatch.chdir(ROOT)
+    assert main([*_tiny_run(tmp_path, f"evaluate.winogender.path={bad}", "tracking.enabled=false"), "--until",
+                 "ingest"]) == 2 and ran == []
+    assert "all_sentences.tsv:8: expected 'OCCUPATION.PARTICIPANT.ANSWER.GENDER.txt" in capsys.readouterr().err
+    assert main([*_tiny_run(tmp_path, "tracking.enabled=false"), "--until", "ingest"]) == 0 and ran == ["ingest"]

@@ -71,7 +71,7 @@ def test_a_model_worse_than_vanilla_is_never_promoted(champion):
     worse = evidence(share(0.85), share(0.84))
     champ = evidence(share(0.90), share(0.90)) if champion else None  # even a champion worse still
     d = decide(worse, champ, VANILLA, POLICY, champion_version="1")
-    assert not d.promote
+    assert not d.promote and d.verdict == "refused: worse"
     assert any("SS (gender) vs vanilla" in r and "shifted away from 50" in r and "more biased" in r
                for r in d.reasons), d.reasons
     # a model *less* biased on SS but more biased on CS is not promoted either
@@ -97,9 +97,19 @@ def test_lms_non_inferiority_and_its_margin():
     lms_drop = np.ones(N)
     lms_drop[:10] = 0.0  # LMS 95 vs 100: a 5-point loss, clearly below -2
     d = decide(evidence(share(0.50), share(0.52), lms_drop), None, VANILLA, POLICY)
-    assert not d.promote and any("LMS vs vanilla" in r and "inferior (lower bound" in r for r in d.reasons)
+    assert not d.promote and d.verdict == "refused: worse" and d.note == "evidence against it: LMS vs vanilla"
+    assert any("LMS vs vanilla" in r and "significantly lower, not non-inferior: worse (lower bound" in r
+               for r in d.reasons), d.reasons
     d = decide(evidence(share(0.50), share(0.52), lms_drop), None, VANILLA, PromotionPolicy(lms_delta=15.0))
     assert d.promote, d.reasons
+    # a loss the interval cannot tell from none, but that may exceed the margin: non-inferiority not shown
+    van_lms, cand_lms = np.ones(N), np.ones(N)
+    van_lms[:10], cand_lms[10:24] = 0.0, 0.0  # 10 items gained, 14 lost: -2.00, an interval around it
+    van = evidence(share(0.72), share(0.70), van_lms)
+    d = decide(evidence(share(0.50), share(0.52), cand_lms), None, van, POLICY)
+    lo, hi = d.comparisons["vs_vanilla"][LMS]["ci"]
+    assert lo < -2 and hi > 0 and d.verdict == "refused: not shown", d.reasons
+    assert d.note.startswith("LMS non-inferiority vs vanilla not shown (lower bound")
 
 
 def test_min_effect_raises_the_bar():
@@ -129,8 +139,8 @@ def test_fewer_than_min_items_refuses_with_that_reason():
     small = evidence(share(0.0, 15), share(0.0, 15))
     d = decide(small, None, small_van, POLICY)
     assert not d.promote
-    assert any("only 15 items shared with the vanilla model" in r and "too small to decide on" in r
-               for r in d.reasons)
+    assert any("only 15 items shared with vanilla" in r and "too small to decide on" in r for r in d.reasons)
+    assert d.verdict == "refused: evidence missing"
 
 
 def test_a_missing_metric_refuses_with_its_name():
@@ -143,11 +153,16 @@ def test_a_missing_metric_refuses_with_its_name():
     assert any(f"the vanilla model has no {LMS}" in r for r in d.reasons)
     d = decide(None, None, VANILLA, POLICY)
     assert not d.promote and any(f"the candidate has no {CS}" in r for r in d.reasons)
+    assert d.verdict == "refused: evidence missing" and d.detectable_shift == {}
+    # what can be judged still is: an arm without CrowS scores but significantly more biased on SS is worse
+    d = decide(Evidence({"stereoset": evidence(share(0.85), share(0.5)).items["stereoset"]}), None, VANILLA, POLICY)
+    assert d.verdict == "refused: worse" and any("the candidate has no crows_cs" in r for r in d.reasons)
 
 
 def test_a_champion_without_evidence_refuses():
     d = decide(evidence(share(0.5), share(0.5)), None, VANILLA, POLICY, champion_version="4", has_champion=True)
     assert not d.promote and any("champion v4 carries no per-item evidence" in r for r in d.reasons)
+    assert d.verdict == "refused: evidence missing"
 
 
 def test_items_are_paired_by_id_not_position():
@@ -182,8 +197,10 @@ def test_seeds_biased_in_opposite_directions_do_not_cancel():
     arm = Evidence({b: pooled([s0.items[b], s1.items[b]]) for b in ("stereoset", "crows")})
     d = decide(arm, None, vanilla, POLICY)
     assert not d.promote, d.reasons
-    assert any(r.startswith("SS (gender) vs vanilla: SS 50.00") and "seed farthest past 50 (of 2) overshoots 50" in r
-               and "more biased" in r for r in d.reasons), d.reasons
+    assert d.verdict == "refused: worse"
+    assert any(r.startswith("SS (gender) vs vanilla: SS 50.00") and "the seeds disagree in direction" in r
+               and "seed 0 (of 2)'s estimate 30.00 lies as far past 50 as vanilla was" in r
+               and r.endswith("overshoots 50, not less biased") for r in d.reasons), d.reasons
     # stored with the registered version and read back as the champion's evidence: the seeds survive
     back = from_table(to_table(arm))
     assert len(back.items["stereoset"].runs) == 2

@@ -108,8 +108,11 @@ def test_seeds_intervals_marks_and_paired_comparisons(tmp_path):
     assert "| Context-CDA | 1 | 50.00 |" in md
     assert "## Paired comparisons" in md and "| Context-CDA − Vanilla |" in md and "| Context-CDA − CDA |" in md
     comp = pd.read_csv(run / "report" / "comparisons.csv")
-    row = comp[(comp.a == "context-cda") & (comp.b == "vanilla") & (comp.metric == "ss_dist")].iloc[0]
-    assert row["diff"] == pytest.approx(1.0 - 22.0, abs=1.0) and row["ci_high"] < 0 and bool(row["significant"])
+    # the gate's statistic, the shift toward 50 (72 -> 51), and its outcome: the same as the register step's
+    row = comp[(comp.a == "context-cda") & (comp.b == "vanilla") & (comp.metric == "stereoset_ss")].iloc[0]
+    assert row["diff"] == pytest.approx(21.0, abs=1.0) and row["ci_low"] > 0 and row["outcome"] == "better"
+    assert row["statistic"] == "shift toward 50" and row["regime"] == "biased" and row["detectable_shift"] > 0
+    assert not (comp.metric.str.endswith("_dist")).any()  # a distance to 50 is never shown as evidence
     row = comp[(comp.a == "cda") & (comp.b == "vanilla") & (comp.metric == "ss")].iloc[0]
     assert row["diff"] == pytest.approx(0.0, abs=1.0) and not bool(row["significant"])  # (70 + 74) / 2 = 72
     html = (run / "report" / "report.html").read_text()

@@ -54,21 +54,58 @@ def test_curves_draw_a_band_per_arm_from_the_intervals():
 
 
 def test_marks_say_better_or_worse_in_each_metrics_direction():
-    assert evidence.mark_of("ss_dist", d(-3.0, -5.0, -1.0)) == " ▲"  # less biased
-    assert evidence.mark_of("ss_dist", d(2.8, 0.4, 6.1)) == " ▼"  # more biased: the CDA row of the demo
-    assert evidence.mark_of("lms", d(-1.0, -1.9, -0.1)) == " ▼" and evidence.mark_of("icat", d(3, 1, 5)) == " ▲"
+    assert evidence.mark_of("icat", d(3, 1, 5)) == " ▲" and evidence.mark_of("icat", d(-3, -5, -1)) == " ▼"
     assert evidence.mark_of("ss", d(2.8, 0.4, 6.1)) == "*"  # a signed ΔSS has no better side
-    assert evidence.mark_of("cs_dist", d(-2.5, -6.7, 4.2)) == ""  # not shown
+    assert evidence.mark_of("icat", d(-2.5, -6.7, 4.2)) == ""  # not shown
+    assert "ss_dist" not in evidence.DIRECTION and "cs_dist" not in evidence.DIRECTION  # never a distance
+
+
+def _judged(van_ss: float, arm_ss: float, van_cs: float = 0.5, arm_cs: float = 0.5, lms_lost: int = 0):
+    """A report Evidence of one arm against vanilla on 240 crafted items (StereoSet and CrowS), judged by the gate."""
+    import numpy as np
+
+    from context_cda.stats import Items
+    from context_cda.tracking.evidence import Evidence as Ev
+    from context_cda.tracking.promotion import PromotionPolicy
+
+    def model(ss: float, cs: float, lost: int = 0) -> Ev:
+        v, w, lms = np.zeros(240), np.zeros(240), np.ones(240)
+        v[: round(ss * 240)], w[: round(cs * 240)], lms[:lost] = 1, 1, 0
+        o = np.ones(240)
+        return Ev({"stereoset": Items.build(range(240), [f"t{i % 24}" for i in range(240)], ss=v, lms=lms),
+                   "crows": Items.build(range(240), None, win=w, stereo=o, win_stereo=w, anti=0 * o, win_anti=0 * o)})
+
+    ev = evidence.Evidence(level=0.95, seeds=[13])
+    pairs, judgements = evidence.compare({"vanilla": model(van_ss, van_cs), "cda": model(arm_ss, arm_cs, lms_lost)},
+                                         ["vanilla", "cda"], PromotionPolicy(), "t")
+    ev.pairs, ev.judgements = pairs, judgements
+    return ev
+
+
+def test_the_gate_marks_the_gate_metrics():
+    ev = _judged(0.62, 0.50)  # SS 62 -> 50: less biased; CS at 50 throughout: non-inferior, no mark
+    assert ev.mark("t", "cda", "stereoset_ss") == " ▲" and ev.mark("t", "cda", "crows_cs") == ""
+    ev = _judged(0.60, 0.65)  # 60 -> 65: shifted away from 50
+    assert ev.mark("t", "cda", "stereoset_ss") == " ▼"
+    ev = _judged(0.62, 0.38)  # as far past 50 as vanilla was: an overshoot, marked against it
+    assert ev.mark("t", "cda", "stereoset_ss") == " ▼"
+    ev = _judged(0.62, 0.50, lms_lost=24)  # LMS 90 vs 100: significantly lower, beyond the margin
+    assert ev.mark("t", "cda", "stereoset_lms") == " ▼"
+    rows = evidence.comparison_rows(ev, "t", str)
+    assert rows[0][0] == "cda − vanilla" and rows[0][1][1].startswith("+12.08 [") and rows[0][1][1].endswith(" ▲")
 
 
 def test_a_comparison_sentence_in_plain_words_with_numbers():
-    text = findings.comparison_sentence("cda", "vanilla", {
-        "ss_dist": d(2.77, 0.43, 6.07), "cs_dist": d(-2.5, -6.67, 4.17), "lms": d(0.0, -1.0, 1.0),
-        "icat": d(-5.0, -9.0, -1.0), "ss": d(2.77, 0.43, 6.07)}, str.upper)
-    assert text.startswith("**CDA** against VANILLA: significantly more biased on StereoSet (|SS−50| +2.77 [+0.43, +6.07]); ")
-    assert "lower ICAT (ICAT -5.00 [-9.00, -1.00])" in text
-    assert text.endswith("no difference shown in |CS−50| -2.50 [-6.67, +4.17], LMS +0.00 [-1.00, +1.00].")
-    small = findings.comparison_sentence("a", "b", {"ss_dist": d(1.0, -2.0, 3.0, n=8)}, str)
+    ev = _judged(0.60, 0.65)
+    j = ev.judgement("t", "cda")
+    text = findings.comparison_sentence("cda", "vanilla", ev.pairs[("t", "cda", "vanilla")], str.upper, j,
+                                        ("refused: worse", "evidence against it: SS vs vanilla"))
+    assert text.startswith("**CDA** against VANILLA — refused: worse (evidence against it: SS vs vanilla): more "
+                           "biased on StereoSet (shifted away from 50: SS shift toward 50 -5.00 [")
+    assert "not farther from 50 on CrowS-Pairs, where vanilla is not demonstrably biased" in text
+    assert "LMS non-inferior (ΔLMS +0.00 [+0.00, +0.00] against the -2 margin)" in text
+    assert "significantly lower ICAT (ICAT -10.00 [" in text
+    small = findings.comparison_sentence("a", "b", {"icat": d(1.0, -2.0, 3.0, n=8)}, str)
     assert "only 8 items shared: too few to decide on" in small
 
 
@@ -117,7 +154,7 @@ def test_decisions_without_a_registry_derive_the_aliases(tmp_path):
         ("1", "promoted", ["champion"]), ("2", "refused", []), ("3", "refused", ["candidate"])]
     md = "\n".join(registry.markdown(dec))
     assert "from this run's decisions (the registry was not read)" in md
-    assert "| t | nofilter | t-debiased | 3 | **refused** | candidate | r3 |" in md
+    assert "| t | nofilter | t-debiased | 3 | **refused** | – | candidate | r3 |" in md  # written before verdicts
 
 
 # ------------------------------------------------------------------------------------------------ setup
@@ -193,3 +230,16 @@ def test_benchmark_sizes_come_from_the_evaluate_steps_else_the_per_epoch_predict
     agg.parent.mkdir(parents=True)
     agg.write_text(json.dumps({"counts": {"stereoset_in": 255, "stereoset_scored": 120, "crows_scored": 118}}))
     assert setup.item_counts(run / "evaluate", run / "finetune") == {"stereoset": 120, "crows": 118}
+
+
+def test_a_filter_cut_that_dropped_nothing_is_a_row_not_a_crash(tmp_path):
+    """k % of a small corpus under one item drops nothing (its cut is None): the setup row says so; a threshold
+    cut says what it dropped (`ccda report` raised TypeError on the first, the runner's last step)."""
+    run = tmp_path / "run"
+    lay = L.RunLayout(run).check()
+    _manifest(lay.step_dir("filter", target="s") / "k5", {"mode": "k", "k": 5.0, "cut": None, "kept": 8, "dropped": 0})
+    _manifest(lay.step_dir("filter", target="s") / "threshold0.5", {"mode": "threshold", "threshold": 0.5,
+                                                                     "cut": 0.5, "kept": 6, "dropped": 2})
+    rows = setup._filter_rows(lay.step_dir("filter", target="s").parent)
+    assert rows == [["filter [s, k5]", "8", "8", "the highest-entropy 5 % dropped: no item (5 % of 8 is under one)"],
+                    ["filter [s, threshold0.5]", "8", "6", "items with SE at or above 0.5 dropped"]]

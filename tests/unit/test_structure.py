@@ -104,6 +104,23 @@ def test_run_file_names_are_spelled_only_in_the_layout():
     assert not hits, "spell these through context_cda.layout:\n" + "\n".join(hits)
 
 
+def test_tests_read_data_through_the_resolver():
+    """Benchmark data is found by dataset name (tests/helpers/data.py: the mirror in $CCDA_DATA_DIR or the data
+    cache), never by a path into the workspace's data folder (it moves, and CI points the variable elsewhere)."""
+    pattern = re.compile(r"""shared["']?\s*[/,]\s*["']?data\b""")
+    hits = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+            for path in sorted((ROOT / "tests").rglob("*.py")) if path != Path(__file__).resolve()
+            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not hits, "read these through tests/helpers/data.py (mirrored(name)):\n" + "\n".join(hits)
+
+
+def test_the_data_rule_sees_a_path_into_the_data_folder():
+    pattern = re.compile(r"""shared["']?\s*[/,]\s*["']?data\b""")
+    assert all(pattern.search(t) for t in ('ROOT.parent / "shared" / "data"', "'../shared/data/x'",
+                                           'Path("shared", "data")'))
+    assert not pattern.search("shared_data / 'glue'") and not pattern.search("the shared database")
+
+
 def test_architecture_doc_shows_the_stage_table():
     from context_cda.stages import markdown
 

@@ -3,6 +3,7 @@ multiple-choice token split, metrics pinned on hand-computed cases, batched = on
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,10 @@ from context_cda.errors import InputError
 from context_cda.evaluate import choice, winobias, winogender
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "data"
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+from data import SKIP_REASON, mirrored  # noqa: E402
+
+WINOGENDER, WINOBIAS = mirrored("winogender"), mirrored("winobias")  # by name through the resolver (None: not here)
 
 
 def write_winogender(folder: Path) -> Path:
@@ -42,9 +46,9 @@ def test_winogender_items_from_our_fixture(tmp_path):
     assert [i.id for i in items if i.gotcha] == ["nurse.patient.0.male"]
 
 
-@pytest.mark.skipif(not (SHARED / "winogender" / "all_sentences.tsv").is_file(), reason="no shared Winogender")
+@pytest.mark.skipif(WINOGENDER is None, reason=SKIP_REASON.format("winogender"))
 def test_winogender_real_files():
-    items = winogender.load(SHARED / "winogender")
+    items = winogender.load(WINOGENDER)
     assert len(items) == 720 and len({i.schema for i in items}) == 240
     by = {i.id: i for i in items}
     assert by["technician.customer.1.female"].pronoun == "she"
@@ -118,10 +122,10 @@ def test_winobias_wrong_shape_and_missing_files(tmp_path):
         winobias.load(write_winobias(tmp_path / "wb2"), "dev")
 
 
-@pytest.mark.skipif(not (SHARED / "winobias" / "male_occupations.txt").is_file(), reason="no shared WinoBias")
+@pytest.mark.skipif(WINOBIAS is None, reason=SKIP_REASON.format("winobias"))
 def test_winobias_real_files():
     for split in ("dev", "test"):
-        entries = winobias.load(SHARED / "winobias", split)
+        entries = winobias.load(WINOBIAS, split)
         items = [e for e in entries if isinstance(e, winobias.WinoBiasItem)]
         assert len(entries) == len(items) == 4 * 396  # every sentence's second occupation is found
         pairs = {}

@@ -24,24 +24,12 @@ from ..shards import merge, write_merged
 
 def _drop_eval_overlap(config: Any, merged: dict[str, Any], order: Mapping[str, int]) -> dict[str, int]:
     """Move the accepted rephrasings that hold an evaluation item (:mod:`context_cda.decontam`) from the
-    augmented table to the rejected one (reason eval-overlap); returns the count per benchmark."""
-    import pandas as pd
+    augmented table to the rejected one (reason eval-overlap, in input order); returns the count per benchmark."""
+    from ..decontam import drop_overlaps
 
-    from ..decontam import counted, index_for
-
-    index = index_for(config)
-    aug = merged[L.AUGMENTED_FILE]
-    if index is None or aug.empty:
-        return {}
-    matches = [index.match(t) if isinstance(t, str) else None for t in aug[S.AUGMENTED]]
-    hit = pd.Series([m is not None for m in matches], index=aug.index)
-    if not hit.any():
-        return {}
-    moved = aug[hit].assign(**{S.REASON: [m.reason for m in matches if m is not None]})
-    rej = pd.concat([merged[REJECTED], moved], ignore_index=True)
-    merged[REJECTED] = rej.iloc[sorted(range(len(rej)), key=lambda i: order.get(str(rej[S.CDA_ID].iloc[i]), 0))]
-    merged[L.AUGMENTED_FILE] = aug[~hit].reset_index(drop=True)
-    return counted(matches)
+    merged[L.AUGMENTED_FILE], merged[REJECTED], counts = drop_overlaps(
+        config, merged[L.AUGMENTED_FILE], S.AUGMENTED, merged[REJECTED], lambda row: order.get(str(row[S.CDA_ID]), 0))
+    return counts
 
 
 def run_augment_merge(config: Any, inputs: Mapping[str, Path | str], out_dir: Path | str) -> dict[str, Any]:

@@ -302,6 +302,12 @@ def assemble(p: Plan, loaded: Loaded, out_dir: Path) -> tuple[I.Outcome, Any]:
     aug = outcome.done.reindex(columns=OUTPUT_COLUMNS).astype({S.ATTEMPTS: "int64"})
     rej = pd.concat([outcome.rejected.reindex(columns=REJECTED_COLUMNS),
                      pd.DataFrame(loaded.skipped, columns=REJECTED_COLUMNS)], ignore_index=True)
+    if p.task.name == NEUTRAL:  # the context-neutral arm trains on these rewrites: no evaluation item may pass
+        from ..decontam import drop_overlaps
+
+        order = {it.cda_id: i for i, it in enumerate(loaded.items)}
+        aug, rej, p.stats["eval_overlap_by_benchmark"] = drop_overlaps(
+            p.config, aug, S.AUGMENTED, rej, lambda row: order.get(str(row[S.CDA_ID]), len(order)))
     every = pd.concat([outcome.done, outcome.rejected, outcome.errors], ignore_index=True)
     outcome.paths["augmented"] = write_table(aug, out_dir / L.AUGMENTED_FILE)
     outcome.write(out_dir, rej, outcome.errors.reindex(columns=ERROR_COLUMNS))
@@ -352,6 +358,9 @@ def record(rec: StageRecorder, p: Plan, loaded: Loaded, assembled: tuple[I.Outco
         "prompt_version": p.task.prompt_version,
         "review": {"meaning": p.config.augment.review.meaning},
     }
+    if p.task.name == NEUTRAL:
+        overlaps = p.stats.get("eval_overlap_by_benchmark", {})
+        summary.update(eval_overlap=sum(overlaps.values()), eval_overlap_by_benchmark=overlaps)
     rec.finish(
         counts={"in": summary["rows_in"], "out": summary["accepted"], "rejected": summary["rejected"],
                 "errors": summary["errors"]},

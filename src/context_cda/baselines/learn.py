@@ -31,6 +31,7 @@ class InlpResult:
     projection: Any  # (d, d) float64
     accuracies: list[float] = field(default_factory=list)  # dev accuracy of each round's classifier
     sizes: dict[str, int] = field(default_factory=dict)  # train / dev / test rows
+    removed: list[int] = field(default_factory=list)  # dimensions removed after each round (d - rank of P)
 
 
 def rowspace_projection(w: Any) -> Any:
@@ -77,7 +78,7 @@ def inlp_projection(features: Mapping[str, Any], n_classifiers: int, bias_bench:
     dim = x_train.shape[1]
     scale = BIAS_BENCH_SCALE if bias_bench else 1.0
     xt, xd = x_train.copy(), x_dev.copy()
-    rowspaces, accs = [], []
+    rowspaces, accs, removed = [], [], []
     for _ in tqdm(range(n_classifiers), desc="INLP", disable=not progress, leave=False):
         clf = LinearSVC(**SVM_PARAMS)
         clf.fit(xt * scale, y_train)
@@ -85,8 +86,9 @@ def inlp_projection(features: Mapping[str, Any], n_classifiers: int, bias_bench:
         w = clf.coef_ if clf.coef_.ndim == 2 else clf.coef_[None, :]
         rowspaces.append(rowspace_projection(w))
         p = nullspace_intersection(rowspaces, dim)
+        removed.append(dim - int(round(float(np.trace(p)))))
         xt, xd = (p @ x_train.T).T, (p @ x_dev.T).T
-    return InlpResult(nullspace_intersection(rowspaces, dim), accs, sizes)
+    return InlpResult(nullspace_intersection(rowspaces, dim), accs, sizes, removed)
 
 
 def bias_subspace(male: Any, female: Any, n_components: int = 1) -> tuple[Any, list[float]]:

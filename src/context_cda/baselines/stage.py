@@ -49,9 +49,24 @@ def run_debias(config: Config, inputs: Mapping[str, Path | str] | None, out_dir:
     io_keys = {"target": who, "arm": arm}
     inputs, out = resolve_io(config, "debias", inputs, out_dir, **io_keys)
     data = _select(config, inputs, arm, who)  # the corpus is checked before any model is read
-    family = _family(config, ref, arm, who)
+    _inputs_exist(inputs, arm, who)
+    family = _family(config, ref, arm, who, data)
     with file_lock(out / L.LOCK_FILE, f"debias[{who}/{arm}]"):
         return _learn(config, inputs, out, who, arm, ref, family, data, progress)
+
+
+#: the flag of ``ccda debias`` that names each input, and the step that writes it in a run folder
+_INPUT_FLAGS = {"sentences": ("--sentences", "ccda ingest"), "cda": ("--cda", "ccda validate --stage cda")}
+
+
+def _inputs_exist(inputs: Mapping[str, Path], arm: str, who: str) -> None:
+    """Every input the step records is there before anything is learnt (a missing one would stop the step after
+    minutes of learning, when its manifest is written)."""
+    for key, path in inputs.items():
+        if not Path(path).exists():
+            flag, step = _INPUT_FLAGS.get(key, (f"--{key}", "the step that writes it"))
+            raise InputError(f"debias {arm} on target {who}: {path}: no such file or folder; the debias step records "
+                             f"its {key} input: run `{step}` in this run folder first, or pass {flag} PATH.")
 
 
 def _target_ref(config: Config, target: str) -> str:
@@ -62,14 +77,25 @@ def _target_ref(config: Config, target: str) -> str:
                           "pass --model REF to learn a projection for another model.") from None
 
 
-def _family(config: Config, ref: str, arm: str, who: str) -> str:
+def _family(config: Config, ref: str, arm: str, who: str, data: Mapping[str, Any]) -> str:
+    """The model's family from its config (the arm must take it), and SentenceDebias's components checked against
+    its width and the pairs: fewer than the dimensions, no more than the pair vectors PCA sees."""
     from transformers import AutoConfig
 
     from ..models import family_of_config, parse_ref, resolve_pretrained
+    from ..scoring.interventions import config_width
 
     parse_ref(ref)
-    family = family_of_config(AutoConfig.from_pretrained(resolve_pretrained(ref, config.run.model_cache)))
+    model_config = AutoConfig.from_pretrained(resolve_pretrained(ref, config.run.model_cache))
+    family = family_of_config(model_config)
     A.check_family(arm, family, who)
+    width, k = config_width(model_config), config.baselines.sentence_debias.n_components
+    rows = 2 * len(data.get("pairs", ()))
+    if arm == "sentence-debias" and ((width is not None and k >= width) or k > rows):
+        why = (f"its hidden states have {width} dimensions, and {k} directions would remove every one" if width
+               is not None and k >= width else f"the {rows // 2} pairs give {rows} vectors, fewer than {k} components")
+        raise ConfigError(f"debias sentence-debias on target {who}: baselines.sentence_debias.n_components={k}, and "
+                          f"{why}; use fewer components (bias-bench uses 1).")
     return family
 
 
@@ -127,13 +153,14 @@ def _learn(config: Config, inputs, out: Path, who: str, arm: str, ref: str, fami
     with rec.timed("load_model"):
         model, tok, _fam = load_lm(ref, cache=config.run.model_cache, device=config.run.device)
     with rec.timed("learn"):
-        tensor, key, info, rows = (_inlp if arm == "inlp" else _sentence_debias)(config, model, tok, data, progress)
+        tensor, key, info, rows = (_inlp if arm == "inlp" else _sentence_debias)(config, model, tok, data, progress, who)
     from ..scoring.interventions import Projection
 
+    checked = Projection(key, _torch(tensor), f"debias {arm} on target {who}").validate(arm)  # before it is written
     lines: Lines = data["lines"]
     meta = {"model": ref, "arm": arm, "mode": config.baselines.mode, "family": family,
             "dim": str(tensor.shape[-1]), **{k: str(v) for k, v in info.items() if not isinstance(v, list)}}
-    artifact = Projection(key, _torch(tensor)).save(out / str(A.parse(arm).artifact), meta)
+    artifact = checked.save(out / str(A.parse(arm).artifact), meta)
     outputs = {"artifact": artifact, "rows": write_table(rows, out / L.DEBIAS_ROWS_FILE),
                "lines": write_text(out / L.DEBIAS_LINES_FILE, "".join(f"{t}\n" for t in lines.texts))}
     summary = {"target": who, "arm": arm, "model": ref, "family": family, "mode": config.baselines.mode,
@@ -149,7 +176,7 @@ def _torch(array: Any) -> Any:
     return torch.from_numpy(array.astype("float32"))
 
 
-def _inlp(config: Config, model, tok, data: dict[str, Any], progress: bool):
+def _inlp(config: Config, model, tok, data: dict[str, Any], progress: bool, who: str = ""):
     import pandas as pd
 
     from .features import mean_hidden
@@ -161,6 +188,7 @@ def _inlp(config: Config, model, tok, data: dict[str, Any], progress: bool):
     feats = {k: mean_hidden(model, tok, v, batch, progress=progress, desc=f"INLP {k}")
              for k, v in chosen.classes.items()}
     res = inlp_projection(feats, c.n_classifiers, bias_bench=config.baselines.mode == "bias-bench", progress=progress)
+    _keeps_a_dimension(res, c.n_classifiers, who)
     rows = pd.DataFrame([{"class": k, "text": t, "line": i, "source_id": lines.ids[i] if lines.ids else None}
                          for k in chosen.classes for t, i in zip(chosen.classes[k], chosen.sources[k], strict=True)])
     info = {**{f"n_{k}": n for k, n in chosen.counts().items()}, **{f"{k}_rows": n for k, n in res.sizes.items()},
@@ -170,7 +198,21 @@ def _inlp(config: Config, model, tok, data: dict[str, Any], progress: bool):
     return res.projection, "projection", info, rows
 
 
-def _sentence_debias(config: Config, model, tok, data: dict[str, Any], progress: bool):
+def _keeps_a_dimension(res: Any, n: int, who: str) -> None:
+    """INLP whose classifiers removed every dimension is refused before it is written, with the classifier counts
+    that keep at least one dimension and half of them (from the rank removed after each round)."""
+    dim = int(res.projection.shape[0])
+    if not res.removed or res.removed[-1] < dim:
+        return
+    some = sum(1 for r in res.removed if r < dim)
+    half = sum(1 for r in res.removed if 2 * r <= dim)
+    raise InputError(f"debias inlp on target {who}: the {n} classifiers (baselines.inlp.n_classifiers) removed all {dim} "
+                     "dimensions of the hidden states, so nothing would be left for the LM head to read; nothing was "
+                     f"written. Use fewer classifiers: with at most {some} at least one dimension stays, with at most "
+                     f"{half} half of them (e.g. --set baselines.inlp.n_classifiers={max(half, 1)}).")
+
+
+def _sentence_debias(config: Config, model, tok, data: dict[str, Any], progress: bool, who: str = ""):
     import pandas as pd
 
     from .features import mean_hidden

@@ -30,8 +30,19 @@ Which occurrences count (``permutations`` only; ``cda.ambiguous`` = ``person``, 
   is not, and a name goes on with a capital: ``Black Sea``).
   ``white wine``, ``a black cat``, ``black-and-white film`` and ``White House`` stay.
 
-``cda.ambiguous: swap`` swaps ambiguous words everywhere, ``skip`` never. Every occurrence left alone is reported
-with its reason (``name``, ``not-a-person``), and the cda stage counts them.
+* an **origin adjective** (the lexicon's ``origin``: ``African``, ``European``, ``Asian``) counts unless it qualifies a
+  thing or a place: it counts standing alone (``an Asian``), before a word for people or ancestry (past a list of
+  group and nationality words: ``European, American and African collectors``) or in ``-born``; ``Asian elephants``
+  and ``European waters`` stay. The people nouns ``blacks`` / ``whites`` count unless they are tones or things
+  (``the whites of``, ``egg whites``, a sentence about paint, light or images: :data:`COLOUR_CONTEXT`);
+* a sentence that cannot be swapped as a **unit** is left alone whole (reason ``bound``): it holds a word bound to one
+  group (the lexicon's ``bound``: ``Easter``, ``Catholic``; reported as ``no-counterpart``), or a group word inside a
+  name (not a first name, not a colour) beside a swappable word of the same group (``the Jewish Federation`` and
+  ``the synagogue``).
+
+``cda.ambiguous: swap`` swaps every occurrence (no sense or unit rules), ``skip`` never swaps the ambiguous words.
+Every occurrence left alone is reported with its reason (``name``, ``not-a-person``, ``bound``; the bound words as
+``no-counterpart``), and the ingest and cda stages count them.
 """
 
 from __future__ import annotations
@@ -60,7 +71,10 @@ sheriff detective lawman attorney banker accountant architect dentist pharmacist
 psychologist librarian secretary receptionist cashier salesperson supervisor analyst designer developer programmer
 entrepreneur shopkeeper merchant trader landlord tenant homeowner household crew team club union party congregant
 parishioner worshipper believer pastor preacher missionary monk nun bishop student-athlete fan audience crowd
-generation majority minority man's woman's
+generation majority minority man's woman's collector explorer colonist colonizer coloniser migrant emigrant slave
+servant descendant ancestor native tribe laborer labourer miner sailor nobleman aristocrat peasant pioneer diplomat
+traveler traveller tourist visitor pilgrim convert trader intellectual elite
+descent ancestry origin heritage extraction lineage parentage
 """
 
 
@@ -97,6 +111,17 @@ COPULAS: frozenset[str] = frozenset({"is", "was", "are", "were", "be", "been", "
 SUBJECTS: frozenset[str] = frozenset({"he", "she", "they", "i", "we", "you", "who", "both", "all", "many", "most"})
 ADVERBS: frozenset[str] = frozenset({"not", "also", "mostly", "mainly", "largely", "predominantly", "all", "both"})
 COORDINATORS: frozenset[str] = frozenset({"and", "or", "&", ","})
+#: ambiguous words that are plural nouns: people unless the sentence is about colours (:func:`_plural_about_people`)
+PLURAL_NOUNS: frozenset[str] = frozenset({"blacks", "whites"})
+#: words of a sentence about paint, light, images or things that are black or white: its blacks and whites are tones
+COLOUR_CONTEXT: frozenset[str] = frozenset(
+    "paint paints painting painted colour colours color colors tone tones shade shades hue hues light lights lighting "
+    "lit contrast photograph photographs photography film films print prints ink pixel pixels image images screen "
+    "egg eggs yolk yolks eye eyes chess snooker cricket wine wines pieces keys stripes feathers fur plumage".split())
+#: words before ``whites`` / ``blacks`` that make them things (egg whites, cricket whites)
+NOT_PEOPLE_BEFORE: frozenset[str] = frozenset({"egg", "eggs", "cricket", "tennis", "snooker"})
+#: group words that are also first names: inside a name they say nothing about the sentence's group
+FIRST_NAMES: frozenset[str] = frozenset({"christian"})
 
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'’]*(?:-[A-Za-z][A-Za-z'’]*)*|[^\sA-Za-z]")
 _BB_PUNCT = (".", ",", "?", "!", ";", ":")
@@ -152,23 +177,49 @@ class GroupSwapper:
         self._bb_table = self._bias_bench_table() if mapping == "bias-bench" else []
         #: words English always capitalises (everything but the ambiguous words and the lower-case nouns)
         self._proper = lexicon.words - lexicon.ambiguous - lexicon.common_nouns
+        self._bound = _bound_pattern(lexicon)
 
     # -------------------------------------------------------------------------------------------- finding
 
     def scan(self, text: str) -> list[Hit]:
         """Every attribute word in ``text``, with its group and role and, when left alone, why."""
+        return self._scan(text)[0]
+
+    def _scan(self, text: str) -> tuple[list[Hit], list[str]]:
+        """:meth:`scan`'s hits, and the bound words that left the sentence alone (none unless they did)."""
         if self.mapping == "bias-bench":
-            return self._bb_hits(text)
+            return self._bb_hits(text), []
         hits = self._matches(text)
         if not hits:  # most sentences: no tokenising
-            return hits
+            return hits, []
         ctx = _Context(text, [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)],
                        {h.start: h.end for h in hits})
         for h in hits:
             at, after = ctx.index(h.start), ctx.index(h.end, after=True)
             h.role = _role_of(ctx, at, after, h) if len(self.lexicon.roles(h.word)) > 1 else None
             h.skip = self._skip(ctx, at, after, h)
-        return hits
+        return hits, self._bind(text, hits)
+
+    def bound_terms(self, text: str) -> list[str]:
+        """The words of ``text`` bound to one group without a counterpart (:data:`~.groups.BOUND`), as written."""
+        if self._bound is None or self.ambiguous == "swap":
+            return []
+        return [m.group(0) for m in self._bound.finditer(text)]
+
+    def _bind(self, text: str, hits: list[Hit]) -> list[str]:
+        """Leave the whole sentence alone (reason ``bound``) when it cannot be swapped as a coherent unit: it holds
+        a word bound to one group (``Easter``, ``Catholic``), or a group word inside a name (``Jewish Federation``)
+        beside a swappable word of the same group. Returns the bound words that did it."""
+        live = [h for h in hits if h.skip is None]
+        if not live:
+            return []
+        terms = self.bound_terms(text)
+        named = {h.group for h in hits if h.skip == "name" and h.word not in self.lexicon.ambiguous
+                 and h.word not in FIRST_NAMES}
+        if terms or any(h.group in named for h in live):
+            for h in live:
+                h.skip = "bound"
+        return terms
 
     def find_terms(self, text: str) -> list[str]:
         """The attribute words of ``text`` that a counterfactual swaps (lower-case, in order)."""
@@ -190,8 +241,10 @@ class GroupSwapper:
                 for m in self._pattern.finditer(text)]
 
     def skipped(self, text: str) -> list[tuple[str, str]]:
-        """(surface, reason) of every attribute word left alone."""
-        return [(h.surface, h.skip) for h in self.scan(text) if h.skip]
+        """(surface, reason) of every attribute word left alone, then each bound word that left the sentence alone
+        (reason ``no-counterpart``)."""
+        hits, bound = self._scan(text)
+        return [(h.surface, h.skip) for h in hits if h.skip] + [(w, "no-counterpart") for w in bound]
 
     # -------------------------------------------------------------------------------------------- rules
 
@@ -200,7 +253,12 @@ class GroupSwapper:
             return None
         if _in_name(ctx, at, after, h, self.lexicon.common_nouns):
             return "name"
-        if h.word in self.lexicon.ambiguous and (self.ambiguous == "skip" or not _about_people(ctx, at, after, h)):
+        if h.word in self.lexicon.ambiguous:
+            if self.ambiguous == "skip":
+                return "not-a-person"
+            people = _plural_about_people if h.word in PLURAL_NOUNS else _about_people
+            return None if people(ctx, at, after, h) else "not-a-person"
+        if h.word in self.lexicon.origin and not _origin_about_people(ctx, at, after, h):
             return "not-a-person"
         return None
 
@@ -210,9 +268,9 @@ class GroupSwapper:
         """The counterfactuals of ``text`` (none when it has no swappable word) and the words left alone."""
         if self.mapping == "bias-bench":
             return self._bias_bench(text, row_id)
-        hits = self.scan(text)
+        hits, bound = self._scan(text)
         live = [h for h in hits if h.skip is None]
-        skipped = [(h.surface, h.skip) for h in hits if h.skip]
+        skipped = [(h.surface, h.skip) for h in hits if h.skip] + [(w, "no-counterpart") for w in bound]
         if not live:
             return [], skipped
         out = []
@@ -367,9 +425,17 @@ def _opens_sentence_as_name(ctx: _Context, i: int) -> bool:
 def _in_name(ctx: _Context, at: int, after: int, h: Hit, common: frozenset[str]) -> bool:
     if _capitalised_other(ctx, at - 1) and (not ctx.sentence_initial(at - 1) or _opens_sentence_as_name(ctx, at - 1)):
         return True
-    if _capitalised_other(ctx, after):
+    if _capitalised_other(ctx, after) or _titled_people_word(ctx, after):
         return True
     return h.word in common and h.surface[:1].isupper() and not ctx.sentence_initial(at)
+
+
+def _titled_people_word(ctx: _Context, i: int) -> bool:
+    """Token ``i`` is a capitalised word for people followed by another capitalised word: a name (``Jewish Family
+    Service``, ``Black Student Union``)."""
+    w, nxt = ctx.word(i) or "", ctx.word(i + 1) or ""
+    return (w[:1].isupper() and w.lower() in PEOPLE and nxt[:1].isupper() and nxt != "I" and not ctx.is_term(i + 1)
+            and not ctx.sentence_initial(i + 1))
 
 
 def _role_of(ctx: _Context, at: int, after: int, h: Hit) -> str:
@@ -407,3 +473,61 @@ def _about_people(ctx: _Context, at: int, after: int, h: Hit) -> bool:
         subject = ctx.tokens[back - 1][2].lower()
         return subject in SUBJECTS or subject in PEOPLE
     return False
+
+
+def _plural_about_people(ctx: _Context, at: int, after: int, h: Hit) -> bool:
+    """``blacks`` / ``whites`` name people unless they are tones or things: ``the whites of``, ``egg whites``, or a
+    sentence about paint, light or images (:data:`COLOUR_CONTEXT`: ``painting in the blacks and whites``)."""
+    if (ctx.word(after) or "").lower() == "of" or (ctx.word(at - 1) or "").lower() in NOT_PEOPLE_BEFORE:
+        return False
+    return not any(t[2].lower() in COLOUR_CONTEXT for t in ctx.tokens)
+
+
+def _past_qualifiers(ctx: _Context, i: int) -> int:
+    """From token ``i``, past a list of further group words and capitalised nationality words (``, American and
+    African collectors`` -> the index of ``collectors``)."""
+    while i < len(ctx.tokens):
+        start, _, w = ctx.tokens[i]
+        if start in ctx.ends:
+            i = ctx.index(ctx.ends[start], after=True)
+        elif w.lower() in COORDINATORS or (w[:1].isupper() and DEMONYM.search(w.lower())):
+            i += 1
+        else:
+            break
+    return i
+
+
+def _origin_about_people(ctx: _Context, at: int, after: int, h: Hit) -> bool:
+    """An origin adjective (``African``, ``European``, ``Asian``) is about people unless it qualifies a thing or a
+    place: people when it stands alone (``an Asian``, ``were Hispanic.``, ``the first Asian to``), before a word for
+    people or ancestry (past a list of group and nationality words and one modifier: ``European, American and African
+    collectors``), or in a people compound (``African-born``); not before any other word (``European waters``,
+    ``Asian elephants``, ``Latin American countries``)."""
+    rest = ctx.text[h.end:]
+    if rest[:1] == "-":
+        suffix = re.match(r"-([A-Za-z]+)", rest)
+        return bool(suffix and suffix.group(1).lower() in PEOPLE_SUFFIXES | {"born"})
+    i = _past_qualifiers(ctx, after)
+    nxt = ctx.word(i)
+    if nxt is None or not nxt[0].isalpha() or nxt.lower() in CLOSED_CLASS:
+        return True
+    low = nxt.lower()
+    if low in PERSON_MODIFIERS:
+        low = (ctx.word(i + 1) or "").lower()
+    return low in PEOPLE
+
+
+def _bound_pattern(lexicon: GroupLexicon) -> re.Pattern[str] | None:
+    """One pattern for the lexicon's bound words and phrases (any case), :data:`~.groups.BOUND_CAPITALISED` (only
+    capitalised) and :data:`~.groups.BOUND_BEFORE` (a denomination's word before a word of its community)."""
+    from .groups import BOUND_BEFORE, BOUND_CAPITALISED
+
+    def alternation(words) -> str:
+        return "|".join(r"\s+".join(map(re.escape, w.split())) for w in sorted(words, key=len, reverse=True))
+
+    parts = [f"(?i:{alternation(lexicon.bound)})"] if lexicon.bound else []
+    caps = BOUND_CAPITALISED.get(lexicon.attribute, frozenset())
+    parts += [alternation(w.capitalize() for w in caps)] if caps else []
+    before = BOUND_BEFORE.get(lexicon.attribute)
+    parts += [rf"(?i:(?:{alternation(before[0])})\s+(?:{alternation(before[1])}))"] if before else []
+    return re.compile(r"(?<!\w)(?:" + "|".join(parts) + r")(?!\w)") if parts else None

@@ -14,6 +14,12 @@ when a sentence's group *i* is mapped to group *j* (:mod:`context_cda.cda.group_
 * words that are also common words (``black`` and ``white`` as colours) are marked *ambiguous* and swapped only
   where they refer to people (see the swapper); lower-case nouns (``church``) written with a capital inside a
   sentence are taken as part of a name (``St Mary's Church``) and left alone;
+* people nouns (``Asians``, ``Hispanics``, ``blacks``/``whites``) and origin adjectives and demonyms (``African``,
+  ``European``, ``Latin American``: :data:`ORIGIN`, words for people unless they qualify a thing or a place) are
+  rows of their own; a second word for a group (``Caucasian``, ``Latino``, ``Islamic``) sits in a *one-way* row
+  (:data:`DEFAULT_ROWS`) that says what it becomes without making it anyone's counterpart;
+* words bound to one group with no counterpart in the others (:data:`BOUND`: ``Catholic``, ``Easter``, ``Talmud``)
+  are no rows: a sentence holding one is left alone as a unit by the swapper (never a "Catholic mosque");
 * no country or continent names: swapping ``Africa`` for ``Asia`` changes a fact about a place, not a person
   (bias-bench's lists do it; load them with ``lexicon.source: bias-bench``).
 
@@ -38,14 +44,30 @@ DEFAULT_GROUPS: dict[str, tuple[str, ...]] = {
     "religion": ("jewish", "christian", "muslim"),
 }
 
-#: attribute -> (words of each group, role or None)
-DEFAULT_ROWS: dict[str, tuple[tuple[tuple[str, ...], str | None], ...]] = {
+#: attribute -> rows: (words of each group, role or None[, the groups whose word takes the row as its own]). A row
+#: with that third element is *one-way*: ``("black", "caucasian", "asian", "hispanic")`` owned by group 1 says what
+#: *Caucasian* becomes, while *black*, *Asian* and *Hispanic* keep their own rows (where white is their counterpart):
+#: a second word for a group (Caucasian beside white, Latino beside Hispanic, Islamic beside Muslim) is swapped
+#: without becoming anyone's counterpart.
+DEFAULT_ROWS: dict[str, tuple[tuple, ...]] = {
     "race": (
         (("black", "white", "asian", "hispanic"), None),
+        (("blacks", "whites", "asians", "hispanics"), None),
         (("african american", "european american", "asian american", "hispanic american"), None),
         (("african americans", "european americans", "asian americans", "hispanic americans"), None),
         (("african-american", "european-american", "asian-american", "hispanic-american"), None),
         (("african-americans", "european-americans", "asian-americans", "hispanic-americans"), None),
+        (("afro-american", "european-american", "asian-american", "hispanic-american"), None, (0,)),
+        (("afro-americans", "european-americans", "asian-americans", "hispanic-americans"), None, (0,)),
+        # origin adjectives and demonyms (bias-bench's african, caucasian; their continents are not people)
+        (("african", "european", "asian", "latin american"), None, (0, 1, 3)),
+        (("africans", "europeans", "asians", "latin americans"), None, (0, 1, 3)),
+        (("black", "caucasian", "asian", "hispanic"), None, (1,)),
+        (("blacks", "caucasians", "asians", "hispanics"), None, (1,)),
+        (("black", "white", "asian", "latino"), None, (3,)),
+        (("blacks", "whites", "asians", "latinos"), None, (3,)),
+        (("black", "white", "asian", "latina"), None, (3,)),
+        (("blacks", "whites", "asians", "latinas"), None, (3,)),
     ),
     "religion": (
         (("jewish", "christian", "muslim"), "adjective"),
@@ -57,12 +79,27 @@ DEFAULT_ROWS: dict[str, tuple[tuple[tuple[str, ...], str | None], ...]] = {
         (("rabbi", "priest", "imam"), None),
         (("rabbis", "priests", "imams"), None),
         (("torah", "bible", "quran"), None),
+        (("torahs", "bibles", "qurans"), None),
+        (("jewish", "christian", "islamic"), None, (2,)),
+        (("jewish", "christian", "moslem"), "adjective", (2,)),
+        (("jew", "christian", "moslem"), "noun", (2,)),
+        (("jews", "christians", "moslems"), None, (2,)),
+        (("torah", "bible", "koran"), None, (2,)),
+        (("torah", "bible", "qur'an"), None, (2,)),
     ),
 }
 
 #: words that are also common words: swapped only where they refer to people (``cda.ambiguous``)
 AMBIGUOUS: dict[str, frozenset[str]] = {
     "race": frozenset({"black", "white", "brown", "blacks", "whites", "colored", "coloured"}),
+    "religion": frozenset(),
+}
+
+#: origin adjectives: words for people unless they qualify a thing or a place (``Asian families`` but not ``Asian
+#: elephants``, ``European waters``, ``African countries``)
+ORIGIN: dict[str, frozenset[str]] = {
+    "race": frozenset({"african", "european", "asian", "hispanic", "caucasian", "latino", "latina",
+                       "latin american"}),
     "religion": frozenset(),
 }
 
@@ -73,6 +110,46 @@ COMMON_NOUNS: dict[str, frozenset[str]] = {
                            "priest", "priests", "imam", "imams"}),
 }
 
+#: words and phrases bound to one group that have no counterpart in the others (a denomination, a holiday, a text, a
+#: practice, an office, an event): a sentence holding one cannot be swapped as a coherent unit (never a "Catholic
+#: mosque", never Muslims celebrating Easter), so it is left alone and counted (``bound``). Matched as whole words in
+#: any case; a few (``Conservative``, ``Reform``) only before a word of Jewish life.
+_BOUND_RELIGION = """
+talmud talmudic mishna mishnah tanakh midrash kabbalah halakha halakhah halacha halakhic kosher kashrut shabbat
+shabbos sabbath passover pesach seder hanukkah chanukah sukkot purim shavuot mitzvah yarmulke kippah tallit tefillin
+menorah mezuzah mechitza yeshiva yeshivas rabbinical rabbinic rabbinate hasidic hasidim haredi ultra-orthodox orthodox
+ashkenazi ashkenazic sephardi sephardic zionism zionist zionists antisemitism antisemitic anti-semitism anti-semitic
+anti-semite anti-semites holocaust shoah kibbutz amidah aleynu aleinu kaddish gentile gentiles reconstructionist
+catholic catholics catholicism protestant protestants protestantism anglican anglicans episcopal episcopalian
+methodist methodists baptist baptists lutheran lutherans presbyterian presbyterians calvinist calvinists evangelical
+evangelicals pentecostal mormon mormons quaker quakers puritan puritans jesuit jesuits franciscan franciscans
+benedictine benedictines coptic pope popes papal papacy vatican archbishop archbishops bishop bishops diocese dioceses
+archdiocese diocesan parish parishes parishioner parishioners vicar vicars pastor pastors deacon deacons cathedral
+cathedrals chapel chapels basilica basilicas abbey abbeys convent convents eucharist baptism baptised baptized
+christening crucifix crucifixion jesus christ christmas easter pentecost gospel gospels apostle apostles
+antichrist christendom crusade crusades crusader crusaders sacrament sacraments catechism rosary biblical messiah
+ramadan eid hajj umrah mecca medina kaaba halal hijab hijabs niqab burqa mufti muftis ayatollah caliph caliphs
+caliphate mullah mullahs sharia shariah hadith sunni sunnis shia shiite shiites sufi sufis sufism wahhabi salafi
+jihad jihadist jihadists madrasa madrasah madrassa minaret minarets muezzin allah muhammad mohammed quranic koranic
+masjid islamist islamists islamism islamophobia mahdi fatwa zakat ummah judeo-christian abrahamic
+"""
+_BOUND_RELIGION_PHRASES = ("yom kippur", "rosh hashanah", "rosh hashana", "high holidays", "high holy days",
+                           "bar mitzvah", "bat mitzvah", "bar mitzvahs", "bat mitzvahs", "chosen people", "temple beth",
+                           "beth israel", "latter-day saints", "good friday", "ash wednesday", "new testament",
+                           "old testament")
+BOUND: dict[str, frozenset[str]] = {
+    "race": frozenset(),
+    "religion": frozenset(_BOUND_RELIGION.split()) | frozenset(_BOUND_RELIGION_PHRASES),
+}
+#: bound words that are common words in lower case (the verb lent, mass): bound only when capitalised
+BOUND_CAPITALISED: dict[str, frozenset[str]] = {"race": frozenset(), "religion": frozenset({"lent", "advent", "mass"})}
+#: denominations named by a word that is common otherwise: bound only before a word of Jewish life
+BOUND_BEFORE: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "religion": (frozenset({"conservative", "reform", "reformed", "liberal", "progressive"}),
+                 frozenset({"judaism", "jew", "jews", "jewish", "synagogue", "synagogues", "congregation",
+                            "congregations", "rabbi", "rabbis", "temple", "temples"})),
+}
+
 ROLES = ("adjective", "noun")
 
 
@@ -81,6 +158,10 @@ class GroupRow:
     words: tuple[str, ...]
     origin: str  # "file#entry", "default" or "lexicon.extra_groups"
     role: str | None = None
+    own: tuple[int, ...] | None = None  # the groups whose word takes this row as its own; None: every group
+
+    def owns(self, g: int) -> bool:
+        return self.own is None or g in self.own
 
 
 @dataclass
@@ -96,6 +177,8 @@ class GroupLexicon:
     common_nouns: frozenset[str] = frozenset()
     issues: list[LexiconIssue] = field(default_factory=list)
     source: str = "default"
+    origin: frozenset[str] = frozenset()  # origin adjectives (:data:`ORIGIN`)
+    bound: frozenset[str] = frozenset()  # words and phrases bound to one group (:data:`BOUND`)
 
     @property
     def words(self) -> set[str]:
@@ -120,7 +203,7 @@ def _norm(word: str) -> str:
 
 def build_groups(attribute: str, groups: Sequence[str], rows: Iterable[GroupRow], on_conflict: str = "report",
                  source: str = "custom", ambiguous: Iterable[str] | None = None,
-                 common_nouns: Iterable[str] | None = None) -> GroupLexicon:
+                 common_nouns: Iterable[str] | None = None, bound: Iterable[str] | None = None) -> GroupLexicon:
     """Check and index ``rows`` (see the module docstring): a row of another length than ``groups`` or groups
     that overlap stop with an :class:`~context_cda.errors.InputError` naming the rows; conflicts are reported
     (``on_conflict`` error: a :class:`~context_cda.errors.ConfigError`)."""
@@ -143,8 +226,8 @@ def build_groups(attribute: str, groups: Sequence[str], rows: Iterable[GroupRow]
                     "group only.")
             group.setdefault(w, g)
             first_seen.setdefault(w, row.origin)
-            have = entries.setdefault(w, {})
-            if row.role in have and have[row.role] != words:
+            have = entries.setdefault(w, {}) if row.owns(g) else {}
+            if row.owns(g) and row.role in have and have[row.role] != words:
                 clash = LexiconIssue("conflict", w, "/".join(have[row.role]), "/".join(words), row.origin)
                 if on_conflict == "error":
                     raise ConfigError(f"Lexicon {source}: {clash}. Fix the list, or set lexicon.on_conflict to "
@@ -152,12 +235,46 @@ def build_groups(attribute: str, groups: Sequence[str], rows: Iterable[GroupRow]
                 issues.append(clash)
                 continue
             have.setdefault(row.role, words)
-        kept.append(GroupRow(words, row.origin, row.role))
+        kept.append(GroupRow(words, row.origin, row.role, row.own))
+    _check_owned(source, group, entries, first_seen)
     known = set(group)
-    return GroupLexicon(attribute, groups, tuple(kept), group, entries,
-                        frozenset(AMBIGUOUS.get(attribute, ()) if ambiguous is None else map(_norm, ambiguous)) & known,
-                        frozenset(COMMON_NOUNS.get(attribute, ()) if common_nouns is None else map(_norm, common_nouns))
-                        & known, issues, source)
+    return GroupLexicon(attribute, groups, tuple(kept), group, entries, _ambiguous(attribute, ambiguous, known, source),
+                        _given_or_built_in(common_nouns, COMMON_NOUNS, attribute) & known, issues, source,
+                        frozenset(ORIGIN.get(attribute, ())) & known,
+                        _given_or_built_in(bound, BOUND, attribute) - known)
+
+
+def _given_or_built_in(given: Iterable[str] | None, built_in: dict[str, frozenset[str]], attribute: str
+                       ) -> frozenset[str]:
+    return frozenset(built_in.get(attribute, ()) if given is None else map(_norm, given))
+
+
+def _check_owned(source: str, group: dict[str, int], entries: dict, first_seen: dict[str, str]) -> None:
+    """Every word a one-way row lists as a counterpart only has a row of its own."""
+    orphan = sorted(w for w in group if not entries.get(w))
+    if orphan:
+        raise InputError(f"lexicon {source}: {', '.join(map(repr, orphan))} ({first_seen[orphan[0]]}) only stand in "
+                         "one-way rows as counterparts: give each a row of its own.")
+
+
+def _ambiguous(attribute: str, given: Iterable[str] | None, known: set[str], source: str) -> frozenset[str]:
+    """The ambiguous words: ``given`` (``lexicon.ambiguous``, which replaces the built-in list), each a word of the
+    lexicon; else the attribute's built-in ones the lexicon has. A word the lexicon lacks is refused: the list it
+    replaces would be silently emptied (black and white then swapped as colours: "a glass of Asian wine")."""
+    import difflib
+
+    if given is None:
+        return frozenset(AMBIGUOUS.get(attribute, ())) & known
+    words = {_norm(w) for w in given}
+    unknown = sorted(words - known)
+    if unknown:
+        hints = [f"{w!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(w, known, 1, 0.75)) else "")
+                 for w in unknown]
+        builtin = ", ".join(sorted(AMBIGUOUS.get(attribute, ()))) or "none"
+        raise ConfigError(f"lexicon.ambiguous: {', '.join(hints)} {'is' if len(unknown) == 1 else 'are'} not in the "
+                          f"{attribute} lexicon ({source}); the list replaces the built-in one ({builtin}), so name "
+                          "words the lexicon swaps (or null for the built-in list).")
+    return frozenset(words)
 
 
 def _check_row(attribute: str, groups: tuple[str, ...], row: GroupRow, words: tuple[str, ...]) -> None:
@@ -178,7 +295,8 @@ def _check_row(attribute: str, groups: tuple[str, ...], row: GroupRow, words: tu
 
 
 def default_rows(attribute: str) -> list[GroupRow]:
-    return [GroupRow(words, "default", role) for words, role in DEFAULT_ROWS[attribute]]
+    return [GroupRow(spec[0], "default", spec[1], spec[2] if len(spec) > 2 else None)
+            for spec in DEFAULT_ROWS[attribute]]
 
 
 def load_json_rows(path: Path, attribute: str) -> tuple[tuple[str, ...], list[GroupRow]]:
@@ -220,4 +338,4 @@ def load_groups(attribute: str, cfg) -> GroupLexicon:
                           f"bias-bench (lexicon.path: bias_attribute_words.json) or a JSON file of {attribute} rows.")
     rows = rows + [GroupRow(tuple(r), f"lexicon.extra_groups[{i}]") for i, r in enumerate(cfg.extra_groups)]
     return build_groups(attribute, groups, rows, on_conflict=cfg.on_conflict, source=src,
-                        ambiguous=cfg.ambiguous)
+                        ambiguous=cfg.ambiguous, bound=cfg.bound)

@@ -28,7 +28,8 @@ def print_metrics(title: str, summary: dict[str, Any], aggregate: dict[str, Any]
         if note:
             console().print(f"  {bname}: {note}", highlight=False)
     console().print(
-        f"model={summary['model']} family={summary['family']} bias_type={summary['bias_type']}", highlight=False
+        f"model={summary.get('model')} family={summary.get('family')} bias_type={summary.get('bias_type')}",
+        highlight=False
     )
 
 
@@ -126,8 +127,7 @@ def evaluate(
     StereoSet (SS, LMS, ICAT), CrowS-Pairs (CS), next-token gender balance, WinoGender and WinoBias read the
     model as it is (the bias type follows run.attribute unless --bias-type is given); GLUE,
     Bias in Bios, STS-B and NLI-Bias fine-tune a fresh head on it first (settings: evaluate.head.*)."""
-    from ..evaluate import check_names, run_evaluate
-    from ..io import read_json
+    from ..evaluate import check_names
 
     names = [b.strip() for b in benchmarks.split(",") if b.strip()] if benchmarks else None
     flags = {
@@ -145,10 +145,29 @@ def evaluate(
             sec, key = _PATH_FLAGS[flag]
             flags.setdefault(sec, {})[key] = str(value)
     cfg = resolve_config(profile, sets, run_dir, params, evaluate=flags)
-    for label, inputs, dest, kw in _jobs(cfg, model, name, target, arm, seed, out_dir, artifact, progress):
+    _run_jobs(cfg, _jobs(cfg, model, name, target, arm, seed, out_dir, artifact, progress), progress)
+
+
+def _run_jobs(cfg, jobs, progress: bool) -> None:
+    """Evaluate each job and print its metrics; a published checkpoint that could not be loaded (its aggregate
+    records why, nothing is scored) ends the command with one error line naming it."""
+    from ..errors import ModelError
+    from ..evaluate import run_evaluate
+    from ..io import read_json
+
+    unavailable = []
+    for label, inputs, dest, kw in jobs:
         summary = run_evaluate(cfg, inputs, dest, progress=progress, **kw)
+        if summary.get("unavailable"):
+            why = " ".join(str(summary["unavailable"]).split())
+            unavailable.append(f"evaluate [{label}]: the checkpoint could not be loaded, nothing was scored ({why}); "
+                               f"{Path(dest) / 'aggregate.json'} records why (the report's row says so, and `ccda run` "
+                               "tries it again)")
+            continue
         print_metrics(f"evaluate [{label}]", summary, read_json(Path(dest) / "aggregate.json"))
         console().print(f"outputs: {dest}", highlight=False)
+    if unavailable:
+        raise ModelError("; ".join(unavailable))
 
 
 def _jobs(cfg, model, name, targets, arm, seed, out_dir, artifact=None, progress=True):

@@ -14,7 +14,7 @@ def plan(
     profile: ProfileOpt = None,
     sets: SetOpt = None,
     params: ParamsOpt = None,
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs the run may use side by side.")] = 1,
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs the run may use side by side (at least 1).")] = 1,
     throughput: Annotated[
         Path | None, typer.Option("--throughput", help="Throughput table (JSON; default: the packaged one); "
                                                          "'cpu': the packaged CPU calibration (CPU-hours on the "
@@ -28,12 +28,13 @@ def plan(
     wall time on --gpus GPUs, every rate used (measured or assumed) and the assumptions behind each figure."""
     from rich.table import Table
 
-    from ..costs import Assumptions, device_kind, load_throughput, plan_costs, wall_hours
+    from ..costs import Assumptions, check_plan_args, device_kind, load_throughput, plan_costs, wall_hours
 
+    check_plan_args(gpus, sentences)
     cfg = resolve_config(profile, sets, params=params)
     table = load_throughput(throughput)
     assume = Assumptions()
-    if sentences:
+    if sentences is not None:
         assume.corpus_sentences[cfg.ingest.corpus] = sentences
     costs = plan_costs(cfg, table, assume)
     kind = device_kind(table)
@@ -48,9 +49,9 @@ def plan(
     con = console()
     con.print(out)
     dominant = max(costs, key=lambda c: c.gpu_hours) if costs else None
-    if dominant:
+    if dominant and total > 0:
         con.print(f"dominant step: {dominant.step} ({dominant.gpu_hours / total:.0%} of the GPU-hours)")
-    con.print(f"throughput: {table['about']}", highlight=False)
+    con.print(f"throughput: {table.get('about') or throughput or 'the packaged table'}", highlight=False)
     _print_rates(con, cfg, table, assume)
     for key, src in assume.sources().items():
         con.print(f"  assumption {key} = {getattr(assume, key)} ({src})", highlight=False)

@@ -42,7 +42,7 @@ def register_cmd(
     from ..errors import ConfigError
     from ..io import file_lock
     from ..layout import LOCK_FILE
-    from ..tracking import run_register_target
+    from ..publish import run_register_target
 
     cfg = resolve_config(profile, sets, run_dir, params, tracking={"uri": tracking_uri})
     targets = pick(target, list(cfg.run.targets), "--target")
@@ -54,9 +54,22 @@ def register_cmd(
         with file_lock(step_dir / LOCK_FILE, f"register[{t}]"):  # the runner's register step holds the same lock
             result = run_register_target(cfg, folders, step_dir, t, arms=arms, evaluation=evaluation)
         for a, summary in result["arms"].items():
-            print_summary(f"register {t}/{a}", {k: v for k, v in summary.items() if k != "decision"})
-            verdict = "promoted to champion" if summary.get("promote") else "kept as candidate"
-            console().print(f"{summary['model_name']} v{summary.get('version')}: {verdict}")
+            print_summary(f"register {t}/{a}", {k: v for k, v in summary.items()
+                                                if k not in ("decision", "verdict", "note")})
+            console().print(register_line(summary, a), highlight=False, markup=False)
+
+
+def register_line(summary: dict, arm: str) -> str:
+    """``smollm2-135m-debiased v3 (context-cda): refused: not shown (underpowered: ...) - kept as candidate``: the
+    gate's verdict (the two-word decision for a summary that has none) and where the version went."""
+    from ..tracking.decisions import decision, verdict_line
+
+    registered = summary.get("version") is not None
+    where = ("promoted to champion" if summary.get("promote") else "kept as candidate") if registered else (
+        "not registered (tracking off): no alias moved")
+    verdict = summary.get("verdict") or summary.get("decision") or decision(bool(summary.get("promote")))
+    version = f" v{summary['version']}" if registered else ""
+    return f"{summary['model_name']}{version} ({arm}): {verdict_line(verdict, summary.get('note', ''))} - {where}"
 
 
 def register(app: typer.Typer) -> None:

@@ -49,7 +49,9 @@ def register(app: typer.Typer) -> None:
         c.print(f"[bold]context-cda run[/] profile={cfg.profile or '-'} run_dir={cfg.run_dir()}")
         if filtered_note():
             c.print(f"[dim]{escape(filtered_note())}[/]", soft_wrap=True)
-        if dry_run:
+        if dry_run:  # refuses what the run would refuse without starting anything: the folder, names, families
+            RunLayout.of(cfg).check(create=False)
+            _dry_run_checks(cfg, select(plan(cfg, tlist), olist, until))
             for step in select(plan(cfg, tlist), olist, until):
                 c.print(f"  {'up to date' if is_fresh(step, cfg) else 'to run':>10}  {escape(step.name)}")
             return
@@ -83,3 +85,23 @@ def register(app: typer.Typer) -> None:
             console_err().print(f"[bold red]WARNING: {sum(r.errors for r in failed)} items ended as errors "
                                 f"(transient failures, let through by --allow-errors): {parts}. Those steps are not "
                                 "up to date: rerun `ccda run` to retry exactly these items.[/]")
+
+
+def _dry_run_checks(cfg, steps) -> None:
+    """The run's own checks that need no download, model or server: the benchmark names the steps score, the
+    post-hoc arms' model families and a lexicon that is built in or a local file (its words, its ambiguous words)."""
+    from pathlib import Path
+
+    from ..errors import ConfigError
+    from ..pipeline import check_arm_families
+    from ..preflight import check_benchmarks
+
+    problems = check_benchmarks(cfg, [s.row.step for s in steps])
+    if problems:
+        raise ConfigError(" ".join(problems))
+    check_arm_families(cfg, steps)
+    local = cfg.lexicon.source == "default" or Path(cfg.lexicon.source).expanduser().is_file()
+    if local and any(s.row.step in ("ingest", "cda") for s in steps):
+        from ..cda.stage import attribute_lexicon
+
+        attribute_lexicon(cfg)

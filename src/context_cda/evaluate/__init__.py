@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..layout import AGGREGATE_FILE, NOT_APPLICABLE_FILE, PREDICTIONS_FILE
-from .registry import REGISTRY, Benchmark, Metric, check_names, get_benchmark, metric_specs
+from .registry import (
+    REGISTRY,
+    Benchmark,
+    Metric,
+    check_config_names,
+    check_names,
+    get_benchmark,
+    metric_specs,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config, EvaluateConfig
@@ -191,8 +199,8 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
     from . import posthoc, reuse
     from .data import benchmark_file
 
-    check_names(config.evaluate.benchmarks)  # a misspelt name fails now, not after the first benchmarks are scored
-    posthoc.precheck(config, spec, model, target or name or model)
+    check_config_names(config.evaluate)  # a misspelt name fails now, not after the first benchmarks are scored
+    projection = posthoc.precheck(config, spec, model, target or name or model, inputs)  # before any model loads
     benchmarks, skipped = posthoc.benchmarks_for(config.evaluate, spec, config.evaluate.after_training, arm)
     cfg = config.evaluate.model_copy(update={"benchmarks": benchmarks})
     name = name or parse_ref(model).name
@@ -206,8 +214,8 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
         "evaluate", out,
         {"evaluate": cfg.model_dump(mode="json"), "model": model, "name": name,
          **({"arm": spec.name, "baselines": config.baselines.model_dump(mode="json")} if spec else {})},
-        inputs={**files, **({k: v for k, v in inputs.items() if k in ("debias", "artifact") and v}
-                            if spec is not None and spec.kind == "projection" else {})},  # the others read no matrix
+        inputs={**files, **({k: v for k, v in inputs.items() if k in ("debias", "artifact") and v and Path(v).exists()}
+                            if projection is not None else {})},  # the matrix read (a --artifact: no debias folder)
         versions=("torch", "transformers"),
     )
     summary: dict[str, Any] = {"model": model, "name": name, "bias_type": cfg.bias_type,
@@ -223,7 +231,7 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
             if spec is None or spec.kind != "published":
                 raise
             return _write_unavailable(summary, str(e), out, rec)
-        scorer, applied = posthoc.apply(scorer, config, spec, inputs, target or name)
+        scorer, applied = posthoc.apply(scorer, config, spec, inputs, target or name, projection)
     reused = reuse.reusable(inputs.get("model"), cfg, {b: v for b, v in loaded.items() if get_benchmark(b).per_epoch})
     with rec.timed("score"):
         scored = evaluate_scorer(scorer, cfg, data_cache=config.run.data_cache,

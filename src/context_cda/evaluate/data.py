@@ -143,6 +143,9 @@ def load_stereoset(
             else:
                 raise InputError(f"{p}: line {e.lineno}: not valid JSON ({e.msg}).") from e
     examples = _stereoset_flat(p, text, split) if flat else _stereoset_original(p, doc, split)
+    if not examples:
+        raise InputError(f"{p}: no {split} examples (the file holds none of that split); pass a StereoSet file with "
+                         f"{split} clusters (evaluate.stereoset_path).")
     unique_ids(examples, "cluster")
     want = _bias_filter(bias_type)
     if want is not None:
@@ -303,7 +306,9 @@ def load_crows(path: str | os.PathLike[str], bias_type: str | None = "gender") -
                 )
         except csv.Error as e:
             raise InputError(f"{p}: line {reader.line_num}: malformed CSV ({e}).") from e
-    if want is not None and not out and seen_types:
+    if not seen_types:
+        raise InputError(f"{p}: a header and no pairs; pass the CrowS-Pairs CSV with its rows (evaluate.crows_path).")
+    if want is not None and not out:
         raise InputError(f"{p}: no pairs with bias_type {want!r}; found: {', '.join(sorted(seen_types))}.")
     unique_ids(out, "pair")
     return out

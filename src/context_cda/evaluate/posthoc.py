@@ -71,32 +71,44 @@ def benchmarks_for(cfg: EvaluateConfig, spec: A.Arm | None, after_training: bool
     return [b for b in names if b not in skipped], skipped
 
 
-def precheck(config: Config, spec: A.Arm | None, model: str, who: str) -> None:
-    """An arm the model's family cannot take (e.g. self-debias on a seq2seq model) is one line before anything
-    is loaded, when the model's config can be read without a download."""
-    from ..models import peek_family
+def precheck(config: Config, spec: A.Arm | None, model: str, who: str,
+             inputs: Mapping[str, Path | str] | None = None) -> Any:
+    """Before anything is loaded, one line for an arm the model's family cannot take (e.g. self-debias on a
+    seq2seq model), when the model's config can be read without a download; for a projection arm, its matrix
+    loaded and checked (:meth:`~context_cda.scoring.interventions.Projection.validate`: the arm's tensor, finite,
+    keeping and removing dimensions) against the model's width. Returns that projection (None for other arms)."""
+    from ..models import family_of_config, peek_config
 
     if spec is None or spec.kind == "published":
-        return
-    family = peek_family(model, config.run.model_cache)
-    if family is not None:
-        A.check_family(spec.name, family, who)
+        return None
+    cfg = peek_config(model, config.run.model_cache)
+    if cfg is not None:
+        A.check_family(spec.name, family_of_config(cfg), who)
+    if spec.kind != "projection":
+        return None
+    from ..scoring.interventions import Projection, config_width
+
+    proj = Projection.load(_artifact(inputs or {}, spec, who), spec.name)
+    proj.check_width(config_width(cfg) if cfg is not None else None, f"evaluate {spec.name} on {who}")
+    return proj
 
 
-def apply(scorer: Any, config: Config, spec: A.Arm | None, inputs: Mapping[str, Path | str], who: str
-          ) -> tuple[Any, dict[str, Any]]:
-    """(the scorer with the arm applied, what was applied) - a projection hooked, or a self-debias scorer."""
+def apply(scorer: Any, config: Config, spec: A.Arm | None, inputs: Mapping[str, Path | str], who: str,
+          proj: Any = None) -> tuple[Any, dict[str, Any]]:
+    """(the scorer with the arm applied, what was applied) - a projection hooked (``proj``: the one
+    :func:`precheck` loaded), or a self-debias scorer."""
     if spec is None or spec.kind == "published":
         return scorer, {}
     A.check_family(spec.name, scorer.family, who)
     if spec.kind == "projection":
         from ..scoring.interventions import Projection
 
-        proj = Projection.load(_artifact(inputs, spec, who))
+        proj = proj or Projection.load(_artifact(inputs, spec, who), spec.name)
         proj.check(scorer.model, f"evaluate {spec.name} on {who}")
         proj.attach(scorer.model)
         scorer.intervention = proj
-        return scorer, {"intervention": spec.name, "artifact": proj.source, "dim": proj.dim}
+        return scorer, {"intervention": spec.name, "artifact": proj.source, "dim": proj.dim,
+                        "removed": proj.removed, **_most_removed(proj, spec, who)}
     from ..scoring.self_debias import SelfDebiasSettings, self_debias_scorer
 
     sd = config.baselines.self_debias
@@ -112,6 +124,20 @@ def apply(scorer: Any, config: Config, spec: A.Arm | None, inputs: Mapping[str, 
     return out, {"intervention": spec.name, "prefix": sd.prefixes[bias], "decay_constant": sd.decay_constant,
                  "epsilon": sd.epsilon, "mode": config.baselines.mode,
                  **({"prefix_tokens": out.prefix_length} if scorer.family == "causal" else {})}
+
+
+def _most_removed(proj: Any, spec: A.Arm, who: str) -> dict[str, str]:
+    """A warning (logged, and kept in the aggregate for the report) when a projection removes most dimensions of
+    the hidden states: what the LM head reads is then mostly gone, and a low bias score may only mean that."""
+    if proj.removed * 2 <= proj.dim:
+        return {}
+    import logging
+
+    text = (f"{spec.name} on {who} removes {proj.removed} of the {proj.dim} dimensions of the hidden states: its "
+            "scores measure a model with most of its representation gone (fewer classifiers, "
+            "baselines.inlp.n_classifiers, or fewer components keep more)")
+    logging.getLogger("context_cda").warning("WARNING %s.", text)
+    return {"warning": text}
 
 
 def _artifact(inputs: Mapping[str, Path | str], spec: A.Arm, target: str) -> Path:

@@ -374,6 +374,14 @@ def check_names(names: Sequence[str], key: str = "evaluate.benchmarks") -> list[
                       f"{', '.join(REGISTRY)}.")
 
 
+def check_config_names(cfg: Any) -> None:
+    """``evaluate.benchmarks`` and every list of ``evaluate.arm_benchmarks`` name known benchmarks (one
+    :class:`ConfigError` naming the key): a misspelt name in an arm's list would cut a benchmark from it silently."""
+    check_names(cfg.benchmarks, "evaluate.benchmarks")
+    for arm, names in cfg.arm_benchmarks.items():
+        check_names(names, f"evaluate.arm_benchmarks.{arm}")
+
+
 def metric_specs() -> dict[str, Metric]:
     """Every flat metric name -> its spec (for trackers and promotion gates)."""
     return {m.name: m for b in REGISTRY.values() for m in b.metrics}

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..io import read_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -82,31 +83,84 @@ def load_occupations(folder: Path) -> list[str]:
         if not p.is_file():
             raise InputError(f"{p}: WinoBias occupation list not found (the folder needs {', '.join(OCCUPATION_FILES)} "
                              "beside the {pro,anti}_stereotyped_type{1,2}.txt.{dev,test} files).")
-        out += [w.strip() for w in p.read_text(encoding="utf-8").splitlines() if w.strip()]
-    if not out:
-        raise InputError(f"{folder}: the occupation lists are empty.")
+        words = [w.strip() for w in read_text(p, fix=_FIX).splitlines() if w.strip()]
+        if not words:
+            raise InputError(f"{p}: an empty occupation list; the second occupation of every sentence is looked up "
+                             "there. Restore the file from the WinoBias repository.")
+        out += words
     return sorted(set(out), key=len, reverse=True)
+
+
+_FIX = "Save the WinoBias files as UTF-8."
 
 
 def load(folder: str | Path, split: str = "test") -> list[WinoBiasItem | Rejected]:
     """Every sentence of the four files of ``split``: an item, or :class:`Rejected` when its second occupation
-    cannot be told. A file of another shape stops with an :class:`~context_cda.errors.InputError` naming it."""
+    cannot be told. Stops with an :class:`~context_cda.errors.InputError` naming the file and line: a file of
+    another shape or with no sentences, a sentence number or a sentence given twice in one file, a pro sentence
+    without its anti sentence (or the other way round) or a pair whose two sentences name different occupations."""
     folder = Path(folder)
     if folder.is_file():
         folder = folder.parent
     occupations = load_occupations(folder)
     items: list[WinoBiasItem | Rejected] = []
     for typ in TYPES:
-        for kind in KINDS:
-            path = folder / file_name(kind, typ, split)
-            if not path.is_file():
-                raise InputError(f"{path}: WinoBias file not found (evaluate.winobias.split={split}; the folder needs "
-                                 f"{file_name('pro', 1, split)} and its three siblings).")
-            for line_no, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                if not text.strip():
-                    continue
-                items.append(_parse(text, line_no, path, kind, typ, split, occupations))
+        files = {kind: _read_file(folder / file_name(kind, typ, split), kind, typ, split, occupations)
+                 for kind in KINDS}
+        _check_pairs(files, folder, typ, split)
+        items += [it for kind in KINDS for it in files[kind].values()]
     return items
+
+
+def _read_file(path: Path, kind: str, typ: int, split: str, occupations: Sequence[str]
+               ) -> dict[str, WinoBiasItem | Rejected]:
+    """pair id -> the file's sentence of that pair, in file order; a number or a sentence given twice refused."""
+    if not path.is_file():
+        raise InputError(f"{path}: WinoBias file not found (evaluate.winobias.split={split}; the folder needs "
+                         f"{file_name('pro', 1, split)} and its three siblings).")
+    out: dict[str, WinoBiasItem | Rejected] = {}
+    lines: dict[str, int] = {}
+    texts: dict[str, int] = {}
+    for line_no, text in enumerate(read_text(path, fix=_FIX).splitlines(), start=1):
+        if not text.strip():
+            continue
+        it = _parse(text, line_no, path, kind, typ, split, occupations)
+        pair = _pair(it)
+        body = _LINE.match(text.strip()).group(2).strip()  # type: ignore[union-attr]  # _parse checked the shape
+        for seen, key, what in ((lines, pair, f"sentence number {pair.rsplit('/', 1)[1]}"),
+                                (texts, body, f"the sentence {body[:60]!r}")):
+            if key in seen:
+                raise InputError(f"{path}:{line_no}: {what} given twice (first at line {seen[key]}); each sentence "
+                                 "must appear once, or it is scored twice. Remove one of the two.")
+            seen[key] = line_no
+        out[pair] = it
+    if not out:
+        raise InputError(f"{path}: no sentences; the benchmark needs all four files of the split (pro and anti, types "
+                         "1 and 2). Restore it from the WinoBias repository.")
+    return out
+
+
+def _check_pairs(files: Mapping[str, Mapping[str, WinoBiasItem | Rejected]], folder: Path, typ: int,
+                 split: str) -> None:
+    """Line N of the pro file and line N of the anti file are one sentence with the pronoun's gender flipped: each
+    number in both files, the same occupation resolved in both (the pro - anti gap compares them)."""
+    for kind, other in (KINDS, KINDS[::-1]):
+        alone = [p for p in files[kind] if p not in files[other]]
+        if alone:
+            first = files[kind][alone[0]]
+            raise InputError(
+                f"{folder / first.source}: sentence {alone[0].rsplit('/', 1)[1]} has no {other}-stereotyped "
+                f"counterpart in {file_name(other, typ, split)} ({len(alone)} of {len(files[kind])} {kind} sentences "
+                f"unpaired; that file has {len(files[other])}). The two files must hold the same sentence numbers: "
+                "restore the missing lines.")
+    for pair, pro in files["pro"].items():
+        anti = files["anti"][pair]
+        if isinstance(pro, WinoBiasItem) and isinstance(anti, WinoBiasItem) and {pro.gold, pro.other} != {
+                anti.gold, anti.other}:
+            raise InputError(f"{folder / anti.source}: sentence {pair.rsplit('/', 1)[1]} is about {anti.gold!r} and "
+                             f"{anti.other!r}, and its pro-stereotyped counterpart ({pro.source}) about {pro.gold!r} "
+                             f"and {pro.other!r}: not one sentence pair. Line N of the two files must be the same "
+                             "sentence with the pronoun flipped.")
 
 
 def _parse(text: str, line_no: int, path: Path, kind: str, typ: int, split: str,

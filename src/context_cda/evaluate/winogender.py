@@ -21,6 +21,8 @@ the resolution) and the gotcha accuracy.
 from __future__ import annotations
 
 import csv
+import io
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..io import read_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -73,66 +76,125 @@ class WinoGenderItem:
 
 
 def _rows(path: Path, header: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
+    """The rows of a tab-separated file under ``header`` (line number, field -> value): read by :func:`io.read_text`
+    (a byte-order mark removed, CRLF / CR line ends normalised; another encoding is one error line). A file with
+    a header and no rows is an :class:`InputError`: every part of the benchmark is needed."""
     if not path.is_file():
         raise InputError(f"{path}: Winogender file not found (the folder needs {', '.join(FILES)}).")
-    with path.open(encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t")
+    text = read_text(path, fix="Save the Winogender files as UTF-8 (tab-separated).")
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
         head = next(reader, None)
         if head is None or [h.strip() for h in head[: len(header)]] != list(header):
             raise InputError(f"{path}:1: expected a tab-separated header {' '.join(header)!r}, got "
                              f"{' '.join(head or [])!r}: not a Winogender {path.name}.")
-        return [(i, dict(zip(header, row, strict=False))) for i, row in enumerate(reader, start=2) if row]
+        rows = [(i, dict(zip(header, row, strict=False))) for i, row in enumerate(reader, start=2) if any(row)]
+    except csv.Error as e:
+        raise InputError(f"{path}: malformed tab-separated file ({e}).") from None
+    if not rows:
+        raise InputError(f"{path}: a header and no rows; the benchmark needs every {path.name} row (restore the file "
+                         "from the Winogender schemas' repository).")
+    return rows
+
+
+def _once(seen: dict[Any, int], key: Any, path: Path, line: int, what: str) -> None:
+    """Refuse a key given twice in one file (both lines named): it would be read twice, or silently replaced."""
+    if key in seen:
+        raise InputError(f"{path}:{line}: {what} given twice (first at line {seen[key]}); each must appear once, or it "
+                         "is counted twice. Remove one of the two.")
+    seen[key] = line
 
 
 def _templates(path: Path) -> dict[tuple[str, int], str]:
     """(occupation, answer) -> the pronoun slot its template fills."""
-    out = {}
+    out: dict[tuple[str, int], str] = {}
+    seen: dict[Any, int] = {}
     for line, r in _rows(path, ("occupation(0)", "other-participant(1)", "answer", "sentence")):
         slots = [s for s in SLOTS if s in r.get("sentence", "")]
         if len(slots) != 1 or r.get("answer") not in ("0", "1"):
             raise InputError(f"{path}:{line}: expected one pronoun slot ($NOM_PRONOUN, $POSS_PRONOUN or "
                              f"$ACC_PRONOUN) and an answer 0 or 1, got {r!r}.")
-        out[(r["occupation(0)"], int(r["answer"]))] = slots[0]
+        key = (r["occupation(0)"], int(r["answer"]))
+        _once(seen, key, path, line, f"the template of occupation {key[0]!r} with answer {key[1]}")
+        out[key] = slots[0]
     return out
 
 
 def _majority(path: Path) -> dict[str, str]:
     """occupation -> the gender of its majority in the BLS statistics (female above 50 %)."""
-    out = {}
+    out: dict[str, str] = {}
+    seen: dict[Any, int] = {}
     for line, r in _rows(path, ("occupation", "bergsma_pct_female", "bls_pct_female")):
         try:
-            out[r["occupation"]] = "female" if float(r["bls_pct_female"]) > 50 else "male"
-        except (TypeError, ValueError):
-            raise InputError(f"{path}:{line}: bls_pct_female must be a number, got {r.get('bls_pct_female')!r}."
-                             ) from None
+            share = float(r["bls_pct_female"])
+        except (TypeError, ValueError, KeyError):
+            share = math.nan
+        if not 0.0 <= share <= 100.0:
+            raise InputError(f"{path}:{line}: bls_pct_female must be a percentage (0-100), got "
+                             f"{r.get('bls_pct_female')!r}.")
+        _once(seen, r["occupation"], path, line, f"occupation {r['occupation']!r}")
+        out[r["occupation"]] = "female" if share > 50 else "male"
     return out
 
 
 def load(folder: str | Path) -> list[WinoGenderItem]:
-    """Every sentence of ``all_sentences.tsv`` with its pronoun, choices, label and gotcha flag."""
+    """Every sentence of ``all_sentences.tsv`` with its pronoun, choices, label and gotcha flag. Refused (one
+    :class:`InputError` naming the file and line): a file of another shape, a sentence id or a sentence given
+    twice, a schema without its male, female and neutral sentence, a sentence without its pronoun, an occupation
+    without a template or BLS statistics, a file with no rows."""
     folder = Path(folder)
     if folder.is_file():
         folder = folder.parent
     slots = _templates(folder / "templates.tsv")
     majority = _majority(folder / "occupations-stats.tsv")
-    items = []
     path = folder / "all_sentences.tsv"
+    items: list[WinoGenderItem] = []
+    ids: dict[Any, int] = {}
+    texts: dict[Any, int] = {}
     for line, r in _rows(path, ("sentid", "sentence")):
-        m = _SENTID.match(r.get("sentid", ""))
-        if not m or not r.get("sentence"):
+        m = _SENTID.match(r.get("sentid", "").strip())
+        if not m or not (r.get("sentence") or "").strip():
             raise InputError(f"{path}:{line}: expected 'OCCUPATION.PARTICIPANT.ANSWER.GENDER.txt<TAB>sentence', "
                              f"got {r.get('sentid')!r}.")
-        occ, part, label, gender = m["occ"], m["part"], int(m["label"]), m["gender"]
-        slot = slots.get((occ, label))
-        if slot is None:
-            raise InputError(f"{path}:{line}: no template for occupation {occ!r} with answer {label} in "
-                             f"{folder / 'templates.tsv'}.")
-        gotcha = gender != "neutral" and label == 0 and majority.get(occ, gender) != gender
-        items.append(WinoGenderItem(m.string.removesuffix(".txt"), f"{occ}.{part}.{label}", r["sentence"].strip(),
-                                    SLOTS[slot][gender], occ, part, gender, label, gotcha, f"{path.name}:{line}"))
-    if not items:
-        raise InputError(f"{path}: no sentences.")
+        _once(ids, m.string, path, line, f"sentence id {m.string!r}")
+        _once(texts, r["sentence"].strip(), path, line, f"the sentence {r['sentence'].strip()[:60]!r}")
+        items.append(_item(m, r["sentence"].strip(), slots, majority, folder, f"{path.name}:{line}"))
+    _whole_schemas(items, path)
     return items
+
+
+def _item(m: re.Match, sentence: str, slots: Mapping[tuple[str, int], str], majority: Mapping[str, str],
+          folder: Path, source: str) -> WinoGenderItem:
+    occ, part, label, gender = m["occ"], m["part"], int(m["label"]), m["gender"]
+    where = folder / source
+    slot = slots.get((occ, label))
+    if slot is None:
+        raise InputError(f"{where}: no template for occupation {occ!r} with answer {label} in "
+                         f"{folder / 'templates.tsv'}.")
+    if occ not in majority:
+        raise InputError(f"{where}: occupation {occ!r} has no row in {folder / 'occupations-stats.tsv'} (its gotcha "
+                         "flag needs the BLS share); add it.")
+    pronoun = SLOTS[slot][gender]
+    if not re.search(rf"\b{pronoun}\b", sentence, re.IGNORECASE):
+        raise InputError(f"{where}: the id says a {gender} pronoun ({pronoun!r}, {slot}), and the sentence "
+                         f"{sentence[:80]!r} has none: the id and the sentence disagree.")
+    gotcha = gender != "neutral" and label == 0 and majority[occ] != gender
+    return WinoGenderItem(m.string.removesuffix(".txt"), f"{occ}.{part}.{label}", sentence, pronoun, occ, part, gender,
+                          label, gotcha, source)
+
+
+def _whole_schemas(items: Sequence[WinoGenderItem], path: Path) -> None:
+    """Every schema with one sentence per pronoun gender: the accuracies per gender and their gap compare the
+    same schemas (a schema missing its female sentence would move the gap)."""
+    genders: dict[str, list[WinoGenderItem]] = {}
+    for it in items:
+        genders.setdefault(it.schema, []).append(it)
+    for schema, its in genders.items():
+        missing = [g for g in GENDERS if g not in {i.gender for i in its}]
+        if missing:
+            raise InputError(f"{path.parent / its[0].source}: schema {schema!r} has no {' and no '.join(missing)} "
+                             "sentence; each schema needs its male, female and neutral sentence (the gap compares "
+                             "them). Restore the missing line(s) or remove the schema's others.")
 
 
 def load_options(cfg: Any) -> dict[str, Any]:

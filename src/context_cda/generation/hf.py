@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ModelError
+from ..errors import ModelError, out_of_memory
 from ..progress import iterate
 from .base import (
     EMPTY_PROMPT,
@@ -193,11 +193,22 @@ class HFGenerator:
             try:
                 batch = self._generate_batch([ids[i] for i in idx], [texts[i] for i in idx], params, eos_ids,
                                              stop_strings, torch)
-            except (RuntimeError, ValueError, IndexError) as e:  # one bad batch (e.g. out of memory) fails alone
+            except (RuntimeError, ValueError, IndexError, MemoryError) as e:  # one bad batch fails alone ...
+                if out_of_memory(e):  # ... but memory does not come back by retrying: final, with its cause
+                    raise self._no_memory(e, len(idx), params) from None
                 batch = [GenerationResult(error=f"hf generate failed: {e}"[:300]) for _ in idx]
             for i, r in zip(idx, batch, strict=True):
                 results[i] = r
         return [r for r in results if r is not None]
+
+    def _no_memory(self, err: BaseException, prompts: int, params: SamplingParams) -> ModelError:
+        cause = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        return ModelError(
+            f"hf generator {getattr(self, 'model_id', type(self.model).__name__)}: not enough memory for a batch of "
+            f"{prompts} prompts x {params.n} samples x up to {params.max_tokens} new tokens ({cause}). This is not "
+            "transient (a rerun fails the same way; finished items are kept): lower the prompts per batch "
+            "(augment.batch_size; entropy.batch_size for the sample step), the samples per prompt (entropy.n_samples) "
+            "or the new tokens (max_tokens), or run where there is more memory.")
 
     def _generate_batch(self, ids: list[list[int]], texts: list[str], params: SamplingParams, eos_ids: list[int],
                         stop_strings: list[str], torch: Any) -> list[GenerationResult]:

@@ -7,10 +7,11 @@ text rendered for a browser, with its figures).
    stage, the training budget, the benchmarks' sizes, the seeds and what was sampled;
 2. **Findings** (:mod:`.findings`): what the paired evidence shows and does not show, in words and numbers;
 3. **Table 1** (``table1.csv``): per target, the vanilla model (epoch 0) and each arm after its last epoch (the
-   evaluate stage's full-benchmark metrics where it ran), cells with their bootstrap intervals and ▲ / ▼ where
-   the paired difference from vanilla is significantly better / worse; several seeds: one row per seed and the
-   mean ± std (:mod:`.evidence`);
-4. **Paired comparisons** (``comparisons.csv``): every arm against vanilla and every other arm, marked the same way;
+   evaluate stage's full-benchmark metrics where it ran), cells with their bootstrap intervals and ▲ / ▼: on SS,
+   CS and LMS the promotion gate's own judgement against vanilla (:func:`context_cda.tracking.gate.judge`), on
+   ICAT a significant paired difference; several seeds: one row per seed and the mean ± std (:mod:`.evidence`);
+4. **Paired comparisons** (``comparisons.csv``): every arm against vanilla and every other arm, with the gate's
+   statistic (the shift toward 50) and marks;
 5. **Table 2** (``table2.csv``): extrinsic bias, GLUE and next-token balance with their deviation marks
    (:mod:`.extrinsic`), when the evaluate stage ran;
 6. **Registry decisions** (:mod:`.registry`): each version's decision and aliases, in the registry's words;
@@ -74,7 +75,7 @@ def collect_metrics(finetune_dir: Path | str) -> pd.DataFrame:
     frames = []
     for keys, folder in L.discover(finetune_dir, "finetune"):
         p = folder / L.METRICS_FILE
-        df = pd.read_csv(p) if p.is_file() else pd.DataFrame()
+        df = read_metrics(p) if p.is_file() else pd.DataFrame()
         if df.empty:
             continue
         for k in ("target", "arm"):
@@ -85,6 +86,24 @@ def collect_metrics(finetune_dir: Path | str) -> pd.DataFrame:
         raise InputError(f"{finetune_dir}: no fine-tuning step with a {L.METRICS_FILE} (folders "
                          f"{L.FOLDERS['finetune']}); run `ccda finetune` first.")
     return pd.concat(frames, ignore_index=True)
+
+
+def read_metrics(path: Path) -> pd.DataFrame:
+    """One fine-tuning step's ``metrics.csv``: an epoch column and numbers (arm and target aside); a file of
+    another shape (edited by hand, cut short) is an :class:`InputError` naming it, not a traceback in the report."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise InputError(f"{path}: not a metrics table ({str(e).splitlines()[0][:120]}); the fine-tuning step writes "
+                         "it: restore the file or rerun that step (ccda run --only finetune --force).") from None
+    text = [c for c in df.columns if c not in ("arm", "target") and not pd.api.types.is_numeric_dtype(df[c])]
+    if not df.empty and ("epoch" not in df.columns or text):
+        what = f"column(s) {', '.join(map(str, text[:3]))} hold values that are not numbers" if text else "no epoch column"
+        raise InputError(f"{path}: {what}; the fine-tuning step writes an epoch and numbers: restore the file or "
+                         "rerun that step (ccda run --only finetune --force).")
+    return df
 
 
 def first_seed(df: pd.DataFrame, seeds: list[int] | None = None) -> pd.DataFrame:
@@ -348,8 +367,10 @@ def _facts(config: Config, folders: Mapping[str, Path]) -> dict[str, Any]:
                  if str(describe(ref).details.get("quantization", "F32"))[:1] in ("Q", "I")]
     budgets = {int(s["token_budget"]) for _, d in L.discover(folders["finetune"], "finetune")
                if isinstance((s := setup.summary_of(d)).get("token_budget"), int)}
+    ev_dir = folders.get("evaluations") or folders.get("posthoc")
     return {"quantized": quantized, "token_budgets": sorted(budgets),
-            "max_items": config.evaluate.max_items, "not_scored": not_scored(folders.get("evaluations"))}
+            "max_items": config.evaluate.max_items, "not_scored": not_scored(folders.get("evaluations")),
+            "projections": baselines.projection_warnings(ev_dir)}
 
 
 def not_scored(evaluate_dir: Path | str | None) -> dict[str, list[tuple[list[str], list[str]]]]:

@@ -6,8 +6,8 @@ evaluations, the paper's published values beside the measured ones, and the deco
   row, saying why.
 * Published values (``report.published``; default ``context_cda/resources/published_table1.yaml``) come as a row
   under the measured one, labelled "published (paper)": another scorer on other items, context and never evidence.
-* Decontamination: per stage that can feed training (ingest, cda, augment), how many texts were dropped for
-  overlapping a benchmark item (:mod:`context_cda.decontam`).
+* Decontamination: per step that makes training text (ingest, cda, augment, the neutral step, the cda-neutral
+  arm's finetune), how many texts were dropped for overlapping a benchmark item (:mod:`context_cda.decontam`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from ..io import read_json
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config
 
-DECONTAM_STAGES = (("ingest", "sentences"), ("cda", "counterfactual pairs"), ("augment", "rephrasings"))
+DECONTAM_STAGES = (("ingest", "sentences"), ("cda", "counterfactual pairs"), ("augment", "rephrasings"),
+                   ("neutral", "neutral rewrites (context-neutral)"))
+#: the finetune step that makes its own training texts: the cda-neutral arm's lexicon rewrites
+DECONTAM_ARM = ("cda-neutral", "lexicon neutral rewrites (cda-neutral)")
 
 
 def posthoc_dirs(evaluate_dir: Path | str | None) -> dict[tuple[str, str], Path]:
@@ -45,6 +48,20 @@ def unavailable(evaluate_dir: Path | str | None) -> dict[tuple[str, str], str]:
     return out
 
 
+def projection_warnings(evaluate_dir: Path | str | None) -> list[str]:
+    """The post-hoc evaluations' warnings about their projection (one that removes most dimensions of the hidden
+    states: :func:`context_cda.evaluate.posthoc.apply`), for the report's caveats."""
+    out = []
+    for _key, folder in sorted(posthoc_dirs(evaluate_dir).items()):
+        try:
+            applied = read_json(folder / L.AGGREGATE_FILE).get("applied") or {}
+        except (InputError, AttributeError):
+            continue
+        if isinstance(applied, dict) and applied.get("warning"):
+            out.append(str(applied["warning"]))
+    return out
+
+
 def published_values(config: Config) -> dict[str, Any]:
     """``{"source": ..., "models": {model reference: {row: {metric: value}}}}`` from ``report.published``."""
     import yaml
@@ -60,28 +77,46 @@ def published_values(config: Config) -> dict[str, Any]:
     return data
 
 
+def published_rows(config: Config, published: Mapping[str, Any], target: str) -> dict[str, dict[str, float]]:
+    """``{row: {metric: value}}`` the paper publishes for the target's model reference (empty: not a paper model)."""
+    ref = config.run.targets.get(target)
+    rows = (published.get("models", {}).get(ref) or {}) if ref else {}
+    return {str(name): {k: float(v) for k, v in row.items()} for name, row in rows.items() if row}
+
+
 def published_row(config: Config, published: Mapping[str, Any], target: str, model: str) -> dict[str, float] | None:
     """The published values of (target, row) when the paper reports the target's reference."""
-    ref = config.run.targets.get(target)
-    row = (published.get("models", {}).get(ref) or {}).get(model) if ref else None
-    return {k: float(v) for k, v in row.items()} if row else None
+    return published_rows(config, published, target).get(model)
 
 
 def decontamination(folders: Mapping[str, Path]) -> list[dict[str, Any]]:
-    """One row per stage that ran: stage, what it checks, texts dropped for an eval overlap, per benchmark."""
+    """One row per step that made training text and ran: stage, what it checks, texts dropped for an eval overlap,
+    per benchmark (the cda-neutral arm's rewrites: from its first finetune step; every target and seed rewrites the
+    same validated table with the same lexicon)."""
     rows = []
     for stage, what in DECONTAM_STAGES:
         folder = folders.get(stage) or (folders["augment"].parent / stage if folders.get("augment") else None)
-        if folder is None or not (Path(folder) / "manifest.json").is_file():
-            continue
-        try:
-            summary = read_json(Path(folder) / "manifest.json").get("summary", {})
-        except InputError:
-            continue
-        if "eval_overlap" in summary:
-            rows.append({"stage": stage, "checks": what, "dropped": int(summary["eval_overlap"]),
-                         "by_benchmark": dict(summary.get("eval_overlap_by_benchmark") or {})})
+        row = _overlap_row(folder, stage, what)
+        rows += [row] if row else []
+    arm, what = DECONTAM_ARM
+    if folders.get("finetune") and Path(folders["finetune"]).is_dir():
+        steps = [d for k, d in L.discover(folders["finetune"], "finetune") if k.get("arm") == arm]
+        row = next((r for d in steps if (r := _overlap_row(d, f"finetune ({arm})", what))), None)
+        rows += [row] if row else []
     return rows
+
+
+def _overlap_row(folder: Path | str | None, stage: str, what: str) -> dict[str, Any] | None:
+    if folder is None or not (Path(folder) / "manifest.json").is_file():
+        return None
+    try:
+        summary = read_json(Path(folder) / "manifest.json").get("summary", {})
+    except InputError:
+        return None
+    if "eval_overlap" not in summary:
+        return None
+    return {"stage": stage, "checks": what, "dropped": int(summary["eval_overlap"]),
+            "by_benchmark": dict(summary.get("eval_overlap_by_benchmark") or {})}
 
 
 def decontamination_markdown(rows: list[dict[str, Any]], config: Config) -> list[str]:

@@ -3,12 +3,17 @@ paired comparisons of every arm with vanilla and with every other arm.
 
 * Cells are ``value [low, high]``: the bootstrap interval at ``evaluate.bootstrap.level`` of the metric (from the
   evaluate step's aggregate, else the per-epoch ``metrics.csv``; both carry ``<metric>_ci_low/_ci_high``).
-* ▲ / ▼ mark an arm's cell whose paired difference from vanilla is significant at that level, in the better / the
-  worse direction (:data:`DIRECTION`): |SS-50| for SS and |CS-50| for CS (lower: less biased), LMS and ICAT
-  (higher is better). The paired table marks its cells the same way; ΔSS and ΔCS, which have no better side, get a
+* ▲ / ▼ on SS, CS and LMS are the promotion gate's own judgement (:func:`context_cda.tracking.gate.judge`, the
+  function the register step decides with, on the same per-item evidence and policy): against vanilla, SS and CS
+  ▲ when less biased (a significant shift toward 50, Holm-corrected over the metrics vanilla is biased on, with no
+  overshoot), ▼ when more biased (shifted away from 50, farther past 50 than vanilla's distance, or - where vanilla
+  is demonstrably biased - an estimate as far past 50 as vanilla was); LMS ▲ when significantly higher, ▼ when
+  significantly lower and not non-inferior. Between two arms the earlier one is the reference (the champion's rules,
+  margin 0). ICAT, which the gate does not decide on, is marked by its paired difference (higher is better; a
+  benchmark added later adds its directed keys to :data:`DIRECTION`). ΔSS and ΔCS, which have no better side, get a
   ``*`` when significant.
 * With several training seeds, Table 1's arm row is the first seed's (the registered model), and one row per
-  seed and a ``mean ± std`` row follow it (std over seeds, ddof 1); the ``*`` then sits on the mean row, as the
+  seed and a ``mean ± std`` row follow it (std over seeds, ddof 1); the mark then sits on the mean row, as the
   comparison is of the seeds' pooled evidence, not of the first seed alone.
 * The paired comparisons use the per-item scores (:mod:`context_cda.tracking.evidence`): an arm's seeds pooled
   (each metric the mean of the seeds' metrics on the same resampled items), vanilla's from its evaluate step or
@@ -30,22 +35,27 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..config import Config
     from ..stats import Difference
+    from ..tracking.gate import Judgement
+    from ..tracking.promotion import PromotionPolicy
 
-#: Table 1's metrics -> the paired difference that marks them
-MARKED_BY = {"stereoset_ss": "ss_dist", "stereoset_lms": "lms", "stereoset_icat": "icat", "crows_cs": "cs_dist"}
-#: the paired-comparison table's columns: (benchmark, key, title)
-COLUMNS = (("stereoset", "ss", "ΔSS"), ("stereoset", "ss_dist", "Δ|SS-50|"), ("stereoset", "lms", "ΔLMS"),
-           ("stereoset", "icat", "ΔICAT"), ("crows", "cs", "ΔCS"), ("crows", "cs_dist", "Δ|CS-50|"))
+#: Table 1's metrics the gate judges (their marks are its outcomes); the others are marked by a paired difference
+GATE_MARKED = ("stereoset_ss", "crows_cs", "stereoset_lms")
+MARKED_BY = {"stereoset_icat": "icat"}
+#: the paired-comparison table's columns: (benchmark, key, title); a key of the gate (``stereoset_ss`` ...) shows
+#: the gate's statistic (the shift toward 50, the LMS difference) with the gate's mark
+COLUMNS = (("stereoset", "ss", "ΔSS"), ("stereoset", "stereoset_ss", "SS shift toward 50"),
+           ("stereoset", "stereoset_lms", "ΔLMS"), ("stereoset", "icat", "ΔICAT"), ("crows", "cs", "ΔCS"),
+           ("crows", "crows_cs", "CS shift toward 50"))
 #: paired difference key -> (+1: higher is better, -1: lower is better; its name; the plain words for better, for
-#: worse). A key without an entry (the signed ΔSS, ΔCS) has no direction: which way is better depends on the side of
-#: 50 a model is on. Benchmarks added later add their keys here (the findings are written from this table).
+#: worse), for the metrics the gate does not judge. A key without an entry (the signed ΔSS, ΔCS) has no direction:
+#: which way is better depends on the side of 50 a model is on. Benchmarks added later add their keys here (the
+#: findings are written from this table and from the gate's judgements).
 DIRECTION: dict[str, tuple[int, str, str, str]] = {
-    "ss_dist": (-1, "|SS−50|", "less biased on StereoSet", "more biased on StereoSet"),
-    "cs_dist": (-1, "|CS−50|", "less biased on CrowS-Pairs", "more biased on CrowS-Pairs"),
-    "lms": (+1, "LMS", "better language modelling", "worse language modelling"),
     "icat": (+1, "ICAT", "higher ICAT", "lower ICAT"),
 }
-BETTER, WORSE = "▲", "▼"  # a significant difference in the better / the worse direction
+BETTER, WORSE = "▲", "▼"  # better / worse: the gate's judgement, or a significant difference
+#: the gate's outcome -> its mark
+OUTCOME_MARK = {"better": f" {BETTER}", "worse": f" {WORSE}"}
 
 
 def direction(key: str, d: Difference | None) -> str:
@@ -62,18 +72,33 @@ def mark_of(key: str, d: Difference | None) -> str:
     return {"better": f" {BETTER}", "worse": f" {WORSE}", "significant": "*"}.get(direction(key, d), "")
 
 
+def gate_mark(judgement: Judgement | None, metric: str) -> str:
+    """The mark of a gate metric (SS, CS, LMS): the gate's outcome, ▲ better, ▼ worse, "" otherwise."""
+    if judgement is None:
+        return ""
+    return OUTCOME_MARK.get(judgement.outcomes().get(metric, ""), "")
+
+
 @dataclass
 class Evidence:
-    """What the report shows beyond the point values."""
+    """What the report shows beyond the point values: per (target, a, b) the paired differences and the gate's
+    judgement of a against b (b: vanilla or an earlier arm)."""
 
     level: float
     seeds: list[int]
     per_seed: dict[tuple[str, str], dict[int, dict[str, float]]] = field(default_factory=dict)  # (target, arm)
     # (target, a, b) -> {key: Difference}; b is "vanilla" or another arm
     pairs: dict[tuple[str, str, str], dict[str, Difference]] = field(default_factory=dict)
+    judgements: dict[tuple[str, str, str], Judgement] = field(default_factory=dict)
+
+    def judgement(self, target: str, a: str, b: str = L.VANILLA) -> Judgement | None:
+        return self.judgements.get((target, a, b))
 
     def mark(self, target: str, model: str, metric: str) -> str:
-        """▲ / ▼ on an arm's cell whose paired difference from vanilla is significantly better / worse."""
+        """▲ / ▼ on an arm's cell: the gate's judgement against vanilla (SS, CS, LMS), else the paired difference
+        from vanilla, significantly better / worse."""
+        if metric in GATE_MARKED:
+            return gate_mark(self.judgement(target, model), metric)
         key = MARKED_BY.get(metric, "")
         return mark_of(key, self.pairs.get((target, model, L.VANILLA), {}).get(key))
 
@@ -101,37 +126,44 @@ def _seed_metrics(finetune_df: pd.DataFrame, evaluations: Path | None) -> dict[t
     return out
 
 
-def _pairs(folders: Mapping[str, Path], targets: list[str], arms: list[str], seeds: list[int],
-           settings) -> dict[tuple[str, str, str], dict[str, Difference]]:
-    """Every arm against vanilla and against every later arm, on the items both were scored on."""
-    from ..stats import paired
+def _models(folders: Mapping[str, Path], target: str, arms: list[str], seeds: list[int]) -> dict[str, Any]:
+    """{vanilla / arm: its per-item evidence} of one target, found where the register step finds it (an arm's
+    seeds pooled; a post-hoc arm's one evaluation)."""
     from ..tracking import evidence as E
 
-    fn = {b: (E.scorer(b).metrics, E.scorer(b).IDEALS) for b in E.BENCHMARKS}
-    out: dict[tuple[str, str, str], dict[str, Difference]] = {}
-    for target in targets:
-        ev_dir, ft_dir = _of_target(folders.get("evaluations"), "evaluate", target), _of_target(
-            folders["finetune"], "finetune", target)
-        models: dict[str, E.Evidence] = {}
-        van = E.vanilla_items_dir(ev_dir, ft_dir, target)
-        if van is not None:
-            models[L.VANILLA] = E.load([van])
-        for arm in arms:
-            found = {s: d for s in seeds if (d := E.model_items_dir(ev_dir, ft_dir, target, arm, s)) is not None}
-            post = L.within(ev_dir, "evaluate", {"target": target}, "evaluate-posthoc", arm=arm) if ev_dir else None
-            if found:
-                models[arm] = E.load(found)
-            elif post is not None and E.has_predictions(post):  # a post-hoc arm: one evaluation, no seeds
-                models[arm] = E.load([post])
-        names = [m for m in (L.VANILLA, *arms) if m in models]
-        for b, a in itertools.combinations(names, 2):  # a - b, b earlier (vanilla first)
-            diffs: dict[str, Difference] = {}
-            for bench, (metric, ideals) in fn.items():
-                if models[a].has(bench) and models[b].has(bench):
-                    diffs.update(paired(models[a].items[bench], models[b].items[bench], metric, settings, ideals))
-            if diffs:
-                out[(target, a, b)] = diffs
-    return out
+    ev_dir, ft_dir = _of_target(folders.get("evaluations"), "evaluate", target), _of_target(
+        folders["finetune"], "finetune", target)
+    models: dict[str, E.Evidence] = {}
+    van = E.vanilla_items_dir(ev_dir, ft_dir, target)
+    if van is not None:
+        models[L.VANILLA] = E.load([van])
+    for arm in arms:
+        found = {s: d for s in seeds if (d := E.model_items_dir(ev_dir, ft_dir, target, arm, s)) is not None}
+        post = L.within(ev_dir, "evaluate", {"target": target}, "evaluate-posthoc", arm=arm) if ev_dir else None
+        if found:
+            models[arm] = E.load(found)
+        elif post is not None and E.has_predictions(post):  # a post-hoc arm: one evaluation, no seeds
+            models[arm] = E.load([post])
+    return models
+
+
+def compare(models: Mapping[str, Any], names: list[str], policy: PromotionPolicy, target: str
+            ) -> tuple[dict[tuple[str, str, str], dict[str, Difference]], dict[tuple[str, str, str], Judgement]]:
+    """Every model of ``names`` against every earlier one (vanilla first): the paired differences of every metric
+    and the gate's judgement (:func:`context_cda.tracking.gate.judge`; against vanilla with the policy's margins,
+    against an earlier arm with the champion's rules)."""
+    from ..tracking import evidence as E
+    from ..tracking.gate import CHAMPION, VANILLA, judge
+
+    pairs: dict[tuple[str, str, str], dict[str, Difference]] = {}
+    judgements: dict[tuple[str, str, str], Judgement] = {}
+    for b, a in itertools.combinations([m for m in names if m in models], 2):  # a - b, b earlier
+        diffs = E.paired_differences(models[a], models[b], policy.settings)
+        if diffs:
+            pairs[(target, a, b)] = diffs
+            role = VANILLA if b == L.VANILLA else CHAMPION
+            judgements[(target, a, b)] = judge(models[a], models[b], policy, role, b)
+    return pairs, judgements
 
 
 def _of_target(parent: Path | None, step: str, target: str) -> Path | None:
@@ -143,20 +175,24 @@ def _of_target(parent: Path | None, step: str, target: str) -> Path | None:
 
 
 def collect(config: Config, folders: Mapping[str, Path], finetune_df: pd.DataFrame) -> Evidence:
-    """The report's evidence from the run's finetune and evaluate folders."""
-    from ..stats import Settings
+    """The report's evidence from the run's finetune and evaluate folders, judged with the register step's
+    policy (``tracking.promotion``, ``evaluate.bootstrap``, ``evaluate.bias_type``)."""
+    from ..arms import for_target
+    from ..tracking.promotion import PromotionPolicy
 
-    settings = Settings.of(config.evaluate.bootstrap)
+    policy = PromotionPolicy.from_config(config.tracking.promotion, config.evaluate.bootstrap,
+                                         config.evaluate.bias_type)
     seeds = list(config.train.seeds)
-    ev = Evidence(level=settings.level, seeds=seeds)
+    ev = Evidence(level=policy.level, seeds=seeds)
     ev.per_seed = _seed_metrics(finetune_df, folders.get("evaluations"))
     targets = sorted({str(t) for t in finetune_df["target"].unique()})
     arms = [a for a in config.train.arms if any((t, a) in ev.per_seed for t in targets)]
     arms += sorted({a for _, a in ev.per_seed} - set(arms))
-    from ..arms import for_target
-
     arms += [a for t in targets for a in for_target(config, t, ("projection", "scoring", "published")) if a not in arms]
-    ev.pairs = _pairs(folders, targets, arms, seeds, settings)
+    for target in targets:
+        pairs, judgements = compare(_models(folders, target, arms, seeds), [L.VANILLA, *arms], policy, target)
+        ev.pairs.update(pairs)
+        ev.judgements.update(judgements)
     return ev
 
 
@@ -192,24 +228,51 @@ def seed_rows(ev: Evidence, target: str, arm: str, metrics: list[str],
     return rows
 
 
-def _diff_cell(key: str, d: Difference | None) -> str:
+def _diff_cell(key: str, d: Difference | None, mark: str | None = None) -> str:
     if d is None:
         return "–"
-    return f"{d.point:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" + mark_of(key, d)
+    return f"{d.point:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" + (mark_of(key, d) if mark is None else mark)
+
+
+def _gate_cell(j: Judgement | None, metric: str) -> str:
+    """The gate's statistic of ``metric`` with the gate's mark: the shift toward 50 (SS, CS), the LMS difference."""
+    if j is None:
+        return "–"
+    if metric in j.bias:
+        return _diff_cell(metric, j.bias[metric].shift, gate_mark(j, metric))
+    return _diff_cell(metric, j.lms.diff, gate_mark(j, metric)) if j.lms is not None else "–"
 
 
 def comparison_rows(ev: Evidence, target: str, label) -> list[tuple[str, list[str]]]:
-    return [(f"{label(a)} − {label(b)}", [_diff_cell(k, diffs.get(k)) for _, k, _ in COLUMNS])
-            for (t, a, b), diffs in ev.pairs.items() if t == target]
+    rows = []
+    for (t, a, b), diffs in ev.pairs.items():
+        if t == target:
+            j = ev.judgements.get((t, a, b))
+            rows.append((f"{label(a)} − {label(b)}", [_gate_cell(j, k) if k.startswith(("stereoset_", "crows_"))
+                                                      else _diff_cell(k, diffs.get(k)) for _, k, _ in COLUMNS]))
+    return rows
+
+
+GATE_WORDS = ("the promotion gate's own judgement ({fn}, on the same per-item evidence and policy as the register "
+              "step): SS and CS {up} less biased (a significant paired shift toward 50, Holm-corrected over the "
+              "metrics the reference is demonstrably biased on, with no overshoot), {down} more biased (shifted "
+              "significantly away from 50, significantly farther past 50 than the reference's distance, or - where "
+              "the reference is demonstrably biased - an estimate as far past 50 as it was); LMS {up} significantly "
+              "higher, {down} significantly lower{margin}")
+
+
+def gate_words(level: float, margin: str) -> str:
+    return GATE_WORDS.format(fn="`context_cda.tracking.gate.judge`", up=BETTER, down=WORSE, margin=margin) + (
+        f"; ICAT {BETTER} / {WORSE} a paired difference significant at {level:.0%}, higher / lower")
 
 
 def note(ev: Evidence) -> str:
     return (f"Cells: value [low, high], the {ev.level:.0%} seeded bootstrap interval (StereoSet resampled within "
-            f"target terms, CrowS over pairs). {BETTER} / {WORSE} on an arm: its paired difference from vanilla is "
-            f"significant at {ev.level:.0%} and better / worse: closer to / further from 50 for SS and CS (|SS−50|, "
-            "|CS−50|), higher / lower for LMS and ICAT. No mark: no difference shown. With several seeds the arm "
-            "row is the first seed's (the registered model), followed by each seed and the mean ± std over seeds; "
-            "the mark then sits on the mean row (the comparison pools the seeds).")
+            f"target terms, CrowS over pairs). {BETTER} / {WORSE} on an arm against vanilla: "
+            + gate_words(ev.level, " and not non-inferior (tracking.promotion.lms_delta)") + ". No mark: neither "
+            "shown (the Findings say how small a shift this run could have shown). With several seeds the arm row is "
+            "the first seed's (the registered model), followed by each seed and the mean ± std over seeds; the mark "
+            "then sits on the mean row (the comparison pools the seeds).")
 
 
 # ------------------------------------------------------------------------------------------------ sections
@@ -219,10 +282,11 @@ def markdown(ev: Evidence, targets: list[str], label) -> list[str]:
     """The paired-comparison section (Markdown lines)."""
     lines = ["## Paired comparisons", "",
              f"Differences a − b on the items both models were scored on, with the {ev.level:.0%} paired bootstrap "
-             f"interval. {BETTER}: a is significantly better than b (lower Δ|SS−50| and Δ|CS−50|: less biased; "
-             f"higher ΔLMS and ΔICAT); {WORSE}: significantly worse; * (ΔSS, ΔCS, which have no better side: that "
-             "depends on the side of 50 a model is on): the interval excludes 0. No mark: no difference shown. An "
-             "arm trained with several seeds enters with its seeds' pooled per-item scores.", ""]
+             "interval; the shift toward 50 is b's side of 50 times (b − a), the statistic the promotion gate decides "
+             f"on. Marks: {gate_words(ev.level, '')} (against vanilla with the policy's margins, against an earlier "
+             "arm with the champion's rules); * on ΔSS and ΔCS (no better side: that depends on the side of 50 a "
+             "model is on): the interval excludes 0. No mark: no difference shown. An arm trained with several seeds "
+             "enters with its seeds' pooled per-item scores.", ""]
     for target in targets:
         rows = comparison_rows(ev, target, label)
         if not rows:
@@ -236,12 +300,27 @@ def markdown(ev: Evidence, targets: list[str], label) -> list[str]:
 
 
 def comparisons_frame(ev: Evidence) -> pd.DataFrame:
-    """``comparisons.csv``: target, a, b, metric, diff, ci_low, ci_high, p, n, significant (a - b)."""
+    """``comparisons.csv``: target, a, b, metric, diff, ci_low, ci_high, p, n, significant (a - b), and for the
+    gate's metrics (``stereoset_ss`` and ``crows_cs``: the shift toward 50; ``stereoset_lms``) its outcome, the
+    reference's regime, the sign-flip and Holm-adjusted p-values and the detectable shift."""
     import pandas as pd
 
-    return pd.DataFrame([{"target": t, "a": a, "b": b, "metric": k, "diff": d.point, "ci_low": d.low,
-                          "ci_high": d.high, "p": d.p, "n": d.n, "significant": d.significant}
-                         for (t, a, b), diffs in ev.pairs.items() for k, d in diffs.items()])
+    rows = [{"target": t, "a": a, "b": b, "metric": k, "diff": d.point, "ci_low": d.low, "ci_high": d.high,
+             "p": d.p, "n": d.n, "significant": d.significant}
+            for (t, a, b), diffs in ev.pairs.items() for k, d in diffs.items()]
+    for (t, a, b), j in ev.judgements.items():
+        for m, c in j.bias.items():
+            d = c.shift
+            rows.append({"target": t, "a": a, "b": b, "metric": m, "statistic": "shift toward 50", "diff": d.point,
+                         "ci_low": d.low, "ci_high": d.high, "p": d.p, "n": d.n, "significant": d.significant,
+                         "outcome": c.outcome, "regime": c.regime, "sign_test_p": c.sign.p, "p_holm": c.p_holm,
+                         "detectable_shift": c.detectable})
+        if j.lms is not None:
+            d = j.lms.diff
+            rows.append({"target": t, "a": a, "b": b, "metric": "stereoset_lms", "statistic": "LMS difference",
+                         "diff": d.point, "ci_low": d.low, "ci_high": d.high, "p": d.p, "n": d.n,
+                         "significant": d.significant, "outcome": j.lms.outcome, "p_holm": j.lms.p_holm})
+    return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------------------------------------ Table 1
@@ -249,11 +328,14 @@ def comparisons_frame(ev: Evidence) -> pd.DataFrame:
 
 def _rows(t1: pd.DataFrame, ev: Evidence | None, target: str, metrics: list[str], label, published=None):
     """(model label, epoch text, cells) of one target's Table 1: each row, its seeds' rows, the paper's published
-    values of the row (``published``: (config, values)), labelled as such."""
-    from .baselines import published_row
+    values of the row (``published``: (config, values)), labelled as such; then the paper's rows for the target's
+    model that this run did not measure (e.g. a published checkpoint it did not score)."""
+    from .baselines import published_row, published_rows
 
+    measured = set()
     for _, r in t1[t1["target"] == target].iterrows():
         model = str(r["model"])
+        measured.add(model)
         marks = [ev.mark(target, model, m) if ev and model != L.VANILLA else "" for m in metrics]
         several = ev is not None and len(ev.per_seed.get((target, model), {})) > 1
         first = [""] * len(metrics) if several else marks
@@ -268,6 +350,10 @@ def _rows(t1: pd.DataFrame, ev: Evidence | None, target: str, metrics: list[str]
         quoted = published_row(published[0], published[1], target, model) if published else None
         if quoted:  # a cell the paper's table does not give here (or that is not sourced) says so: n/a
             yield f"{label(model)}, published (paper)", "", [cell(quoted, m) if m in quoted else "n/a" for m in metrics]
+    for model, quoted in (published_rows(published[0], published[1], target) if published else {}).items():
+        if model not in measured:
+            yield (f"{label(model)}, published (paper; not run here)", "",
+                   [cell(quoted, m) if m in quoted else "n/a" for m in metrics])
 
 
 def table1_markdown(t1: pd.DataFrame, ev: Evidence | None, metrics: list[str], label, published=None) -> list[str]:

@@ -33,6 +33,8 @@ class Row:
     decision: str
     reasons: list[str]
     aliases: list[str] = field(default_factory=list)
+    verdict: str = ""  # one of decisions.VERDICTS ("" in a promotion.json written before the four states)
+    note: str = ""
 
 
 @dataclass
@@ -55,7 +57,8 @@ def read(register_dir: Path | None) -> list[Row]:
         version = d.get("version")
         rows.append(Row(p.parent.parent.name, p.parent.name, d.get("model_name"),
                         None if version is None else str(version),
-                        d.get("decision") or D.decision(bool(d.get("promote"))), list(d.get("reasons", []))))
+                        d.get("decision") or D.decision(bool(d.get("promote"))), list(d.get("reasons", [])),
+                        verdict=str(d.get("verdict") or ""), note=str(d.get("note") or "")))
     return sorted(rows, key=lambda r: (r.target, int(r.version) if (r.version or "").isdigit() else 0, r.arm))
 
 
@@ -71,7 +74,9 @@ def _from_registry(config: Config, rows: list[Row]) -> bool:
                 continue
             mv = client.get_model_version(r.model_name, r.version)
             r.aliases = sorted(getattr(mv, "aliases", None) or [])
-            r.decision = (mv.tags or {}).get(D.DECISION_TAG, r.decision)
+            tags = mv.tags or {}
+            r.decision = tags.get(D.DECISION_TAG, r.decision)
+            r.verdict, r.note = tags.get(D.VERDICT_TAG, r.verdict), tags.get(D.NOTE_TAG, r.note)
     except Exception as e:  # noqa: BLE001 - the report is still written, with the aliases derived
         log.warning("report: the model registry at %s could not be read (%s); aliases derived from this run's "
                     "decisions", tracking_uri(config), e)
@@ -110,9 +115,11 @@ def markdown(dec: Decisions, label: Any = str) -> list[str]:
     if not dec:
         return []
     lines = ["## Registry decisions", "", f"{D.LEGEND} Aliases below: from {dec.source}.", "",
-             "| Target | Arm | Model | Version | Decision | Aliases now | Reasons |", "|---|---|---|---:|---|---|---|"]
+             "| Target | Arm | Model | Version | Decision | Verdict | Aliases now | Reasons |",
+             "|---|---|---|---:|---|---|---|---|"]
     for r in dec.rows:
         reasons = "; ".join(r.reasons).replace("|", "\\|")
+        verdict = D.verdict_line(r.verdict, r.note).replace("|", "\\|") if r.verdict else "–"
         lines.append(f"| {r.target} | {label(r.arm)} | {r.model_name or '–'} | {r.version or 'not registered'} | "
-                     f"**{r.decision}** | {', '.join(r.aliases) or 'none'} | {reasons} |")
+                     f"**{r.decision}** | {verdict} | {', '.join(r.aliases) or 'none'} | {reasons} |")
     return [*lines, ""]

@@ -196,10 +196,22 @@ def _filter_rows(filter_dir: Path | None) -> list[list[str]]:
             if f:
                 kept, dropped = f.get("kept"), f.get("dropped")
                 total = kept + dropped if isinstance(kept, int) and isinstance(dropped, int) else None
-                rows.append([f"filter [{target_dir.name}, {kdir.name}]", _n(total), _n(kept),
-                             f"the highest-entropy {f.get('k', '?'):g} % dropped (SE above {f.get('cut', 0):.3f})"
-                             if isinstance(f.get("k"), int | float) else "filtered"])
+                rows.append([f"filter [{target_dir.name}, {kdir.name}]", _n(total), _n(kept), _cut_note(f)])
     return rows
+
+
+def _cut_note(f: Mapping[str, Any]) -> str:
+    """What a filter cut dropped: the top k % above its SE cut, or the items at or above a threshold; a cut that
+    dropped nothing (k % of a small corpus under one item) says so."""
+    k, cut, threshold = f.get("k"), f.get("cut"), f.get("threshold")
+    number = (int, float)
+    if isinstance(k, number) and not isinstance(k, bool):
+        if not isinstance(cut, number) or not f.get("dropped"):
+            return f"the highest-entropy {k:g} % dropped: no item ({k:g} % of {_n(f.get('kept'))} is under one)"
+        return f"the highest-entropy {k:g} % dropped (SE above {cut:.3f})"
+    if isinstance(threshold, number) and not isinstance(threshold, bool):
+        return f"items with SE at or above {threshold:g} dropped"
+    return "filtered"
 
 
 def _finetune_rows(finetune_dir: Path | None) -> list[list[str]]:

@@ -34,7 +34,7 @@ from .. import layout as L
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..stats import Items
+    from ..stats import Difference, Items
 
 BENCHMARKS = ("stereoset", "crows")
 #: the per-item columns of each benchmark's evidence
@@ -165,6 +165,19 @@ def load(folders: Mapping[int, Path | str] | Sequence[Path | str]) -> Evidence:
         if parts and len(parts) == len(per_seed):  # every seed must have been scored on the benchmark
             ev.items[b] = pooled(parts)
     return ev
+
+
+def paired_differences(a: Evidence, b: Evidence, settings: Any = None) -> dict[str, Difference]:
+    """``metric(a) - metric(b)`` of every metric of every benchmark both were scored on (``ss``, ``lms``, ``icat``,
+    ``cs``, ``stereo``, ``antistereo``), paired on their shared items (:func:`context_cda.stats.paired`;
+    ``settings``: the bootstrap's). The report's paired table and the model cards read these."""
+    from ..stats import Settings, paired
+
+    out: dict[str, Difference] = {}
+    for bench in BENCHMARKS:
+        if a.has(bench) and b.has(bench):
+            out.update(paired(a.items[bench], b.items[bench], scorer(bench).metrics, Settings.of(settings)))
+    return out
 
 
 def to_table(evidence: Evidence) -> pd.DataFrame:

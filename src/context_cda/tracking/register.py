@@ -291,7 +291,7 @@ def run_register(
         decision = decide(ctx.candidate, None, ctx.vanilla_items, ctx.policy)
         record = {**decision.to_dict(), "decision": D.decision(decision.promote), "model_name": ctx.name,
                   "version": None, "champion_version": None}
-        summary.update(promote=decision.promote, decision=D.decision(decision.promote), reasons=decision.reasons)
+        summary.update(_verdict_summary(decision))
         return _finish(ctx, rec, record, summary, registered=False)
     client = get_client(config)
     tracker = tracker_for(config, target=target, arm=arm, seed=seed)
@@ -304,13 +304,23 @@ def run_register(
               "version": version, "flavor": flavor,
               "champion_version": champion_mv.version if champion_mv is not None else None}
     _apply(ctx, client, tracker, version, decision, record)
-    summary.update(registered=True, version=version, flavor=flavor, promote=decision.promote,
-                   decision=D.decision(decision.promote),
-                   reasons=decision.reasons, previous_champion=record["champion_version"], aliases=decision.aliases,
+    summary.update(registered=True, version=version, flavor=flavor, **_verdict_summary(decision),
+                   previous_champion=record["champion_version"], aliases=decision.aliases,
                    tracking_uri=tracking_uri(config), model_uri=f"models:/{ctx.name}/{version}")
-    logger.info("register %s v%s (%s): %s (%s)", ctx.name, version, arm, D.decision(decision.promote),
-                "; ".join(decision.reasons))
+    logger.info("register %s v%s (%s): %s (%s)", ctx.name, version, arm, decision.line, "; ".join(decision.reasons))
     return _finish(ctx, rec, record, summary, registered=True)
+
+
+def _verdict_summary(decision: Decision) -> dict[str, Any]:
+    """The decision's words for the step's summary: the two-word decision, the four-state verdict and its note,
+    the detectable shifts, the reasons."""
+    return {"promote": decision.promote, "decision": D.decision(decision.promote), "verdict": decision.verdict,
+            "note": decision.note, "detectable_shift": decision.detectable_shift, "reasons": decision.reasons}
+
+
+def detectable_text(decision: Decision) -> str:
+    """``stereoset_ss=14.52,crows_cs=20.10``: the detectable shifts as one tag value."""
+    return ",".join(f"{m}={v:.2f}" for m, v in decision.detectable_shift.items())
 
 
 def _finish(ctx: _Context, rec: StageRecorder, record: dict[str, Any], summary: dict[str, Any],
@@ -399,14 +409,16 @@ def _apply(ctx: _Context, client, tracker, version: str, decision: Decision, rec
     """Aliases, decision tags, the decision record and the gate's numbers as run metrics."""
     for alias in decision.aliases:
         client.set_registered_model_alias(ctx.name, alias, version)
-    reasons = "; ".join(decision.reasons)
-    verdict = D.decision(decision.promote)
-    client.set_model_version_tag(ctx.name, version, D.DECISION_TAG, verdict)
-    client.set_model_version_tag(ctx.name, version, D.REASONS_TAG, reasons[:4000])
-    tracker.set_tags({D.DECISION_TAG: verdict, D.REASONS_TAG: reasons[:4000], "registered_version": version})
+    tags = {D.DECISION_TAG: D.decision(decision.promote), D.VERDICT_TAG: decision.verdict,
+            D.NOTE_TAG: decision.note[:4000], D.DETECTABLE_TAG: detectable_text(decision),
+            D.REASONS_TAG: "; ".join(decision.reasons)[:4000]}
+    for k, v in tags.items():
+        client.set_model_version_tag(ctx.name, version, k, v)
+    tracker.set_tags({**tags, "registered_version": version})
     tracker.log_dict(record, "promotion.json")
     metrics = {f"final_{k}": v for k, v in ctx.final.items()}
     metrics.update({f"gate_{k}": v for k, v in decision.candidate.items()})
+    metrics.update({f"gate_detectable_shift_{k}": v for k, v in decision.detectable_shift.items()})
     for side, diffs in decision.comparisons.items():
         for metric, d in diffs.items():
             for part, value in (("diff", d["diff"]), ("ci_low", d["ci"][0]), ("ci_high", d["ci"][1]), ("p", d["p"])):

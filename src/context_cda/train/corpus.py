@@ -63,9 +63,11 @@ def arm_corpus(inputs: Mapping[str, Path | str], arm: str, default_k: float) -> 
     return (spec.corpus if need == "cda" else "corpus"), Path(inputs[need])
 
 
-def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided", lexicon=None) -> pd.DataFrame:
+def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided", lexicon=None, config=None) -> pd.DataFrame:
     """The rows an arm may train on: ``id`` (of the source row; a hash of the text for a table without ids),
-    ``text`` and ``side``, empty texts dropped. ``lexicon``: the ``lexicon`` config section (``cda-neutral``)."""
+    ``text`` and ``side``, empty texts dropped. ``lexicon``: the ``lexicon`` config section (``cda-neutral``);
+    ``config``: the run's config, whose evaluation items the cda-neutral rewrites are checked against
+    (:mod:`context_cda.decontam`; the rows left out are in ``rows.attrs["left_out"]``)."""
     import pandas as pd
 
     df = read_table(path)
@@ -79,7 +81,7 @@ def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided", lexicon=No
         rows = training_rows(df, cda_mode)
     elif kind == "cda-neutral":
         require_columns(df, {S.ORIGINAL: "text"}, path)
-        rows = _lexicon_neutral_rows(df, lexicon)
+        rows = _lexicon_neutral_rows(df, lexicon, config)
     elif kind == "original":  # the dropout arm: the corpus as it is, no counterfactual
         require_columns(df, {S.ORIGINAL: "text"}, path)
         rows = pd.DataFrame({S.ID: df[S.ID].astype(str), S.TEXT: df[S.ORIGINAL], "side": "original"})
@@ -93,16 +95,19 @@ def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided", lexicon=No
             )
         require_columns(df, {col: "text"}, path)
         rows = pd.DataFrame({S.ID: df[S.ID].astype(str), S.TEXT: df[col], "side": col})
+    left_out = rows.attrs.get("left_out", [])
     rows = rows[rows[S.TEXT].notna()].assign(**{S.TEXT: lambda d: d[S.TEXT].astype(str).str.strip()})
     rows = rows[rows[S.TEXT] != ""].reset_index(drop=True)
     if rows.empty:
         raise InputError(f"{path}: no training text (0 non-empty rows).")
+    rows.attrs["left_out"] = left_out
     return rows
 
 
-def _lexicon_neutral_rows(df, lexicon) -> pd.DataFrame:
-    """The cda-neutral arm: each distinct original rewritten by the lexicon (rows whose rewrite left a gendered
-    word are dropped, and logged)."""
+def _lexicon_neutral_rows(df, lexicon, config=None) -> pd.DataFrame:
+    """The cda-neutral arm: each distinct original rewritten by the lexicon. Left out (``attrs["left_out"]``: id,
+    text, reason; logged): rewrites that kept a gendered word (``gendered-word-left``) and, with ``config``, those
+    holding an evaluation item (``eval-overlap: ...``)."""
     import logging
 
     import pandas as pd
@@ -113,17 +118,27 @@ def _lexicon_neutral_rows(df, lexicon) -> pd.DataFrame:
 
     rewriter = NeutralRewriter(load_lexicon(lexicon or LexiconConfig()))
     firsts = df.drop_duplicates(S.ORIGINAL)
-    out, left = [], 0
+    out, left = [], []
     for rid, text in zip(firsts[S.ID].astype(str), firsts[S.ORIGINAL], strict=True):
         res = rewriter.rewrite(str(text))
         if res.left or not res.swaps:
-            left += 1
+            left.append({S.ID: rid, S.TEXT: res.text, S.REASON: "gendered-word-left" if res.left
+                         else "no-swappable-term"})
             continue
         out.append({S.ID: rid, S.TEXT: res.text, "side": "neutral"})
+    rows = pd.DataFrame(out, columns=[S.ID, S.TEXT, "side"])
+    overlaps: dict[str, int] = {}
+    if config is not None:
+        from ..decontam import drop_overlaps
+
+        rows, rejected, overlaps = drop_overlaps(config, rows, S.TEXT, pd.DataFrame(columns=[S.ID, S.TEXT, S.REASON]))
+        left += rejected[[S.ID, S.TEXT, S.REASON]].to_dict("records")
     if left:
-        logging.getLogger(__name__).warning("cda-neutral: %d of %d sentences kept a gendered word the lexicon "
-                                            "cannot rewrite; left out", left, len(firsts))
-    return pd.DataFrame(out, columns=[S.ID, S.TEXT, "side"])
+        logging.getLogger(__name__).warning("cda-neutral: %d of %d sentences left out (%d kept a gendered word the "
+                                            "lexicon cannot rewrite, %d hold an evaluation item)", len(left),
+                                            len(firsts), len(left) - sum(overlaps.values()), sum(overlaps.values()))
+    rows.attrs["left_out"] = left
+    return rows
 
 
 def tokenize_texts(tokenizer, texts: Sequence[str], max_len: int, family: str) -> list[dict[str, list[int]]]:

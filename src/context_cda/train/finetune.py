@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import layout as L
+from .. import schemas as S
 from ..arms import of_kinds
 from ..arms import parse as parse_arm
 from ..errors import ConfigError, InputError
-from ..io import StageRecorder, atomic_dir, atomic_path, file_lock, write_json, write_table
+from ..io import StageRecorder, atomic_dir, atomic_path, file_lock, write_json, write_rejected, write_table
 from .corpus import apply_token_budget, arm_corpus, count_tokens, load_arm_rows, tokenize_texts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -139,7 +140,7 @@ def dropout_overrides(model_config: Any, family: str, config: Config, target: st
 
 
 def arm_token_count(config: Config, kind: str, path: Path, tokenizer, family: str) -> int:
-    rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon)
+    rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon, config)
     return count_tokens(tokenize_texts(tokenizer, rows["text"].tolist(), config.train.max_seq_len, family))
 
 
@@ -287,7 +288,7 @@ def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, 
     kind, path = arm_corpus(inputs, arm, config.train.k)
     if not path.exists():
         raise InputError(f"finetune {arm}: its corpus {path} does not exist; run the earlier stages first.")
-    rows = len(load_arm_rows(kind, path, config.cda.mode, config.lexicon))
+    rows = len(load_arm_rows(kind, path, config.cda.mode, config.lexicon, config))
     if rows < config.train.min_rows:
         raise InputError(
             f"finetune {target}/{arm}: its corpus {path} has {rows} rows, fewer than train.min_rows="
@@ -350,7 +351,7 @@ def _corpus(config: Config, inputs, arm: str, tok, family: str, token_budget: in
     kind, path = arm_corpus(inputs, arm, tcfg.k)
     if not path.exists():
         raise InputError(f"finetune {arm}: its corpus {path} does not exist; run the earlier stages first.")
-    rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon)
+    rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon, config)
     examples = tokenize_texts(tok, rows["text"].tolist(), tcfg.max_seq_len, family)
     available = count_tokens(examples)
     budget = token_budget or tcfg.token_budget or shared_token_budget(config, inputs, tok, family, arm)
@@ -497,20 +498,40 @@ def _summary(target, arm, seed, family, corpus: _Corpus, result, metrics_log: Me
         "metrics": {k: (None if v != v else v) for k, v in last_row.items() if k not in ID_COLUMNS},
         "final_dir": str(out / FINAL_DIR),
         "mlflow_run_id": tracker.run_id,
+        **_left_out_counts(corpus.rows.attrs.get("left_out", [])),
     }
 
 
+def _left_out_counts(left_out: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many texts of the arm's corpus were left out, and those that held an evaluation item per benchmark
+    (the cda-neutral arm's rewrites; :mod:`context_cda.decontam`)."""
+    from ..decontam import REASON as OVERLAP
+
+    if not left_out:
+        return {}
+    by: dict[str, int] = {}
+    for r in left_out:
+        if str(r[S.REASON]).startswith(OVERLAP):
+            bench = str(r[S.REASON]).split(": ", 1)[1].split(":", 1)[0]
+            by[bench] = by.get(bench, 0) + 1
+    return {"left_out": len(left_out), "eval_overlap": sum(by.values()), "eval_overlap_by_benchmark": by}
+
+
 def _record(rec: StageRecorder, out: Path, corpus: _Corpus, summary: dict[str, Any], tracker) -> None:
-    """corpus statistics, the rows trained on, the manifest; the same to MLflow."""
+    """corpus statistics, the rows trained on, the rows left out, the manifest; the same to MLflow."""
+    import pandas as pd
+
     stats = write_json(out / L.CORPUS_STATS_FILE, {k: summary[k] for k in ("texts", "sequences",
                                                                             "tokens_available", "tokens",
                                                                             "token_budget")})
     rows = write_table(corpus.rows.assign(source=str(corpus.path)), out / L.TRAIN_ROWS_FILE)
+    rejected = write_rejected(pd.DataFrame(corpus.rows.attrs.get("left_out", []), columns=[S.ID, S.TEXT, S.REASON]),
+                              out)  # the corpus's texts the arm does not train on (cda-neutral), with why
     tracker.log_artifact(stats)
     tracker.log_artifact(out / METRICS_FILE)
     rec.finish(
         {"texts_in": len(corpus.rows), "sequences": len(corpus.examples), "tokens": corpus.used},
-        outputs={"final": out / FINAL_DIR, "metrics": out / METRICS_FILE, "train_rows": rows},
+        outputs={"final": out / FINAL_DIR, "metrics": out / METRICS_FILE, "train_rows": rows, "rejected": rejected},
         summary=summary,
     )
     tracker.log_dict(summary, "finetune_summary.json")
