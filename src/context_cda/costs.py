@@ -80,11 +80,17 @@ class StepCost:
 
 
 def load_throughput(path: Path | str | None = None) -> dict[str, Any]:
-    """The throughput table: the packaged one, or ``path`` (a table, or the GPU benchmark's JSON output), its
-    numbers checked (:func:`check_throughput`)."""
+    """The throughput table: the packaged one, a calibration it names (``cpu``: the CPU calibration,
+    ``calibrations`` in resources/throughput.json), or ``path`` (a table, or the GPU benchmark's JSON output); a
+    table read from a file has its numbers checked (:func:`check_throughput`)."""
+    packaged = json.loads(resources.files("context_cda").joinpath("resources/throughput.json").read_text())
     if path is None:
-        text = resources.files("context_cda").joinpath("resources/throughput.json").read_text()
-        return json.loads(text)
+        return packaged
+    named = packaged.get("calibrations", {}).get(str(path))
+    if named and not Path(path).exists():
+        data = json.loads(resources.files("context_cda").joinpath(f"resources/{named}").read_text())
+        check_throughput(data, f"resources/{named}")
+        return data
     from .io import read_json
 
     try:
@@ -151,8 +157,13 @@ def check_plan_args(gpus: int, sentences: int | None) -> None:
                           "pass the count of sentences the corpus holds (or leave it out for the plan's assumption).")
 
 
+#: the key under which :func:`priced_rates` has :func:`rate` note every rate it hands out
+_LOG = "_rates_priced"
+
+
 def rate(table: Mapping[str, Any], op: str, model: str) -> tuple[float, str]:
-    """(per-second rate, source) of ``op`` (train | score | generate | judge) for ``model`` on one GPU."""
+    """(per-second rate, source) of ``op`` (train | score | generate | judge) for ``model`` on one device: a
+    ``measured`` entry of the table, else an ``estimate`` from the model's size."""
     rates = table["rates"].get(op, {})
     entry = rates.get(model) or rates.get(_family_key(table, model))
     if entry is None:
@@ -160,8 +171,43 @@ def rate(table: Mapping[str, Any], op: str, model: str) -> tuple[float, str]:
         if params is None:
             raise ConfigError(f"plan: no {op} throughput for {model!r} and its size is unknown; add it to a "
                               f"throughput file (--throughput) under rates.{op} or models.")
-        return _estimate(table, op, params), "estimate (size)"
-    return float(entry["per_s"]), entry.get("source", "table")
+        found = _estimate(table, op, params), f"estimate (size): {_estimate_basis(table, op)}"
+    else:
+        found = float(entry["per_s"]), entry.get("source", "table")
+    if isinstance(table.get(_LOG), dict):
+        table[_LOG][(op, model)] = found  # type: ignore[index]
+    return found
+
+
+def _estimate_basis(table: Mapping[str, Any], op: str) -> str:
+    gpu = table["gpu"]
+    flops = {"train": 6, "score": 2, "generate": 2, "judge": 2}[op]
+    how = "measured" if op in gpu.get("mfu_measured", ()) else "assumed"
+    return f"{flops}N FLOPs per token at {how} {gpu['mfu'][op]:.0%} of {gpu['peak_flops'] / 1e12:,.3g} TFLOP/s"
+
+
+@dataclass
+class PricedRate:
+    op: str
+    model: str
+    per_s: float
+    source: str
+
+    @property
+    def measured(self) -> bool:
+        return self.source.startswith("measured")
+
+
+def priced_rates(config: Config, table: Mapping[str, Any], assume: Assumptions | None = None) -> list[PricedRate]:
+    """Every rate the plan of ``config`` uses, with its source: which are measured, which assumed."""
+    logged: dict[str, Any] = {**table, _LOG: {}}
+    plan_costs(config, logged, assume)
+    return [PricedRate(op, model, per_s, src) for (op, model), (per_s, src) in sorted(logged[_LOG].items())]
+
+
+def device_kind(table: Mapping[str, Any]) -> str:
+    """GPU, or CPU for a CPU calibration (its hours are CPU-hours of the machine it measured)."""
+    return "CPU" if table.get("gpu", {}).get("kind") == "cpu" else "GPU"
 
 
 def _family_key(table: Mapping[str, Any], model: str) -> str | None:

@@ -5,10 +5,15 @@ transformers), not the project's:
 
     .venv-biasbench/bin/python tests/helpers/biasbench_run.py JOB.json OUT_DIR
 
-JOB.json: {"task": "inlp" | "sentence_debias" | "stereoset" | "crows", "model_dir", "family": "masked" | "causal",
+JOB.json: {"task": "inlp" | "sentence_debias" | "stereoset" | "crows" | "timed", "model_dir", "family": "masked" | "causal",
 "arm": "inlp" | "sentence-debias" | "self-debias", "persistent_dir" (its data/: text/wikipedia-2.5.txt,
 bias_attribute_words.json), "n_classifiers", "seed", "artifact" (.npy matrix for the scoring tasks),
-"stereoset" (an original-format JSON), "crows" (a CSV)}.
+"stereoset" (an original-format JSON), "crows" (a CSV), and for "timed": "bench" ("stereoset" | "crows"),
+"threads" (torch threads)}.
+
+``timed`` runs bias-bench's own runner end to end (``StereoSetRunner(...)()`` / ``CrowSPairsRunner(...)()``, the
+model already loaded) and writes ``timed.json``: its wall-clock seconds and the scores it computed, StereoSet's
+per sentence id and CrowS's per sentence in the runner's order (recorded as its scoring method returns them).
 
 Everything computed is bias-bench's: its sentence selection and INLP / SentenceDebias functions, its model classes
 (the ``_INLPModel`` / ``_SentenceDebiasModel`` hooks; for a Llama-style model the same hook registered on
@@ -225,12 +230,53 @@ def crows(job: dict, out: Path) -> None:
     (out / "crows.json").write_text(json.dumps({"metric": metric, "rows": rows}))
 
 
+def timed(job: dict, out: Path) -> None:
+    import time
+
+    import torch
+    import transformers
+    from bias_bench.benchmark.crows import CrowSPairsRunner
+    from bias_bench.benchmark.stereoset import StereoSetRunner
+
+    torch.set_num_threads(int(job.get("threads") or torch.get_num_threads()))
+    model = _model(job)
+    sd = job["arm"] == "self-debias"
+    (model._model if sd else model).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(job["model_dir"])
+    gen = job["family"] == "causal"
+    recorded: list[float] = []
+    if job["bench"] == "stereoset":
+        runner = StereoSetRunner(intrasentence_model=model, tokenizer=tok, input_file=job["stereoset"],
+                                 model_name_or_path=job["model_dir"], batch_size=1, is_generative=gen,
+                                 is_self_debias=sd, bias_type="gender")
+    else:
+        runner = CrowSPairsRunner(model=model, tokenizer=tok, input_file=job["crows"], bias_type="gender",
+                                  is_generative=gen, is_self_debias=sd)
+        method = "_joint_log_probability" if gen else "_average_log_probability"
+        own = getattr(runner, method)
+
+        def record(*args):
+            value = own(*args)
+            recorded.append(float(value))
+            return value
+
+        setattr(runner, method, record)
+    t0 = time.perf_counter()
+    result = runner()
+    seconds = time.perf_counter() - t0
+    scores = ({p["id"]: float(p["score"]) for p in result["intrasentence"]} if job["bench"] == "stereoset"
+              else recorded)
+    (out / "timed.json").write_text(json.dumps({"seconds": seconds, "scores": scores,
+                                                "threads": torch.get_num_threads()}))
+
+
 def main(job_file: str, out_dir: str) -> None:
     _shims()
     job = json.loads(Path(job_file).read_text())
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    {"inlp": learn, "sentence_debias": learn, "stereoset": stereoset, "crows": crows}[job["task"]](job, out)
+    tasks = {"inlp": learn, "sentence_debias": learn, "stereoset": stereoset, "crows": crows, "timed": timed}
+    tasks[job["task"]](job, out)
 
 
 if __name__ == "__main__":

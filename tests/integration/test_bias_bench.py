@@ -20,8 +20,6 @@ figures (the README quotes them).
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import json
 import os
 import subprocess
@@ -30,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from tests.helpers.biasbench_files import subset_crows, unique, write_stereoset
 from tests.helpers.data import SKIP_REASON, mirrored
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,20 +97,8 @@ def run(tmp_path_factory, data_mirror_module):
                                "baselines": {"mode": "bias-bench", "inlp": {"neutral_lines": 200}},
                                "tracking": {"enabled": False}}, params_file=ROOT / "params.yaml")
     run_pipeline(cfg, only=["ingest", "cda", "validate-cda"])
-    examples = load_stereoset(benchmark_file("stereoset", None, None), bias_type="gender")
-    seen: dict[str, int] = {}
-    unique = []
-    for ex in examples:  # the flattened dev set repeats (target, context) pairs: both sides get unique ids
-        seen[ex.id] = seen.get(ex.id, 0) + 1
-        new = ex.id if seen[ex.id] == 1 else f"{ex.id}-{seen[ex.id]}"
-        unique.append(dataclasses.replace(ex, id=new, sentence_ids={lab: f"{new}-{lab}" for lab in ex.sentences}))
-    examples = unique
-    ss = root / "stereoset.json"
-    ss.write_text(json.dumps({"version": "1.0", "data": {"intersentence": [], "intrasentence": [
-        {"id": ex.id, "target": ex.target, "bias_type": ex.bias_type, "context": ex.context,
-         "sentences": [{"id": ex.sentence_ids[lab], "sentence": s, "gold_label": lab,
-                        "labels": [{"human_id": "gold", "label": lab}]}
-                       for lab, s in ex.sentences.items()]} for ex in examples]}}))
+    examples = unique(load_stereoset(benchmark_file("stereoset", None, None), bias_type="gender"))
+    ss = write_stereoset(examples, root / "stereoset.json")
     examples = load_stereoset(ss, bias_type="gender")
     assert len({ex.id for ex in examples}) == len(examples)
     return {"root": root, "config": cfg, "stereoset": ss, "examples": examples,
@@ -213,18 +200,6 @@ def _npy(path: Path, dest: Path) -> str:
     return str(dest)
 
 
-def _subset_crows(src: Path, dest: Path, n: int | None) -> Path:
-    with open(src, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        rows = [r for r in reader if r["bias_type"] == "gender"]
-        header = reader.fieldnames
-    with open(dest, "w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=header)
-        w.writeheader()
-        w.writerows(rows[:n] if n else rows)
-    return dest
-
-
 def _subset_stereoset(src: Path, dest: Path, n: int | None) -> Path:
     data = json.loads(src.read_text())
     data["data"]["intrasentence"] = data["data"]["intrasentence"][:n] if n else data["data"]["intrasentence"]
@@ -241,7 +216,7 @@ def test_item_scores_equal_bias_bench(name, arm, run, tmp_path):
     from context_cda.models import resolve_pretrained
 
     ss = _subset_stereoset(run["stereoset"], tmp_path / "ss.json", MODELS[name][2])
-    cr = _subset_crows(run["crows"], tmp_path / "crows.csv", MODELS[name][3])
+    cr = subset_crows(run["crows"], tmp_path / "crows.csv", MODELS[name][3])
     cfg = _config(run, name, stereoset_path=str(ss), crows_path=str(cr), benchmarks=["stereoset", "crows"],
                   crows_mode="bias-bench", max_items=None)
     layout = RunLayout.of(cfg)

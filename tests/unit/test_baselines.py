@@ -241,27 +241,83 @@ def test_self_debias_without_decay_scores_like_the_plain_scorer(ref):
 
 
 @pytest.mark.parametrize("ref", ["tiny:gpt2", "tiny:llama"])
-@pytest.mark.parametrize("mode", ["default", "bias-bench"])
-def test_self_debias_in_batches_scores_as_one_sentence_at_a_time(ref, mode):
-    """Batched (sentences of different lengths, right-padded after the prefixes) = bias-bench's one sentence per
-    pass, in both modes, for two_pass_logprobs and token_logprobs, in the order given."""
-    from context_cda.scoring import load_scorer
+@pytest.mark.parametrize(("mode", "position"), [("default", None), ("bias-bench", None), ("bias-bench", 13),
+                                              ("bias-bench", 14)])
+def test_self_debias_in_batches_scores_as_one_sentence_at_a_time(ref, mode, position, monkeypatch):
+    """Batched = bias-bench's one sentence per pass, in both modes, for two_pass_logprobs and token_logprobs, in
+    the order given: through the prefix tree with the prefixes encoded once (a cached prefix; packed rows split
+    at 8 tokens, several passes), and in whole-row batches (right-padded after the left-padded prefixes) for a
+    model that cannot continue a cached prefix. bias-bench mode's fixed read position may fall inside the
+    prefix (13 of this tokenizer's longer prefix), at its end, or one past it."""
+    from context_cda.scoring import causal, load_scorer
     from context_cda.scoring.self_debias import SelfDebiasCausalScorer, SelfDebiasSettings
 
+    monkeypatch.setattr(causal, "PACK_WIDTH", 8)
     scorer = load_scorer(ref, device="cpu", batch_size=1)
-    settings = SelfDebiasSettings(("The following text discriminates against people because of their gender: ",),
-                                  mode=mode, position=13 if mode == "bias-bench" else None)
+    prefix = "The following text discriminates against people because of their gender: "
+    n_prefix = len(scorer.tokenizer(prefix)["input_ids"])
+    at = {None: None, 13: 13, 14: n_prefix + 1}[position] if mode == "bias-bench" else None
+    settings = SelfDebiasSettings((prefix,), mode=mode, position=at)
     texts = ["He was tired", "The nurse said that she would help the doctor with his work today", "She laughed",
-             "My uncle and my aunt saw the children at the big old house near the river", "It"]
+             "My uncle and my aunt saw the children at the big old house near the river", "It", "He was tired",
+             "The nurse said that he would"]
     seqs = scorer.encode(texts, add_special_tokens=False)
     one = SelfDebiasCausalScorer(scorer.model, scorer.tokenizer, settings, batch_size=1)
-    many = SelfDebiasCausalScorer(scorer.model, scorer.tokenizer, settings, batch_size=3)
+    cached = SelfDebiasCausalScorer(scorer.model, scorer.tokenizer, settings, batch_size=3)
+    rows = SelfDebiasCausalScorer(scorer.model, scorer.tokenizer, settings, batch_size=3)
+    rows.__dict__["_context"] = None
+    assert cached._context is not None
     start = scorer.start_token("auto", "bias-bench").id
-    for a, b in zip(one.two_pass_logprobs(seqs, start), many.two_pass_logprobs(seqs, start), strict=True):
-        assert len(a) == len(b) and np.allclose(a, b, atol=1e-5), (a, b)
-    for a, b in zip(one.token_logprobs(seqs), many.token_logprobs(seqs), strict=True):
-        assert len(a) == len(b) and np.allclose(a, b, atol=1e-5), (a, b)
-    assert many.token_logprobs([seqs[4][:1]]) == [[]]
+    want = one.two_pass_logprobs(seqs, start)
+    for many in (cached, rows):
+        for a, b in zip(want, many.two_pass_logprobs(seqs, start), strict=True):
+            assert len(a) == len(b) and np.allclose(a, b, atol=1e-5), (a, b)
+        for a, b in zip(one.token_logprobs(seqs), many.token_logprobs(seqs), strict=True):
+            assert len(a) == len(b) and np.allclose(a, b, atol=1e-5), (a, b)
+        assert many.token_logprobs([seqs[4][:1]]) == [[]]
+
+
+def test_self_debias_without_a_cached_prefix_when_the_probe_disagrees():
+    """A model whose continuation of a cached prefix differs from the whole rows (here: it drops the cache) fails
+    the probe and is scored in whole-row batches, with the same values."""
+    from context_cda.models import load_lm
+    from context_cda.scoring import scorer_for
+    from context_cda.scoring.self_debias import SelfDebiasSettings, self_debias_scorer
+
+    model, tok, _ = load_lm("tiny:gpt2", device="cpu")
+    forward = model.transformer.forward  # the base stack (what the batched passes call)
+
+    def no_cache(input_ids=None, attention_mask=None, position_ids=None, cache=None, **kw):
+        if cache is not None and attention_mask is not None and attention_mask.dim() == 4:
+            attention_mask = attention_mask[..., -input_ids.shape[1]:]  # the prefix's columns dropped with it
+        return forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kw)
+
+    model.transformer.forward = no_cache
+    settings = SelfDebiasSettings(("The following text discriminates against people: ",))
+    sd = self_debias_scorer(scorer_for(model, tok, batch_size=4), settings)
+    assert sd._context is None
+    seqs = sd.encode(["He was tired", "The nurse laughed at the doctor"], add_special_tokens=False)
+    ref = self_debias_scorer(scorer_for(model, tok, batch_size=1), settings)
+    for a, b in zip(sd.two_pass_logprobs(seqs), ref.two_pass_logprobs(seqs), strict=True):
+        assert np.allclose(a, b, atol=1e-5), (a, b)
+
+
+def test_masked_self_debias_in_batches_scores_as_one_sequence_at_a_time():
+    """Masked LMs: distinct sequences of different lengths in one pass (right-padded after their prefixed rows,
+    repeated sequences and positions once) = bias-bench's one sequence per pass."""
+    from context_cda.scoring import load_scorer
+    from context_cda.scoring.self_debias import SelfDebiasSettings, self_debias_scorer
+
+    settings = SelfDebiasSettings(("The following text discriminates against people because of their gender: ",))
+    one = self_debias_scorer(load_scorer("tiny:bert", device="cpu", batch_size=1), settings)
+    many = self_debias_scorer(load_scorer("tiny:bert", device="cpu", batch_size=3), settings)
+    seqs = one.encode(["The nurse said that she was tired", "He laughed", "My aunt saw the children at the house"],
+                      add_special_tokens=True)
+    reqs = [(s, p) for s in seqs for p in range(1, len(s) - 1)] + [(seqs[1], 1), (seqs[0], 2)]
+    a = one.masked_logprobs([s for s, _ in reqs], [p for _, p in reqs])
+    b = many.masked_logprobs([s for s, _ in reqs], [p for _, p in reqs])
+    assert many.batch_size == 3 and np.allclose(a, b, atol=1e-5), (a, b)
+    assert b[-2] == b[len(seqs[0]) - 2] and b[-1] == b[1]
 
 
 def test_bias_bench_mode_reads_its_fixed_position_and_says_when_the_tokenizer_cannot():
@@ -321,3 +377,18 @@ def test_dropout_arm_trains_on_the_originals(tmp_path):
     assert load_arm_rows(kind, path)["text"].tolist() == ["He ran.", "She sat."]
     with pytest.raises(InputError, match="inlp is not fine-tuned"):
         arm_corpus({"cda": table}, "inlp", 30)
+
+
+def test_debiased_target_logprobs_are_the_full_distributions_entries():
+    """The blockwise, read-only form gives the full debiased distribution's entries exactly (same operations)."""
+    import torch
+
+    from context_cda.scoring.self_debias import debiased_logprobs, debiased_target_logprobs
+
+    torch.manual_seed(0)
+    logits = torch.randn(3, 21, 50) * 4
+    rows = [0, 5, 5, 20, 9, 3, 17]
+    targets = [1, 2, 49, 0, 7, 7, 30]
+    full = debiased_logprobs(logits, 2, decay=50.0, epsilon=0.01)
+    got = debiased_target_logprobs(logits, rows, targets, 2, decay=50.0, epsilon=0.01, chunk=4)
+    assert torch.equal(got, full[torch.tensor(rows), torch.tensor(targets)])

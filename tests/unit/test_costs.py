@@ -14,6 +14,7 @@ from context_cda.costs import (
     load_throughput,
     model_family,
     plan_costs,
+    priced_rates,
     rate,
     wall_hours,
 )
@@ -50,6 +51,37 @@ def test_rates_measured_or_estimated_from_size():
     assert per_s == pytest.approx(1e12 * 0.5 / 6e8) and src.startswith("estimate")
     with pytest.raises(ConfigError, match="no score throughput for 'nope'"):
         rate(TABLE, "score", "nope")
+
+
+def test_the_plan_lists_every_rate_it_used_measured_or_assumed(tmp_path):
+    used = {(r.op, r.model): r for r in priced_rates(cfg(tmp_path), TABLE)}
+    assert set(used) == {("generate", "gen"), ("judge", "judge"), ("score", "tgt"), ("train", "tgt")}
+    assert used[("generate", "gen")].measured and used[("generate", "gen")].per_s == 100.0
+    assumed = used[("train", "tgt")]
+    assert not assumed.measured and assumed.per_s == pytest.approx(1e12 * 0.5 / 6e8)
+    assert "6N FLOPs per token at assumed 50% of 1 TFLOP/s" in assumed.source
+    measured_mfu = {**TABLE, "gpu": {**TABLE["gpu"], "mfu_measured": ["score"]}}
+    assert "at measured 50%" in {(r.op, r.model): r for r in priced_rates(cfg(tmp_path), measured_mfu)}[
+        ("score", "tgt")].source
+    assert "_rates_priced" not in TABLE  # the table itself is left as it was
+
+
+def test_the_cpu_calibration_is_a_dated_table_of_measured_rates():
+    """resources/throughput.json names the CPU calibration (benchmarks/gpu/run.py --cpu-calibration): a table of
+    its own, dated, its device named, its peak and MFU measured, that prices the demo in CPU-hours."""
+    packaged = load_throughput()
+    assert packaged["calibrations"]["cpu"].endswith(".json")
+    cpu = load_throughput("cpu")
+    assert cpu["gpu"]["kind"] == "cpu" and cpu["gpu"]["date"] and "cores" in cpu["gpu"]["name"]
+    assert cpu["gpu"]["peak_flops_source"].startswith("measured") and cpu["gpu"]["mfu_measured"]
+    for op in ("train", "score", "generate"):
+        assert cpu["rates"][op], op
+        for entry in cpu["rates"][op].values():
+            assert entry["per_s"] > 0 and entry["source"].startswith("measured: benchmarks/gpu/run.py --cpu-calibration")
+    demo = load_config("demo")
+    used = priced_rates(demo, cpu)
+    assert any(r.measured for r in used) and all(r.per_s > 0 for r in used)
+    assert sum(c.gpu_hours for c in plan_costs(demo, cpu)) > sum(c.gpu_hours for c in plan_costs(demo, packaged))
 
 
 def test_expected_attempts_follow_the_acceptance_rate():
@@ -166,6 +198,11 @@ def test_plan_command_prints_the_steps_and_the_total(capsys):
     assert main(["plan", "--profile", "paper", "--gpus", "2"]) == 0
     out = capsys.readouterr().out
     assert "sample" in out and "entropy" in out and "total" in out and "dominant step" in out
+    assert "GPU-hours" in out and "rates: 0 measured" in out and "ASSUMED  train" in out
+    assert "CPU calibration:" in out and "--throughput cpu" in out
+    assert main(["plan", "--profile", "demo", "--throughput", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "CPU-hours" in out and "measured score" in out
 
 
 def test_the_evaluated_epochs_are_the_loops():

@@ -104,3 +104,25 @@ def test_the_json_prices_a_profile_on_its_own(smoke, tmp_path, capsys):
     assert "SMOKE" in smoke["about"] and smoke["models"]["meta-llama/Meta-Llama-3-8B-Instruct"]["params"] > 0
     assert main(["plan", "--profile", "paper", "--throughput", str(path)]) == 0
     assert "dominant step" in capsys.readouterr().out
+
+
+def test_score_rates_are_in_the_tokens_the_plan_counts(smoke, tmp_path):
+    """A score rate prices an evaluation: the tokens costs.benchmark_tokens counts for the measured items and the
+    model's family, over the measured seconds (a sentence-token rate would price a masked LM's many passes per
+    sentence as one); --rebuild makes the same table again from the saved measurements."""
+    from context_cda.costs import Assumptions, benchmark_tokens
+
+    for r in smoke["results"]:
+        if r.get("operation") == "score" and r.get("mode") == "batched":
+            counts = Assumptions(stereoset_items=r["stereoset_items"], crows_items=r["crows_pairs"])
+            want = benchmark_tokens(counts, r["family"], "auto") / r["seconds"]
+            assert r["plan_tokens_per_s"] == pytest.approx(want, rel=1e-3)
+            assert smoke["rates"]["score"][KEYS[r["shape"]]]["per_s"] == r["plan_tokens_per_s"]
+    saved, again = tmp_path / "run.json", tmp_path / "again.json"
+    saved.write_text(json.dumps(smoke))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu" / "run.py"), "--rebuild", str(saved),
+                        "--out", str(again)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rebuilt = json.loads(again.read_text())
+    assert rebuilt["rates"] == smoke["rates"] and rebuilt["results"] == smoke["results"]

@@ -148,11 +148,13 @@ def test_linear_logprobs_equals_the_log_softmax_of_the_projection(bias):
 
 
 def test_fused_head_is_used_once_the_first_pass_agrees():
-    """The first batched pass checks the fused head against the output layer; later passes skip the output
-    layer (it sees no positions at all) and give the same values as the reference."""
+    """Through the model's own forward (hooks; here a causal model taken off the base-stack path): the first
+    batched pass checks the fused head against the output layer; later passes skip the output layer (it sees no
+    positions at all) and give the same values as the reference."""
     from context_cda.scoring import load_scorer
 
     sc = load_scorer("tiny:gpt2", device="cpu", batch_size=8)
+    sc.__dict__["decomposable"] = False
     assert sc._fused_head() is None
     seqs = sc.encode(_TREE_TEXTS, add_special_tokens=False)
     first = sc.token_logprobs(seqs)
@@ -184,8 +186,39 @@ def test_logits_changed_after_the_output_layer_keep_the_full_head():
     sc = scorer_for(model, tok, batch_size=8)
     seqs = sc.encode(_TREE_TEXTS, add_special_tokens=False)
     fast = sc.token_logprobs(seqs)
-    assert sc._fused_head() is False
+    assert sc.decomposable is False and sc._fused_head() is False
     for a, b in zip(fast, sc.reference().token_logprobs(seqs), strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_passes_from_the_base_stack_side_by_side_equal_the_reference(arch, monkeypatch):
+    """A model whose logits are its output layer on the base stack's hidden states: batched passes run the base
+    stack and project only the positions read (the output layer never sees a whole pass), two passes at a time in
+    threads of one torch thread each (the thread count restored), with the reference's values."""
+    import torch
+
+    from context_cda.scoring import causal, load_scorer
+
+    monkeypatch.setattr(causal, "PACK_WIDTH", 8)
+    monkeypatch.setattr(causal, "PACK_TOKENS_PER_SEQ", 2)  # several passes
+    sc = load_scorer(f"tiny:{arch}", device="cpu", batch_size=8)
+    assert sc.decomposable and sc.packable  # (the probes run whole passes)
+    seqs = sc.encode(_TREE_TEXTS, add_special_tokens=False)
+    ref = sc.reference().token_logprobs(seqs)
+    seen: list[int] = []
+    hook = sc.model.get_output_embeddings().register_forward_hook(lambda m, a, o: seen.append(a[0].dim()))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert sc._workers() == 2
+        got = sc.token_logprobs(seqs)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+        hook.remove()
+    assert all(d == 2 for d in seen)  # never a whole pass: (N, hidden) at most (a CPU reads the weights itself)
+    for a, b in zip(got, ref, strict=True):
         assert a == pytest.approx(b, abs=1e-5)
 
 

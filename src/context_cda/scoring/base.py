@@ -123,6 +123,44 @@ def linear_logprobs(
     return picked - (top.double() + torch.log(total))[rows].float()
 
 
+def side_by_side(passes: Iterator[tuple[Any, Any, Any]], fn: Any, workers: int = 1) -> Iterator[tuple[Any, Any]]:
+    """``(slots, fn(inputs, requests))`` for each ``(inputs, requests, slots)`` of ``passes``, in order.
+
+    With ``workers`` > 1 that many passes run at a time, each in a thread of its own with one intra-op thread
+    (torch's thread count is restored afterwards): on a CPU, whole passes side by side keep every core busy
+    where one pass split across cores waits at each operation's barrier (and stalls whenever another process
+    takes a core). ``fn`` must be safe to call from several threads (no hooks on shared modules)."""
+    from collections import deque
+
+    if workers <= 1:
+        for inputs, reqs, slots in passes:
+            yield slots, fn(inputs, reqs)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    def call(inputs: Any, reqs: Any) -> Any:
+        torch.set_num_threads(1)  # this thread's OpenMP team and MKL
+        with torch.inference_mode():
+            return fn(inputs, reqs)
+
+    before = torch.get_num_threads()
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            pending: deque = deque()
+            for inputs, reqs, slots in passes:
+                pending.append((slots, pool.submit(call, inputs, reqs)))
+                if len(pending) > workers:
+                    done_slots, fut = pending.popleft()
+                    yield done_slots, fut.result()
+            while pending:
+                done_slots, fut = pending.popleft()
+                yield done_slots, fut.result()
+    finally:
+        torch.set_num_threads(before)
+
+
 class Scorer(abc.ABC):
     """Log-likelihoods under one model. Subclasses implement the family-specific passes.
 
@@ -215,6 +253,19 @@ class Scorer(abc.ABC):
         from ..errors import ModelError
 
         raise ModelError(f"{type(self).__name__} cannot score masked positions (a causal LM has no mask token)")
+
+
+def request_tensors(reqs: Sequence[tuple[int, int, int]], device: Any) -> tuple[Any, Any, Any, Any]:
+    """(rows, columns) of the distinct positions the (row, position, target) requests read, the targets, and each
+    request's index into those positions."""
+    import torch
+
+    pair: dict[tuple[int, int], int] = {}
+    j_of = [pair.setdefault((r, pos), len(pair)) for r, pos, _t in reqs]
+    rows = torch.tensor([r for r, _p in pair], dtype=torch.long, device=device)
+    cols = torch.tensor([p for _r, p in pair], dtype=torch.long, device=device)
+    targets = torch.tensor([t for _r, _p, t in reqs], dtype=torch.long, device=device)
+    return rows, cols, targets, torch.tensor(j_of, dtype=torch.long, device=device)
 
 
 def _accepts(model: Any, name: str) -> bool:
@@ -352,25 +403,8 @@ class PositionScorerMixin:
 
         Batched, the output projection runs once per distinct (row, position) and nowhere else; the reference
         path (batch size 1) computes the full logits, as the original scripts do, and reads them."""
-        import torch
-
-        pair: dict[tuple[int, int], int] = {}
-        rr: list[int] = []
-        cc: list[int] = []
-        j_of: list[int] = []
-        for r, pos, _t in reqs:
-            j = pair.get((r, pos))
-            if j is None:
-                j = pair[(r, pos)] = len(rr)
-                rr.append(r)
-                cc.append(pos)
-            j_of.append(j)
         ids = kwargs["input_ids"]
-        dev = ids.device
-        rows_t = torch.tensor(rr, dtype=torch.long, device=dev)
-        cols_t = torch.tensor(cc, dtype=torch.long, device=dev)
-        targets = torch.tensor([t for _r, _p, t in reqs], dtype=torch.long, device=dev)
-        j_t = torch.tensor(j_of, dtype=torch.long, device=dev)
+        rows_t, cols_t, targets, j_t = request_tensors(reqs, ids.device)
         applied, captured = False, None
         if self.batch_size > 1:
             cut = self._read_only_at(rows_t, cols_t, ids.shape)
@@ -386,7 +420,7 @@ class PositionScorerMixin:
                 lp = linear_logprobs(captured, head.module.weight, head.module.bias, targets, j_t)
                 return [float(v) for v in lp.tolist()]
             kept = head.applied or getattr(cut, "applied", False)  # the cut layer alone also leaves (1, N, .)
-            applied = kept and tuple(logits.shape[:2]) == (1, len(rr))
+            applied = kept and tuple(logits.shape[:2]) == (1, len(rows_t))
         else:
             logits = self.model(**kwargs).logits
         flat = logits[0] if applied else logits[rows_t.to(logits.device), cols_t.to(logits.device)]

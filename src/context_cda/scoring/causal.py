@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from ..errors import ConfigError, ModelError
-from .base import LogLik, PositionScorerMixin, Scorer, _accepts
+from .base import LogLik, PositionScorerMixin, Scorer, _accepts, side_by_side
 
 #: packed rows hold about this many tokens (more makes the masked attention grow quadratically)
 PACK_WIDTH = 128
@@ -182,109 +182,122 @@ class CausalScorer(PositionScorerMixin, Scorer):
             return False
         return self.packable
 
-    def _packed_inputs(self, rows: Sequence[Sequence[int]], parents: Sequence[Sequence[int]]) -> dict[str, Any]:
-        """Model inputs for packed rows: token j of a row attends to itself and its ancestors (``parents[j]``,
-        -1 for a root) only, at position = its depth. Rows are right-padded; a pad attends to itself."""
-        import torch
+    def _packed_inputs(self, rows: Sequence[Sequence[int]], parents: Sequence[Sequence[int]],
+                       context: Any = None, variants: Sequence[int] | None = None) -> dict[str, Any]:
+        """Model inputs for packed rows (:func:`.packed.tree_inputs`), in the model's float dtype."""
+        from .packed import tree_inputs
 
-        width = max(len(r) for r in rows)
-        n = len(rows)
-        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        pos = torch.zeros((n, width), dtype=torch.long)
-        allowed = torch.zeros((n, width, width), dtype=torch.bool)
-        allowed[:, torch.arange(width), torch.arange(width)] = True
-        for r, (toks, par) in enumerate(zip(rows, parents, strict=True)):
-            ids[r, : len(toks)] = torch.tensor(list(toks), dtype=torch.long)
-            depth = [0] * len(toks)
-            for j, pj in enumerate(par):
-                if pj >= 0:
-                    allowed[r, j] = allowed[r, pj]
-                    allowed[r, j, j] = True
-                    depth[j] = depth[pj] + 1
-            pos[r, : len(toks)] = torch.tensor(depth, dtype=torch.long)
         dtype = next(self.model.parameters()).dtype
-        if not dtype.is_floating_point:  # pragma: no cover - quantised weights
-            dtype = torch.float32
-        mask = torch.zeros((n, 1, width, width), dtype=dtype)
-        mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
-        return {
-            "input_ids": ids.to(self.device),
-            "attention_mask": mask.to(self.device),
-            "position_ids": pos.to(self.device),
-        }
+        return tree_inputs(rows, parents, self.pad_id, dtype, self.device, context, variants)
 
     def _packed_token_logprobs(
         self, seqs: Sequence[Sequence[int]], offsets: Sequence[int], n_slots: int, desc: str
     ) -> list[float]:
         """The prefix tree of ``seqs`` (only the nodes whose next-token distribution is read) packed into rows
-        of about :data:`PACK_WIDTH` tokens, in lexicographic order so that a row holds whole subtrees; a
-        subtree split across rows repeats its ancestors. Each node's logits are projected in one row only."""
+        of about :data:`PACK_WIDTH` tokens (:mod:`.packed`); each node's logits are projected in one row only."""
+        from .packed import build_tree, pack
+
+        reads = [[(p + 1, s[p + 1], offsets[i] + p) for p in range(len(s) - 1)] for i, s in enumerate(seqs)]
+        tree = build_tree(seqs, reads)
+        packed = pack(tree, seqs, PACK_WIDTH)
+        out = [0.0] * n_slots
+        passes = self._packed_passes(tree, packed, len(seqs), desc)
+        for slots, values in side_by_side(passes, self._forward_logprobs, self._workers()):
+            for slot, v in zip(slots, values, strict=True):
+                out[slot] = v
+        return out
+
+    # ------------------------------------------------------------------------ passes from the base stack
+    @cached_property
+    def decomposable(self) -> bool:
+        """Whether the logits are the output layer applied to the base stack's last hidden states, nothing in
+        between (no scaling or capping): checked once on a probe. Then a batched pass runs the base stack and
+        projects only the positions read itself (:meth:`_decomposed_logprobs`), with no hook on a shared module,
+        so that passes can run side by side (:meth:`_workers`)."""
         import torch
 
-        out = [0.0] * n_slots
-        # prefix tree: node = a distinct prefix s[:p+1] (p < len-1), read at position p
-        child: dict[tuple[int, int], int] = {}
-        tok: list[int] = []
-        par: list[int] = []
-        reads: list[list[tuple[int, int]]] = []  # node -> [(target, slot)]
-        paths: list[list[int]] = []
-        for i, s in enumerate(seqs):
-            parent, path = -1, []
-            for p in range(len(s) - 1):
-                key = (parent, int(s[p]))
-                node = child.get(key)
-                if node is None:
-                    node = child[key] = len(tok)
-                    tok.append(int(s[p]))
-                    par.append(parent)
-                    reads.append([])
-                reads[node].append((int(s[p + 1]), offsets[i] + p))
-                path.append(node)
-                parent = node
-            paths.append(path)
-        order = sorted((i for i in range(len(seqs)) if paths[i]), key=lambda i: list(seqs[i]))
-        width = max([PACK_WIDTH, *(len(paths[i]) for i in order)])
-        # rows of nodes (closed under ancestors, parents first); a node's reads go to the first row that holds it
-        rows: list[list[int]] = []
-        done_in_row: list[int] = []  # sequences whose last node first appears in that row (progress)
-        in_row: set[int] = set()
-        for i in order:
-            path = paths[i]
-            new = [n for n in path if n not in in_row]
-            if not rows or len(rows[-1]) + len(new) > width:
-                rows.append([])
-                done_in_row.append(0)
-                in_row = set()
-                new = path
-            rows[-1].extend(new)
-            in_row.update(new)
-            done_in_row[-1] += 1
-        row_col = [{n: c for c, n in enumerate(row)} for row in rows]
-        owner: dict[int, tuple[int, int]] = {}
-        for ri, cols in enumerate(row_col):
-            for n, c in cols.items():
-                owner.setdefault(n, (ri, c))
-        per_pass = max(1, (self.batch_size * PACK_TOKENS_PER_SEQ) // width)
-        with torch.inference_mode(), self._progress(len(seqs), desc) as bar:
-            for start in range(0, len(rows), per_pass):
-                batch = range(start, min(start + per_pass, len(rows)))
+        from .interventions import base_of
+
+        head = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
+        base = base_of(self.model)
+        probe = self.encode(["The doctor said that the nurse was tired today"], add_special_tokens=False)[0][:8]
+        if head is None or base is self.model or not probe:
+            return False
+        try:
+            with torch.inference_mode():
+                ids = torch.tensor([[self.start_id, *probe]], device=self.device)
+                want = self.model(input_ids=ids).logits[0].float()
+                got = head(base(input_ids=ids).last_hidden_state)[0].float()
+        except Exception:  # noqa: BLE001 - any failure means: through the model's own forward
+            return False
+        return got.shape == want.shape and float((got - want).abs().max()) <= 1e-5 * max(1.0, float(want.abs().max()))
+
+    def _workers(self) -> int:
+        """Passes run side by side (:func:`.base.side_by_side`): on a CPU, one per torch thread (at most 8), when
+        batched and :attr:`decomposable`; else 1."""
+        import torch
+
+        if self.batch_size <= 1 or self.device.type != "cpu" or torch.get_num_threads() < 2:
+            return 1
+        return min(torch.get_num_threads(), 8) if self.decomposable else 1
+
+    def _hidden_at(self, kwargs: dict[str, Any], rows: Any, cols: Any) -> Any:
+        """The base stack's last hidden states at (rows, cols) of one pass, (N, hidden)."""
+        from .interventions import base_of
+
+        return base_of(self.model)(**kwargs).last_hidden_state[rows, cols]
+
+    def _forward_logprobs(self, kwargs: dict[str, Any], reqs: Sequence[tuple[int, int, int]]) -> list[float]:
+        if self.batch_size > 1 and self.decomposable:
+            return self._decomposed_logprobs(kwargs, reqs)
+        return super()._forward_logprobs(kwargs, reqs)
+
+    def _decomposed_logprobs(self, kwargs: dict[str, Any], reqs: Sequence[tuple[int, int, int]]) -> list[float]:
+        """One pass through the base stack; the output layer at the distinct positions read only (on a CPU with a
+        plain linear layer, straight from the hidden states in vocabulary blocks: :func:`.base.linear_logprobs`)."""
+        import torch
+
+        from .base import gather_logprobs, linear_logprobs, request_tensors
+
+        rows, cols, targets, j_of = request_tensors(reqs, kwargs["input_ids"].device)
+        hidden = self._hidden_at(kwargs, rows, cols)
+        head = self.model.get_output_embeddings()
+        if hidden.device.type == "cpu" and type(head) is torch.nn.Linear:
+            lp = linear_logprobs(hidden, head.weight, head.bias, targets, j_of)
+        else:
+            lp = gather_logprobs(head(hidden), targets, rows=j_of)
+        return [float(v) for v in lp.tolist()]
+
+    def _packed_passes(self, tree: Any, packed: Any, n_seqs: int, desc: str, context: Any = None,
+                       n_variants: int = 1, tokens: int | None = None):
+        """The forward passes over packed rows: (model inputs, requests (batch row, column, target),
+        their slots) per pass, about ``tokens`` (default ``batch_size`` x :data:`PACK_TOKENS_PER_SEQ`) tokens each.
+        With a ``context``, each row goes in ``n_variants`` times (batch row = row x n_variants + variant), and
+        the requests name variant 0's batch row."""
+        import torch
+
+        from .packed import row_tokens
+
+        width = max((len(r) for r in packed.rows), default=1)
+        per_pass = max(1, (tokens or self.batch_size * PACK_TOKENS_PER_SEQ) // (width * n_variants))
+        with torch.inference_mode(), self._progress(n_seqs, desc) as bar:
+            for start in range(0, len(packed.rows), per_pass):
+                batch = range(start, min(start + per_pass, len(packed.rows)))
                 toks_b, pars_b, reqs, slots = [], [], [], []
-                for r, ri in enumerate(batch):
-                    nodes, cols = rows[ri], row_col[ri]
-                    toks_b.append([tok[n] for n in nodes])
-                    pars_b.append([cols[par[n]] if par[n] >= 0 else -1 for n in nodes])
-                    for c, n in enumerate(nodes):
-                        if owner[n] == (ri, c):
-                            for t, slot in reads[n]:
-                                reqs.append((r, c, t))
+                for r, k in enumerate(batch):
+                    toks, pars = row_tokens(tree, packed, k)
+                    toks_b.extend([toks] * n_variants)
+                    pars_b.extend([pars] * n_variants)
+                    for c, n in enumerate(packed.rows[k]):
+                        if packed.owner[n] == (k, c):
+                            for t, slot in tree.reads[n]:
+                                reqs.append((r * n_variants, c, t))
                                 slots.append(slot)
                 if reqs:
-                    kwargs = self._packed_inputs(toks_b, pars_b)
-                    for slot, v in zip(slots, self._forward_logprobs(kwargs, reqs), strict=True):
-                        out[slot] = v
-                bar.update(sum(done_in_row[ri] for ri in batch))
-            bar.update(len(seqs) - bar.n)
-        return out
+                    variants = list(range(n_variants)) * len(batch) if context is not None else None
+                    yield self._packed_inputs(toks_b, pars_b, context, variants), reqs, slots
+                bar.update(sum(packed.done[k] for k in batch))
+            bar.update(n_seqs - bar.n)
 
     def start_token(self, spec: str = "auto", style: str = "bias-bench") -> StartToken:
         """The start token ``evaluate.start_token`` = ``spec`` gives for ``style`` (:func:`resolve_start_token`)."""

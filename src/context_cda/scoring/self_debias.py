@@ -26,10 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate
 from typing import Any
 
 from ..errors import ModelError
-from .base import _accepts
+from .base import _accepts, side_by_side
 from .causal import CausalScorer
 from .masked import MaskedScorer
 
@@ -60,6 +62,30 @@ def debiased_logprobs(logits: Any, n_prefixes: int, decay: float, epsilon: float
     return torch.log(q / q.sum(dim=-1, keepdim=True))
 
 
+def debiased_target_logprobs(logits: Any, rows: Any, targets: Any, n_prefixes: int, decay: float, epsilon: float,
+                             chunk: int = 8) -> Any:
+    """``debiased_logprobs(logits, ...)[rows[j], targets[j]]`` for logits (1 + n_prefixes, N, V): the same
+    operations in the same order, on ``chunk`` positions at a time (each block stays in cache), in place where
+    the value is not needed again, and only the log-probabilities asked for are taken."""
+    import torch
+
+    out = torch.empty(len(rows), dtype=torch.float32, device=logits.device)
+    rows = torch.as_tensor(rows, device=logits.device)
+    targets = torch.as_tensor(targets, device=logits.device)
+    for start in range(0, logits.shape[1], chunk):
+        here = ((rows >= start) & (rows < start + chunk)).nonzero()[:, 0]
+        if not here.numel():
+            continue
+        p = logits[0, start : start + chunk].float().softmax(dim=-1)
+        factor = logits[1 : 1 + n_prefixes, start : start + chunk].float().softmax(dim=-1).amax(dim=0)
+        factor.sub_(p).clamp_(min=0.0).mul_(-decay).exp_().clamp_(min=epsilon)  # max(exp(-alpha * decay), eps)
+        q = p.mul_(factor)
+        total = q.sum(dim=-1)
+        r = rows[here] - start
+        out[here] = torch.log(q[r, targets[here]] / total[r])
+    return out
+
+
 def _left_padded(tokenizer: Any, texts: Sequence[str], pad: int, add_special_tokens: bool) -> tuple[list, list]:
     """(ids, attention) rows of ``texts`` left-padded to one width (bias-bench pads right, flips the mask and
     rolls the ids: the same rows)."""
@@ -84,13 +110,42 @@ class _SelfDebiasMixin:
         s = self.settings
         return debiased_logprobs(logits, len(s.prefixes), s.decay_constant, s.epsilon)
 
+    def _debiased_reads(self: Any, kwargs: dict[str, Any], reqs: Sequence[tuple[int, int, int]], n_var: int) -> list[float]:
+        """One pass over packed rows (batch row = row x ``n_var`` + variant); ``reqs`` (variant 0's batch row,
+        column, target). The output layer runs at the positions read only, for every variant (through the base
+        stack where the logits are its output layer's, :attr:`.CausalScorer.decomposable`, else a hook); each
+        distinct position's distributions are debiased once."""
+        import torch
+
+        from .base import _HeadAtPositions
+
+        pair: dict[tuple[int, int], int] = {}
+        j_of = [pair.setdefault((r, c), len(pair)) for r, c, _t in reqs]
+        rows = torch.tensor([r + v for v in range(n_var) for r, _c in pair], dtype=torch.long)
+        cols = torch.tensor([c for _v in range(n_var) for _r, c in pair], dtype=torch.long)
+        ids = kwargs["input_ids"]
+        if getattr(self, "decomposable", False):
+            with torch.inference_mode():
+                flat = self.model.get_output_embeddings()(self._hidden_at(kwargs, rows.to(ids.device),
+                                                                            cols.to(ids.device)))
+        else:
+            head = _HeadAtPositions(self.model, width=ids.shape[1], rows=rows, cols=cols, batch=ids.shape[0])
+            with torch.inference_mode(), head:
+                logits = self.model(**kwargs).logits
+            flat = logits[0] if head.applied else logits[rows.to(logits.device), cols.to(logits.device)]
+        s = self.settings
+        picked = debiased_target_logprobs(flat.reshape(n_var, len(pair), -1), j_of, [t for _r, _c, t in reqs],
+                                          len(s.prefixes), s.decay_constant, s.epsilon)
+        return [float(v) for v in picked.tolist()]
+
 
 class SelfDebiasMaskedScorer(_SelfDebiasMixin, MaskedScorer):
-    """A masked LM scored with self-debiasing at every masked position (one sequence per forward pass, as
-    bias-bench)."""
+    """A masked LM scored with self-debiasing at every masked position (``batch_size`` sequences per forward pass;
+    bias-bench runs one: ``batch_size=1`` is that reference path, the same scores to float rounding)."""
 
-    def __init__(self, model: Any, tokenizer: Any, settings: SelfDebiasSettings, progress: bool = False) -> None:
-        super().__init__(model, tokenizer, batch_size=1, progress=progress)
+    def __init__(self, model: Any, tokenizer: Any, settings: SelfDebiasSettings, progress: bool = False,
+                 batch_size: int = 1) -> None:
+        super().__init__(model, tokenizer, batch_size=batch_size, progress=progress)
         if not _accepts(model, "position_ids"):
             raise ModelError(f"self-debias: {type(model).__name__} takes no position_ids, which the prefixed rows "
                              "need; use a BERT- or RoBERTa-style masked LM.")
@@ -111,7 +166,42 @@ class SelfDebiasMaskedScorer(_SelfDebiasMixin, MaskedScorer):
 
     def logprobs_at(self, seqs, positions, targets, token_type_ids=None) -> list[float]:
         """log p_debiased(target | seq) at ``position`` (the sequence holds its mask token; its first token is
-        the CLS the prefixes replace)."""
+        the CLS the prefixes replace). Batched: ``batch_size`` distinct sequences a pass, each as its prefixed
+        rows, right-padded to the longest (an encoder attends to no padding), the output layer only at the
+        positions read; one at a time (batch size 1): bias-bench's loop. (A bidirectional encoder's prefix
+        depends on the sentence after it, so it is encoded with each.)"""
+        import torch
+
+        from .base import length_sorted_batches
+
+        if self.batch_size == 1:
+            return self._one_at_a_time(seqs, positions, targets)
+        keys: dict[tuple[int, ...], int] = {}
+        uniq: list[list[int]] = []
+        needs: list[list[tuple[int, int, int]]] = []
+        for i, (seq, pos, t) in enumerate(zip(seqs, positions, targets, strict=True)):
+            u = keys.setdefault(tuple(seq), len(uniq))
+            if u == len(uniq):
+                uniq.append(list(seq))
+                needs.append([])
+            needs[u].append((int(pos), int(t), i))
+        out = [0.0] * len(seqs)
+        width, n_var = len(self._prefix_ids[0]), len(self._prefix_ids)
+        with torch.inference_mode(), self._progress(len(seqs), "self-debias") as bar:
+            for batch in length_sorted_batches([len(q) for q in uniq], self.batch_size):
+                longest = max(len(uniq[u]) for u in batch)
+                rows = [self._rows(self._prefix_ids, self._prefix_att, uniq[u][1:], longest - len(uniq[u]))
+                        for u in batch]
+                kwargs = {k: torch.cat([r[k] for r in rows]) for k in rows[0]}
+                reqs = [(b * n_var, width + pos - 1, t) for b, u in enumerate(batch) for pos, t, _i in needs[u]]
+                slots = [i for u in batch for _p, _t, i in needs[u]]
+                for slot, v in zip(slots, self._debiased_reads(kwargs, reqs, n_var), strict=True):
+                    out[slot] = v
+                bar.update(len(slots))
+        return out
+
+    def _one_at_a_time(self, seqs, positions, targets) -> list[float]:
+        """bias-bench's loop: one sequence's prefixed rows a pass, the full logits."""
         import torch
 
         out = []
@@ -184,16 +274,83 @@ class SelfDebiasCausalScorer(_SelfDebiasMixin, CausalScorer):
         return out
 
     def _batches(self, seqs: Sequence[Sequence[int]], start_id: int | None) -> list[list[float]]:
-        """:meth:`_sentences` over ``batch_size`` sequences at a time, longest first (the padding stays small),
-        in the order given."""
+        """Every sequence's debiased log-probabilities, in the order given: batched, through the prefix tree with
+        the prefixes encoded once (:meth:`_tree_sentences`) where the model can continue a cached prefix, else
+        :meth:`_sentences` over ``batch_size`` sequences at a time, longest first (one at a time: the reference)."""
+        if self.batch_size > 1 and seqs and self._context is not None and \
+                self._can_pack(len(self._prefix_ids[0]) + max(len(q) for q in seqs)):
+            flat = self._tree_sentences(seqs, start_id, self._context)
+            out, k = [], 0
+            for q in seqs:
+                out.append(flat[k : k + len(q)])
+                k += len(q)
+            return out
         order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
-        out: list[list[float]] = [[] for _ in seqs]
+        out = [[] for _ in seqs]
         with self._progress(len(seqs), "self-debias") as bar:
             for b in range(0, len(order), self.batch_size):
                 idx = [i for i in order[b: b + self.batch_size] if len(seqs[i])]
                 for i, lps in zip(idx, self._sentences([seqs[i] for i in idx], start_id) if idx else [], strict=True):
                     out[i] = lps
                 bar.update(len(order[b: b + self.batch_size]))
+        return out
+
+    @cached_property
+    def _context(self) -> Any:
+        """The prefix rows run once (:class:`.packed.PrefixContext`), if a probe sentence scored through their
+        cached keys and values equals the whole rows' scores (else None: whole rows, prefix included, per pass)."""
+        import torch
+
+        from .packed import PrefixContext
+
+        probe = self.encode(["The doctor said that the nurse was tired today"], add_special_tokens=False)
+        if not self.packable or len(probe[0]) < 4:
+            return None
+        try:
+            ctx = PrefixContext(self.model, self._prefix_ids, self._prefix_att, self.device)
+            probe = [probe[0], probe[0][:3] + probe[0][5:]]
+            got = self._tree_sentences(probe, self.start_id, ctx)
+        except Exception:  # noqa: BLE001 - any failure means: no cached prefix
+            return None
+        want = [v for lps in self._sentences(probe, self.start_id) for v in lps]
+        err = max(abs(a - b) for a, b in zip(got, want, strict=True))
+        return ctx if err <= 1e-4 * max(1.0, *map(abs, want)) and torch.isfinite(ctx.logits).all() else None
+
+    def _tree_sentences(self, seqs: Sequence[Sequence[int]], start_id: int | None, ctx: Any) -> list[float]:
+        """:meth:`_sentences`, flattened, from the prefix tree of the sequences packed into rows that continue the
+        cached prefixes (each row once per prefix variant, in one pass). A read at a prefix position (the first
+        token, or bias-bench's fixed position before the sentence) is the same for every sentence: its debiased
+        distribution is computed once from the prefixes' own pass."""
+        from .causal import PACK_WIDTH
+        from .packed import build_tree, pack
+
+        width, n_prefix = self.prefix_length, ctx.width
+        swap_first = self.settings.mode != "bias-bench" and start_id is not None
+        offsets = [0, *accumulate(len(q) for q in seqs)]
+        out = [0.0] * sum(len(q) for q in seqs)
+        reads: list[list[tuple[int, int, int]]] = [[] for _ in seqs]
+        fixed: dict[tuple[int, bool], list[tuple[int, int]]] = {}
+        for i, q in enumerate(seqs):
+            for j, t in enumerate(q):
+                a = width - 1 + j  # where the whole row reads token j
+                if a < n_prefix:
+                    fixed.setdefault((a, swap_first and j == 0), []).append((int(t), offsets[i] + j))
+                else:
+                    reads[i].append((a - n_prefix + 1, int(t), offsets[i] + j))
+        for (a, swap), items in fixed.items():
+            read = ctx.logits[:, a].clone()
+            if swap:  # the plain scorer's first token (default mode)
+                read[0] = self._start_logprobs(int(start_id)).to(read.device)
+            lp = self._debias(read)
+            for t, slot in items:
+                out[slot] = float(lp[t])
+        tree = build_tree(seqs, reads)
+        n_var = len(self._prefix_ids)
+        passes = self._packed_passes(tree, pack(tree, seqs, PACK_WIDTH), len(seqs), "self-debias", ctx, n_var)
+        for slots, values in side_by_side(passes, lambda kw, rq: self._debiased_reads(kw, rq, n_var),
+                                          self._workers()):
+            for slot, v in zip(slots, values, strict=True):
+                out[slot] = v
         return out
 
     def two_pass_logprobs(self, seqs: Sequence[Sequence[int]], start_id: int | None = None) -> list[list[float]]:
@@ -208,8 +365,8 @@ class SelfDebiasCausalScorer(_SelfDebiasMixin, CausalScorer):
 def self_debias_scorer(scorer: Any, settings: SelfDebiasSettings, progress: bool = False) -> Any:
     """The self-debiasing counterpart of a loaded masked or causal scorer (same model and tokenizer)."""
     if scorer.family == "masked":
-        out = SelfDebiasMaskedScorer(scorer.model, scorer.tokenizer, settings, progress)
-    elif scorer.family == "causal":  # each sentence's rows hold the whole vocabulary's logits: at most 16 a batch
+        out = SelfDebiasMaskedScorer(scorer.model, scorer.tokenizer, settings, progress, scorer.batch_size)
+    elif scorer.family == "causal":  # whole-row batches (no cached prefix) hold every position's logits: <= 16
         out = SelfDebiasCausalScorer(scorer.model, scorer.tokenizer, settings, progress, min(scorer.batch_size, 16))
     else:
         raise ModelError(f"self-debias is defined for masked and causal LMs; {type(scorer.model).__name__} is "
