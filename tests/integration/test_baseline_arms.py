@@ -189,8 +189,8 @@ def test_the_runner_reports_every_table1_row_registers_and_judges_the_baselines(
     for arm in ("inlp", "sentence-debias", "self-debias", "cda", "context-cda", "dropout"):
         decision = json.loads((run / "register" / "tiny-gpt2" / arm / "promotion.json").read_text())
         assert decision["reasons"], arm  # judged by the gate: its reasons in numbers, whatever it decided
-    registered = json.loads((run / "register" / "tiny-gpt2" / "inlp" / "manifest.json").read_text())
-    assert "evaluation" in registered["inputs"]
+    registered = json.loads((run / "register" / "tiny-gpt2" / "manifest.json").read_text())  # the target's step
+    assert {"evaluations", "posthoc", "debias"} <= set(registered["inputs"]), registered["inputs"]
     for arm in ("inlp", "self-debias"):  # a post-hoc arm's card: the vanilla weights, the arm applied at scoring
         card = (run / "register" / "tiny-gpt2" / arm / "card" / "README.md").read_text()
         agg = json.loads((run / "evaluate" / "tiny-gpt2" / arm / "posthoc" / "aggregate.json").read_text())["metrics"]

@@ -132,8 +132,11 @@ def _tiny(tmp_path: Path, url: str, sets: dict):
     cfg = tp.tiny_config(url, run_dir=tmp_path / "run")
     cfg.tracking.enabled = False
     for key, value in sets.items():
-        section, _, field = key.partition("__")
-        setattr(getattr(cfg, section), field, value)
+        *path, field = key.split("__")
+        target = cfg
+        for name in path:
+            target = getattr(target, name)
+        setattr(target, field, value)
     return cfg
 
 
@@ -283,7 +286,9 @@ def test_sigterm_to_the_kfp_task_process_stops_the_stage_and_the_rerun_finishes(
     the process that is a pod's PID 1): exit 143 with the stop line within seconds, finished shards / epochs kept
     in the task's output folder, no lock left; running the pipeline again finishes with every item once."""
     env = _slow_env("finetune:1.5") if step == "finetune" else {**_env(), "PYTHONPATH": str(ROOT)}
-    sets = {"entropy__shard_size": 1} if step == "sample" else {"train__epochs": 3, "train__max_steps": None}
+    # sample: one item a shard and one request at a time, so that the task is still running when two shards are done
+    sets = ({"entropy__shard_size": 1, "augment__openai__concurrency": 1} if step == "sample"
+            else {"train__epochs": 3, "train__max_steps": None})
     with FakeOpenAIServer(delay_s=0.3 if step == "sample" else 0.0) as srv:
         proc, lines = _kfp(tmp_path, srv.base_url, step, env, **sets)
         root = tmp_path / "root"
@@ -322,7 +327,7 @@ def test_sigterm_to_the_task_container_stops_the_stage(tmp_path, container_engin
         pytest.skip("kfp.local.DockerRunner talks to the Docker API")
     with FakeOpenAIServer(delay_s=0.3) as srv:
         proc, lines = _kfp(tmp_path, srv.base_url, "sample", _env(), docker=True, entropy__shard_size=1,
-                           pipeline__cpu_image=project_images["cpu"], pipeline__image=project_images["train"])
+                           augment__openai__concurrency=1, pipeline__cpu_image=project_images["cpu"], pipeline__image=project_images["train"])
         root = tmp_path / "root"
         _wait_for(lambda: len([p for p in root.rglob("shard-*.parquet") if "sample" in str(p)]) >= 2, proc, 900)
         name = subprocess.run(["docker", "ps", "--filter", "ancestor=" + project_images["train"], "--format",
