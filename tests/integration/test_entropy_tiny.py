@@ -110,7 +110,9 @@ def test_two_targets_share_one_sample_folder_and_score_as_each_alone(tmp_path):
         e = run_entropy(cfg, {"samples": tmp_path / "sample"}, tmp_path / "entropy" / name, name)
         assert e["sample_fingerprint"] == s["fingerprint"] and e["samples_scored"] == len(
             pd.read_parquet(tmp_path / "sample" / L.SAMPLES_FILE))
-        assert_like_reference(tmp_path / "entropy" / name, json.loads((REFERENCE / f"tiny-{name}.json").read_text()))
+        # to float rounding: the target's log-probabilities come from passes run side by side (scoring.base)
+        assert_like_reference(tmp_path / "entropy" / name, json.loads((REFERENCE / f"tiny-{name}.json").read_text()),
+                              rel=1e-6)
 
 
 SCRIPT = textwrap.dedent(
