@@ -35,20 +35,12 @@ PREFIX = "The following text discriminates against people because of their gende
 
 def matmul_rate(model: Any, rows: int = 2048, repeats: int = 5) -> float:
     """fp32 GFLOP/s of ``rows x hidden @ hidden x intermediate`` (the model's widest layer product), best of a few."""
-    import torch
+    from context_cda.matmul import measured_matmul_rate
 
     cfg = model.config
     hidden = getattr(cfg, "hidden_size", None) or cfg.n_embd
     inner = getattr(cfg, "intermediate_size", None) or 4 * hidden
-    a, b = torch.randn(rows, hidden), torch.randn(inner, hidden)
-    torch.nn.functional.linear(a, b)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(4):
-            torch.nn.functional.linear(a, b)
-        best = min(best, (time.perf_counter() - t0) / 4)
-    return 2 * rows * hidden * inner / best / 1e9
+    return measured_matmul_rate(rows, (hidden, inner), repeats) / 1e9
 
 
 def count_flops(fn) -> float:

@@ -142,22 +142,6 @@ def lora_wrap(model: Any, family: str) -> tuple[Any, str]:
 # ------------------------------------------------------------------------------------------------ environment
 
 
-def measured_matmul_rate(rows: int = 2048, inner: tuple[int, int] = (768, 3072), repeats: int = 5) -> float:
-    """fp32 FLOP/s of a ``rows x 768 @ 768 x 3072`` product (a transformer layer's widest) with torch's threads, best
-    of ``repeats``."""
-    import torch
-
-    a, b = torch.randn(rows, inner[0]), torch.randn(inner[1], inner[0])
-    torch.nn.functional.linear(a, b)
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(4):
-            torch.nn.functional.linear(a, b)
-        best = min(best, (time.perf_counter() - t) / 4)
-    return 2.0 * rows * inner[0] * inner[1] / best
-
-
 def environment(args: argparse.Namespace, device: str) -> dict[str, Any]:
     import torch
 
@@ -177,6 +161,8 @@ def environment(args: argparse.Namespace, device: str) -> dict[str, Any]:
     env["peak_flops"] = peak
     env["peak_flops_source"] = "--peak-flops" if args.peak_flops else (PEAK_SOURCE if peak else None)
     if args.cpu_calibration and not args.peak_flops:
+        from context_cda.matmul import measured_matmul_rate
+
         env["peak_flops"] = measured_matmul_rate()
         env["peak_flops_source"] = (f"measured: fp32 matmul 2048 x 768 x 3072 (best of 5), "
                                     f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}")
@@ -668,6 +654,8 @@ def main(argv: list[str] | None = None) -> int:
         print(summary(name, rows, info), file=sys.stderr, flush=True)
     out["elapsed_s"] = round(time.perf_counter() - args.t0, 1)
     if cal and not args.peak_flops:  # the rate and the load once more at the end: how steady the machine was
+        from context_cda.matmul import measured_matmul_rate
+
         out.update(peak_flops_at_end=measured_matmul_rate(), load_average_end=os.getloadavg()[0])
     out["goals"] = goals(out["results"])
     out.update(plan_table(out, env, rates(out["results"], env, args.smoke)))
