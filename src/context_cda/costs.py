@@ -496,4 +496,3 @@ _STEPS = {"augment": _augment, "neutral": _neutral, "sample": _sample, "entropy"
 def wall_hours(costs: list[StepCost], gpus: int) -> float:
     """Wall time on ``gpus`` GPUs: each step spreads over min(gpus, its parallel tasks); steps run in order."""
     return sum(c.gpu_hours / max(1, min(gpus, c.tasks)) for c in costs)
-
