@@ -359,14 +359,14 @@ def time_lines(run_dir: Path) -> list[str]:
     steps = step_times(run_dir)
     if not steps:
         return []
-    by_stage: dict[str, list[dict[str, Any]]] = {}
+    by_stage: dict[str, list[float]] = {}  # stage -> its steps' seconds, stages in the order they started
     for s in steps:
-        by_stage.setdefault(s["stage"], []).append(s)
-    total = sum(s["seconds"] for s in steps) or 1.0
+        by_stage.setdefault(s["stage"], []).append(s["seconds"])
+    total = sum(s["seconds"] for s in steps)
     wall = (max(s["end"] for s in steps) - steps[0]["start"]).total_seconds()
-    rows = [f"| {stage} | {len(group)} | {sum(s['seconds'] for s in group):,.1f} | "
-            f"{100 * sum(s['seconds'] for s in group) / total:.1f} % |" for stage, group in by_stage.items()]
+    rows = [f"| {stage} | {len(secs)} | {sum(secs):,.1f} | {100 * sum(secs) / (total or 1.0):.1f} % |"
+            for stage, secs in by_stage.items()]
     return ["**Time per step** (from the manifests; a step finished earlier and skipped by this run keeps its "
             "first time)", "", "| Stage | Steps | Seconds | Share |", "|---|---:|---:|---:|", *rows,
-            f"| all steps | {len(steps)} | {sum(s['seconds'] for s in steps):,.1f} | 100 % |", "",
+            f"| all steps | {len(steps)} | {total:,.1f} | 100 % |", "",
             f"Wall time from the first step's start to the last step's end: {wall:,.0f} s.", ""]
