@@ -49,7 +49,8 @@ images:
 # CPU image, MLflow from its image; starts the engine when none runs and stops it after, skips (saying why) when
 # no engine can run here.
 test-images: install
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m images -rs tests/images tests/pipelines/test_four_doors.py $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m images -rs tests/images tests/pipelines/test_four_doors.py \
+	  tests/integration/test_sigterm.py $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests components pipelines benchmarks

@@ -1,7 +1,8 @@
 """Run the tiny pipeline under kfp.local up to a step, as a kubelet would see it: each task's process id when it
 starts and its exit code when it ends are printed (``TASK START <pid> <function>``, ``TASK END <pid> <function>
 rc=<code>``), so a test can send SIGTERM to the task's own process - KFP's ``sh -ec`` command, which ``exec``s
-python (components.images.exec_python), the process a pod's PID 1 is - and read how it ended.
+python (components.images.exec_python), the process a pod's PID 1 is - and read how it ended. With ``docker``
+the tasks run in their images (DockerRunner; no pid lines: the test signals the container).
 
     python kfp_tasks.py CONFIG.json PIPELINE_ROOT LAST_STAGE [docker]
 """
@@ -31,6 +32,21 @@ def run_local_subprocess(full_command, env_vars=None) -> int:
     return rc
 
 
+def _docker_runner(root: str):
+    """kfp.local's DockerRunner as the image tests use it: host networking (the test server on 127.0.0.1), the
+    fixtures mounted read-only, the pipeline root (made writable by the images' user) at its own path."""
+    import docker
+    from kfp import local
+
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    from container_images import RUN_ENV, writable_by_image_user
+
+    writable_by_image_user(Path(root))
+    fixtures = ROOT / "tests" / "fixtures"
+    mounts = [docker.types.Mount(str(fixtures), str(fixtures), type="bind", read_only=True)]
+    return local.DockerRunner(network_mode="host", mounts=mounts, environment=dict(RUN_ENV))
+
+
 def main(config_file: str, root: str, last_stage: str, docker: bool = False) -> int:
     sys.path.insert(0, str(ROOT))
     from kfp import local
@@ -40,7 +56,7 @@ def main(config_file: str, root: str, last_stage: str, docker: bool = False) -> 
     from pipelines import build_pipeline
 
     subprocess_task_handler.run_local_subprocess = run_local_subprocess
-    runner = local.DockerRunner(network_mode="host") if docker else local.SubprocessRunner(use_venv=False)
+    runner = _docker_runner(root) if docker else local.SubprocessRunner(use_venv=False)
     local.init(runner=runner, pipeline_root=root, raise_on_error=True)
     cfg = Config.model_validate(json.loads(Path(config_file).read_text()))
     try:

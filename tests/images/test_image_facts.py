@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ KNOWN_TEST_KEYS = (
     (re.compile(r"usr/lib/[^/]+/libgnutls\.so"), re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
 )
 PREFILTER = (b"PRIVATE KEY-----", b"AKIA", b"ASIA", b"hf_", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_")
-_SCANNED: set[str] = set()  # layers (by id) already scanned this session: cpu and train share most of theirs
+_SCANNED: set[str] = set()  # layer contents (diff ids) already scanned this session: cpu and train share most
 COMPILERS = ("gcc", "cc", "c++", "g++", "clang", "ld", "as", "make")
 
 
@@ -58,22 +59,39 @@ def _pem_blocks(data: bytes) -> set[bytes]:
 
 
 def _layer_files(engine, image: str):
-    """(layer, path, bytes) of every regular file of every layer of ``image`` not scanned before: ``save`` streamed
-    into tarfile (no copy on disk), then each layer tar."""
+    """(layer, path, bytes) of every regular file of every layer of ``image`` whose content was not scanned before:
+    ``save`` streamed into tarfile, each layer tar spooled to disk while its sha256 (the layer's diff id, what the
+    engine names a layer's content by) is taken, and read only when that content is new. The cpu and train images
+    share the venv and base layers under different layer names (the legacy ``save`` names a layer by its parent
+    chain and history), so the venv's 2 GB are read once, not twice."""
     proc = subprocess.Popen([*engine.cmd, "save", image], stdout=subprocess.PIPE)
     try:
         with tarfile.open(fileobj=proc.stdout, mode="r|") as outer:
             for member in outer:
-                if not member.name.endswith(".tar") or not member.isfile() or member.name in _SCANNED:
+                if not member.name.endswith(".tar") or not member.isfile():
                     continue
-                with tarfile.open(fileobj=outer.extractfile(member), mode="r|") as layer:
-                    for f in layer:
-                        if f.isfile():
-                            yield member.name, f.name, layer.extractfile(f).read()
-                _SCANNED.add(member.name)
+                with tempfile.TemporaryFile() as spool:
+                    digest = _spool(outer.extractfile(member), spool)
+                    if digest in _SCANNED:
+                        continue
+                    spool.seek(0)
+                    with tarfile.open(fileobj=spool, mode="r|") as layer:
+                        for f in layer:
+                            if f.isfile():
+                                yield member.name, f.name, layer.extractfile(f).read()
+                _SCANNED.add(digest)
     finally:
         proc.stdout.close()
         assert proc.wait(timeout=600) == 0
+
+
+def _spool(source, spool, chunk: int = 1 << 20) -> str:
+    """Copy ``source`` into ``spool``; the sha256 of what was copied."""
+    digest = hashlib.sha256()
+    while block := source.read(chunk):
+        digest.update(block)
+        spool.write(block)
+    return "sha256:" + digest.hexdigest()
 
 
 def _known(path: str, match: bytes) -> bool:

@@ -244,8 +244,9 @@ def _kfp(tmp_path: Path, url: str, last_stage: str, env: dict[str, str], docker:
     cmd = [sys.executable, str(HERE.parents[1] / "helpers" / "kfp_tasks.py"), str(config),
            str(tmp_path / "root"), last_stage, *(["docker"] if docker else [])]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[tuple[float, str]] = []
-    threading.Thread(target=lambda: lines.extend((time.time(), ln) for ln in proc.stdout), daemon=True).start()
+    lines: list[tuple[float, str]] = []  # kfp.local indents what a task prints: the lines are kept unindented
+    threading.Thread(target=lambda: lines.extend((time.time(), ln.lstrip()) for ln in proc.stdout),
+                     daemon=True).start()
     return proc, lines
 
 
@@ -270,6 +271,11 @@ def _stop_task(proc, lines, function: str) -> tuple[float, int, str]:
     return end[0] - t0, int(end[1].rsplit("rc=", 1)[1]), out.split(f"TASK END {pid}")[0]
 
 
+def _sample_shards(root: Path) -> list[Path]:
+    """The finished item shards of the sample task(s) under a kfp.local pipeline root (not its draws)."""
+    return sorted(root.glob("*/*/sample/part/shards/*/shard-*.parquet"))
+
+
 def _assert_task_stopped(seconds: float, rc: int, out: str) -> None:
     assert rc == EXIT_CODE == 143, out[-3000:]
     assert seconds < STOP_WITHIN_S, f"took {seconds:.1f} s to stop"
@@ -286,14 +292,15 @@ def test_sigterm_to_the_kfp_task_process_stops_the_stage_and_the_rerun_finishes(
     the process that is a pod's PID 1): exit 143 with the stop line within seconds, finished shards / epochs kept
     in the task's output folder, no lock left; running the pipeline again finishes with every item once."""
     env = _slow_env("finetune:1.5") if step == "finetune" else {**_env(), "PYTHONPATH": str(ROOT)}
-    # sample: one item a shard and one request at a time, so that the task is still running when two shards are done
+    # sample: one item a shard and one request at a time, so that the task is still running when two shards are done;
+    # finetune: one arm, so one fine-tuning task (kfp.local runs a ParallelFor's iterations side by side)
     sets = ({"entropy__shard_size": 1, "augment__openai__concurrency": 1} if step == "sample"
-            else {"train__epochs": 3, "train__max_steps": None})
+            else {"train__epochs": 3, "train__max_steps": None, "train__arms": ["cda"]})
     with FakeOpenAIServer(delay_s=0.3 if step == "sample" else 0.0) as srv:
         proc, lines = _kfp(tmp_path, srv.base_url, step, env, **sets)
         root = tmp_path / "root"
         if step == "sample":
-            ready = lambda: len([p for p in root.rglob("shard-*.parquet") if "sample" in str(p)]) >= 2  # noqa: E731
+            ready = lambda: len(_sample_shards(root)) >= 2  # noqa: E731
         else:
             ready = lambda: any(root.rglob("checkpoints/epoch-*/state.json"))  # noqa: E731
         _wait_for(lambda: ready() and _task_pid(lines, step) is not None, proc, timeout=900)
@@ -301,8 +308,7 @@ def test_sigterm_to_the_kfp_task_process_stops_the_stage_and_the_rerun_finishes(
         _assert_task_stopped(seconds, rc, out)
         assert not list(root.rglob(L.LOCK_FILE)), "a lock was left behind"
         if step == "sample":
-            per_shard = [set(pd.read_parquet(p)["item_key"]) for p in root.rglob("shard-*.parquet")
-                         if "sample" in str(p) and "/shards/" in str(p)]
+            per_shard = [set(pd.read_parquet(p)["item_key"]) for p in _sample_shards(root)]
             assert len(per_shard) >= 2 and sum(map(len, per_shard)) == len(set().union(*per_shard))
         else:
             assert any(root.rglob("checkpoints/epoch-*/state.json"))
@@ -319,25 +325,33 @@ def test_sigterm_to_the_kfp_task_process_stops_the_stage_and_the_rerun_finishes(
 @pytest.mark.images
 @pytest.mark.timeout(3600)
 def test_sigterm_to_the_task_container_stops_the_stage(tmp_path, container_engine, project_images):
-    """The same in the task's container (kfp.local's DockerRunner): `docker kill --signal TERM` reaches the
-    container's PID 1, KFP's `sh -ec` command that `exec`s python. Opt-in (`-m images
-    tests/integration/test_sigterm.py`), not yet in `make test-images`: on its first run here (2026-12-03) the
-    pipeline under DockerRunner ended (rc 1) before the sample task could be signalled."""
+    """The same in the task's container (kfp.local's DockerRunner, in `make test-images`): `docker kill --signal
+    TERM` reaches the container's PID 1, KFP's `sh -ec` command that `exec`s python; the container exits 143
+    within seconds with the one stop line, its finished shards kept in the pipeline root and no lock left."""
     if container_engine.name != "docker":
         pytest.skip("kfp.local.DockerRunner talks to the Docker API")
     with FakeOpenAIServer(delay_s=0.3) as srv:
         proc, lines = _kfp(tmp_path, srv.base_url, "sample", _env(), docker=True, entropy__shard_size=1,
-                           augment__openai__concurrency=1, pipeline__cpu_image=project_images["cpu"], pipeline__image=project_images["train"])
+                           augment__openai__concurrency=1, pipeline__cpu_image=project_images["cpu"],
+                           pipeline__image=project_images["train"])
         root = tmp_path / "root"
-        _wait_for(lambda: len([p for p in root.rglob("shard-*.parquet") if "sample" in str(p)]) >= 2, proc, 900)
+        _wait_for(lambda: len(_sample_shards(root)) >= 2, proc, 900)
         name = subprocess.run(["docker", "ps", "--filter", "ancestor=" + project_images["train"], "--format",
                                "{{.ID}}"], capture_output=True, text=True).stdout.split()[0]
         t0 = time.time()
         subprocess.run(["docker", "kill", "--signal", "TERM", name], check=True)
         code = subprocess.run(["docker", "wait", name], capture_output=True, text=True).stdout.strip()
+        seconds = time.time() - t0
         proc.wait(timeout=300)
-    assert code == "143" and time.time() - t0 < STOP_WITHIN_S
-    assert any("stopped by SIGTERM" in ln for _, ln in lines)
+    out = "".join(ln for _, ln in lines)
+    assert code == "143" and seconds < STOP_WITHIN_S, (code, seconds, out[-3000:])
+    stop = [ln for _, ln in lines if ln.startswith("error: ")]
+    assert len(stop) == 1 and "stopped by SIGTERM" in stop[0], out[-3000:]
+    per_shard = [set(pd.read_parquet(p)["item_key"]) for p in _sample_shards(root)]
+    assert len(per_shard) >= 2 and sum(map(len, per_shard)) == len(set().union(*per_shard))
+    assert not list(root.rglob(L.LOCK_FILE)), "a lock was left behind"
+    print(f"DockerRunner, sample: the container's PID 1 stopped {seconds:.2f} s after SIGTERM (exit {code}), "
+          f"{len(per_shard)} shards kept")
 
 
 # ------------------------------------------------------------------------------------------------ finetune
