@@ -16,17 +16,20 @@ A second SIGTERM while the first unwinds is ignored, so the clean-up itself is n
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
 
 #: exit code after a SIGTERM (128 + 15, what a shell reports for a process ended by SIGTERM; Kubernetes and
 #: Argo read it as "terminated", and retry the task)
 EXIT_CODE = 128 + signal.SIGTERM
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Terminated(BaseException):
@@ -87,6 +90,43 @@ def deferred() -> Iterator[None]:
         signum, _state.pending = _state.pending, None
         _state.raised = True
         raise Terminated(signum)
+
+
+def run_async(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` under :func:`sigterm_raises`: a SIGTERM while the loop runs cancels ``main`` inside
+    the loop (its requests are cancelled and its client closed as after any cancellation) and :class:`Terminated`
+    is raised once the loop has unwound. Raised straight from the handler, it would land in whatever the loop
+    runs - anyio's cancel scopes in httpx among them, which then fail with an unrelated RuntimeError."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not _handler:
+        return asyncio.run(main)
+    got: list[int] = []
+
+    async def guarded() -> T:
+        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+
+        def on_sigterm() -> None:
+            if _state.raised or got:
+                logger.warning("SIGTERM again: already stopping (finished work is kept)")
+            elif _state.depth:
+                _state.pending = signal.SIGTERM
+            else:
+                got.append(signal.SIGTERM)
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+        return await main
+
+    try:
+        result = asyncio.run(guarded())
+    except asyncio.CancelledError:
+        if not got:
+            raise
+    finally:
+        signal.signal(signal.SIGTERM, _handler)  # the loop's handler is gone with it
+    if got:
+        _state.raised = True
+        raise Terminated(got[0])
+    return result
 
 
 def resume_hint(argv: list[str] | None) -> str:

@@ -44,7 +44,12 @@ def _docker_runner(root: str):
     writable_by_image_user(Path(root))
     fixtures = ROOT / "tests" / "fixtures"
     mounts = [docker.types.Mount(str(fixtures), str(fixtures), type="bind", read_only=True)]
-    return local.DockerRunner(network_mode="host", mounts=mounts, environment=dict(RUN_ENV))
+    env = dict(RUN_ENV)
+    if os.environ.get("CCDA_TEST_SLOW"):  # the test's stage delays (tests/helpers/slow_stages) in the containers
+        slow = ROOT / "tests" / "helpers" / "slow_stages"
+        mounts.append(docker.types.Mount(str(slow), str(slow), type="bind", read_only=True))
+        env.update(CCDA_TEST_SLOW=os.environ["CCDA_TEST_SLOW"], PYTHONPATH=f"/opt/ccda:{slow}")
+    return local.DockerRunner(network_mode="host", mounts=mounts, environment=env)
 
 
 def main(config_file: str, root: str, last_stage: str, docker: bool = False) -> int:

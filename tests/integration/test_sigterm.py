@@ -324,18 +324,23 @@ def test_sigterm_to_the_kfp_task_process_stops_the_stage_and_the_rerun_finishes(
 
 @pytest.mark.images
 @pytest.mark.timeout(3600)
-def test_sigterm_to_the_task_container_stops_the_stage(tmp_path, container_engine, project_images):
+@pytest.mark.parametrize("step", ["sample", "finetune"])
+def test_sigterm_to_the_task_container_stops_the_stage(tmp_path, container_engine, project_images, step):
     """The same in the task's container (kfp.local's DockerRunner, in `make test-images`): `docker kill --signal
     TERM` reaches the container's PID 1, KFP's `sh -ec` command that `exec`s python; the container exits 143
-    within seconds with the one stop line, its finished shards kept in the pipeline root and no lock left."""
+    within seconds with the one stop line, its finished shards / epochs kept in the pipeline root, no lock left."""
     if container_engine.name != "docker":
         pytest.skip("kfp.local.DockerRunner talks to the Docker API")
-    with FakeOpenAIServer(delay_s=0.3) as srv:
-        proc, lines = _kfp(tmp_path, srv.base_url, "sample", _env(), docker=True, entropy__shard_size=1,
-                           augment__openai__concurrency=1, pipeline__cpu_image=project_images["cpu"],
-                           pipeline__image=project_images["train"])
-        root = tmp_path / "root"
-        _wait_for(lambda: len(_sample_shards(root)) >= 2, proc, 900)
+    sets = ({"entropy__shard_size": 1, "augment__openai__concurrency": 1} if step == "sample"
+            else {"train__epochs": 3, "train__max_steps": None, "train__arms": ["cda"]})
+    env = _slow_env("finetune:1.5") if step == "finetune" else _env()
+    root = tmp_path / "root"
+    ready = ((lambda: len(_sample_shards(root)) >= 2) if step == "sample"
+             else (lambda: any(root.rglob("checkpoints/epoch-*/state.json"))))
+    with FakeOpenAIServer(delay_s=0.3 if step == "sample" else 0.0) as srv:
+        proc, lines = _kfp(tmp_path, srv.base_url, step, env, docker=True, pipeline__cpu_image=project_images["cpu"],
+                           pipeline__image=project_images["train"], **sets)
+        _wait_for(ready, proc, 900)
         name = subprocess.run(["docker", "ps", "--filter", "ancestor=" + project_images["train"], "--format",
                                "{{.ID}}"], capture_output=True, text=True).stdout.split()[0]
         t0 = time.time()
@@ -347,11 +352,13 @@ def test_sigterm_to_the_task_container_stops_the_stage(tmp_path, container_engin
     assert code == "143" and seconds < STOP_WITHIN_S, (code, seconds, out[-3000:])
     stop = [ln for _, ln in lines if ln.startswith("error: ")]
     assert len(stop) == 1 and "stopped by SIGTERM" in stop[0], out[-3000:]
-    per_shard = [set(pd.read_parquet(p)["item_key"]) for p in _sample_shards(root)]
-    assert len(per_shard) >= 2 and sum(map(len, per_shard)) == len(set().union(*per_shard))
     assert not list(root.rglob(L.LOCK_FILE)), "a lock was left behind"
-    print(f"DockerRunner, sample: the container's PID 1 stopped {seconds:.2f} s after SIGTERM (exit {code}), "
-          f"{len(per_shard)} shards kept")
+    if step == "sample":
+        per_shard = [set(pd.read_parquet(p)["item_key"]) for p in _sample_shards(root)]
+        assert len(per_shard) >= 2 and sum(map(len, per_shard)) == len(set().union(*per_shard))
+    else:
+        assert any(root.rglob("checkpoints/epoch-*/state.json")) and not any(root.rglob("final/model.safetensors"))
+    print(f"DockerRunner, {step}: the container's PID 1 stopped {seconds:.2f} s after SIGTERM (exit {code})")
 
 
 # ------------------------------------------------------------------------------------------------ finetune

@@ -193,3 +193,34 @@ def test_base_url_must_be_an_http_url():
     for bad in ("ccda-vllm:8000/v1", "ftp://host/v1", "http:///v1"):
         with pytest.raises(ValidationError, match="http:// or https://"):
             OpenAIServerConfig(base_url=bad)
+
+
+def test_sigterm_while_requests_are_in_flight_stops_cleanly():
+    """SIGTERM under the CLI's handler at random moments while the client's requests connect, send and read (many
+    short requests, so that the signal often lands in the client's own code): each time the requests are cancelled
+    inside the event loop and Terminated is raised after it. Raised straight from the handler, it landed in anyio's
+    cancel scopes inside httpx (seen: in `connect_tcp`) and ended `ccda run` with exit 1 and a RuntimeError."""
+    import os
+    import random
+    import signal
+    import threading
+    import time
+
+    from context_cda.signals import Terminated, sigterm_raises
+
+    rng = random.Random(7)
+    with FakeOpenAIServer() as srv:
+        gen = make_generator("openai", "fake-model", openai=_server_cfg(srv.base_url, timeout_s=5.0, concurrency=8))
+        prompts = [build_messages(f"He went home {i}.", few_shot=False) for i in range(200)]
+        for _ in range(40):
+            timer = threading.Timer(rng.uniform(0.0, 0.15), os.kill, (os.getpid(), signal.SIGTERM))
+            with sigterm_raises():
+                handler = signal.getsignal(signal.SIGTERM)
+                with pytest.raises(Terminated):
+                    timer.start()
+                    gen.generate(prompts, SamplingParams(n=1, max_tokens=8))
+                    time.sleep(5)  # the requests were done before the signal: it is raised here
+                assert signal.getsignal(signal.SIGTERM) is handler  # the CLI's handler is back after the loop's
+            timer.join()
+        with sigterm_raises():  # the next call is unaffected
+            assert len(gen.generate(prompts[:2], SamplingParams(n=1, max_tokens=8))) == 2

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError, ServiceError
+from ..signals import run_async
 from .base import (
     PROMPT_TOO_LONG,
     Conversation,
@@ -235,7 +236,7 @@ class OpenAIGenerator:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            results = asyncio.run(self._agenerate(prompts, params))
+            results = run_async(self._agenerate(prompts, params))  # a SIGTERM cancels the requests in the loop
         else:  # called from inside an event loop (notebook): run ours in a thread
             box: dict[str, Any] = {}
             t = threading.Thread(target=lambda: box.update(r=asyncio.run(self._agenerate(prompts, params))))
