@@ -47,6 +47,7 @@ class _State:
         self.depth = 0  # nested deferred() blocks
         self.pending: int | None = None  # a signal that arrived inside one
         self.raised = False  # Terminated was raised once: further signals are ignored
+        self.async_run: _AsyncRun | None = None  # an event loop running under run_async
 
 
 _state = _State()
@@ -58,6 +59,9 @@ def _handler(signum: int, _frame: object) -> None:
         return
     if _state.depth:
         _state.pending = signum
+        return
+    if _state.async_run is not None:  # inside run_async: cancelled in the loop, raised after it
+        _state.async_run.stop(signum)
         return
     _state.raised = True
     raise Terminated(signum)
@@ -93,40 +97,51 @@ def deferred() -> Iterator[None]:
 
 
 def run_async(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(main)`` under :func:`sigterm_raises`: a SIGTERM while the loop runs cancels ``main`` inside
-    the loop (its requests are cancelled and its client closed as after any cancellation) and :class:`Terminated`
-    is raised once the loop has unwound. Raised straight from the handler, it would land in whatever the loop
-    runs - anyio's cancel scopes in httpx among them, which then fail with an unrelated RuntimeError."""
+    """``asyncio.run(main)`` under :func:`sigterm_raises`: a SIGTERM while it runs (the loop being made or closed
+    included) does not raise where it lands - in the loop's constructor, or in anyio's cancel scopes inside httpx,
+    which then fail with unrelated errors - but cancels ``main`` inside the loop (its requests are cancelled and
+    its client closed as after any cancellation); :class:`Terminated` is raised once the loop is closed."""
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not _handler:
         return asyncio.run(main)
-    got: list[int] = []
-
-    async def guarded() -> T:
-        task, loop = asyncio.current_task(), asyncio.get_running_loop()
-
-        def on_sigterm() -> None:
-            if _state.raised or got:
-                logger.warning("SIGTERM again: already stopping (finished work is kept)")
-            elif _state.depth:
-                _state.pending = signal.SIGTERM
-            else:
-                got.append(signal.SIGTERM)
-                task.cancel()
-
-        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
-        return await main
-
+    run = _AsyncRun()
+    _state.async_run = run
     try:
-        result = asyncio.run(guarded())
+        result = asyncio.run(run.guard(main))
     except asyncio.CancelledError:
-        if not got:
+        if run.signum is None:
             raise
     finally:
-        signal.signal(signal.SIGTERM, _handler)  # the loop's handler is gone with it
-    if got:
+        _state.async_run = None
+    if run.signum is not None:
         _state.raised = True
-        raise Terminated(got[0])
+        raise Terminated(run.signum)
     return result
+
+
+class _AsyncRun:
+    """An event loop run under the handler: a SIGTERM is noted and cancels its task inside the loop."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task | None = None
+
+    async def guard(self, main: Coroutine[Any, Any, T]) -> T:
+        self.loop, self.task = asyncio.get_running_loop(), asyncio.current_task()
+        if self.signum is not None:  # it came while the loop was being made
+            main.close()
+            raise asyncio.CancelledError
+        return await main
+
+    def stop(self, signum: int) -> None:
+        """From the signal handler (the main thread, between two instructions: as if from another thread)."""
+        if self.signum is not None:
+            logger.warning("%s again: already stopping (finished work is kept)", signal.Signals(signum).name)
+            return
+        self.signum = signum
+        if self.loop is not None and self.task is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed: run_async raises after it
+                self.loop.call_soon_threadsafe(self.task.cancel)
 
 
 def resume_hint(argv: list[str] | None) -> str:

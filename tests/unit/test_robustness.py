@@ -460,3 +460,48 @@ def test_sigterm_waits_for_a_deferred_block_and_a_second_one_is_ignored():
             done.append("clean-up finished")
     assert done[-1] == "clean-up finished"
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the previous handler is back
+
+
+@pytest.mark.parametrize("where", ["callback", "new_loop"])
+def test_sigterm_inside_an_event_loop_cancels_it_and_raises_after(monkeypatch, where):
+    """signals.run_async (the openai client's requests): a SIGTERM that lands in the loop's own code - a callback,
+    or the loop being made - is not raised there (where it broke anyio's cancel scopes in httpx, or left a
+    half-made loop), but cancels the coroutine inside the loop; Terminated comes once the loop is closed, and the
+    CLI's handler is in place again."""
+    import asyncio
+
+    from context_cda.signals import Terminated, run_async, sigterm_raises
+
+    done: list[str] = []
+
+    def kill_then_work() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(100_000))  # many instructions after the signal: a raising handler would land here
+        done.append(where)
+
+    if where == "new_loop":
+        make = asyncio.events.new_event_loop
+
+        def new_event_loop():
+            loop = make()
+            kill_then_work()
+            return loop
+
+        monkeypatch.setattr(asyncio.events, "new_event_loop", new_event_loop)
+
+    async def main() -> None:
+        if where == "callback":
+            asyncio.get_running_loop().call_soon(kill_then_work)
+        try:
+            await asyncio.sleep(5)
+        finally:
+            done.append("main cancelled")
+
+    t0 = time.time()
+    with sigterm_raises():
+        handler = signal.getsignal(signal.SIGTERM)
+        with pytest.raises(Terminated):
+            run_async(main())
+        assert signal.getsignal(signal.SIGTERM) is handler
+    assert done[0] == where and time.time() - t0 < 4
+    assert done[1:] == (["main cancelled"] if where == "callback" else [])  # cancelled before it started
