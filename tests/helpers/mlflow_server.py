@@ -33,8 +33,11 @@ def mlflow_server(root: Path, artifacts: str, env: Mapping[str, str] | None = No
            "--serve-artifacts", "--artifacts-destination", artifacts]
     log_path = root / "server.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    # MLflow 3's job runner (about ten huey consumer processes, each importing mlflow: ~40 s of CPU at every start
+    # here) serves GenAI jobs this project never submits
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root,
-                            env={**os.environ, "MLFLOW_TRACKING_URI": "", **(env or {})})
+                            env={**os.environ, "MLFLOW_TRACKING_URI": "", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+                                 **(env or {})})
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + timeout
     try:
