@@ -320,6 +320,8 @@ def test_mlflow_uses_postgres_s3_and_secret_references(which: str):
     assert config["MLFLOW_ARTIFACTS_DESTINATION"].startswith("s3://")
     assert config["MLFLOW_S3_ENDPOINT_URL"].startswith(("http://", "https://"))
     assert config["MLFLOW_DB_HOST"] == "ccda-postgres"
+    # MLflow 3's job runner (~ten processes of 150-230 MB) would not fit the 2Gi limit beside the server
+    assert config["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
     env = {e["name"]: e for e in c["env"]}
     # libpq reads the password from PGPASSWORD: no URI, argument or ConfigMap holds it
     assert env["PGPASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "ccda-mlflow-db", "key": "MLFLOW_DB_PASSWORD"}
