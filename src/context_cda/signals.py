@@ -107,7 +107,7 @@ def run_async(main: Coroutine[Any, Any, T]) -> T:
     _state.async_run = run
     try:
         result = asyncio.run(run.guard(main))
-    except asyncio.CancelledError:
+    except BaseException:  # the cancellation, or what a cancelled request turned into: the stop is what counts
         if run.signum is None:
             raise
     finally:
