@@ -276,6 +276,27 @@ def _sample_shards(root: Path) -> list[Path]:
     return sorted(root.glob("*/*/sample/part/shards/*/shard-*.parquet"))
 
 
+def _stop_case(step: str, root: Path):
+    """(config sets, the fake server's delay, when the task may be stopped) for a Kubeflow SIGTERM check of
+    ``step``. sample: one item a shard and one request at a time, so that the task is still running when two shards
+    are done; finetune: one arm, so one fine-tuning task (kfp.local runs a ParallelFor's iterations side by side)."""
+    if step == "sample":
+        return ({"entropy__shard_size": 1, "augment__openai__concurrency": 1}, 0.3,
+                lambda: len(_sample_shards(root)) >= 2)
+    return ({"train__epochs": 3, "train__max_steps": None, "train__arms": ["cda"]}, 0.0,
+            lambda: any(root.rglob("checkpoints/epoch-*/state.json")))
+
+
+def _assert_kept(step: str, root: Path) -> None:
+    """The stopped task's finished work is in the pipeline root: its shards (each item in one) or an epoch."""
+    assert not list(root.rglob(L.LOCK_FILE)), "a lock was left behind"
+    if step == "sample":
+        per_shard = [set(pd.read_parquet(p)["item_key"]) for p in _sample_shards(root)]
+        assert len(per_shard) >= 2 and sum(map(len, per_shard)) == len(set().union(*per_shard))
+    else:
+        assert any(root.rglob("checkpoints/epoch-*/state.json"))
+
+
 def _assert_task_stopped(seconds: float, rc: int, out: str) -> None:
     assert rc == EXIT_CODE == 143, out[-3000:]
     assert seconds < STOP_WITHIN_S, f"took {seconds:.1f} s to stop"
@@ -292,26 +313,14 @@ def test_sigterm_to_the_kfp_task_process_stops_the_stage_and_the_rerun_finishes(
     the process that is a pod's PID 1): exit 143 with the stop line within seconds, finished shards / epochs kept
     in the task's output folder, no lock left; running the pipeline again finishes with every item once."""
     env = _slow_env("finetune:1.5") if step == "finetune" else {**_env(), "PYTHONPATH": str(ROOT)}
-    # sample: one item a shard and one request at a time, so that the task is still running when two shards are done;
-    # finetune: one arm, so one fine-tuning task (kfp.local runs a ParallelFor's iterations side by side)
-    sets = ({"entropy__shard_size": 1, "augment__openai__concurrency": 1} if step == "sample"
-            else {"train__epochs": 3, "train__max_steps": None, "train__arms": ["cda"]})
-    with FakeOpenAIServer(delay_s=0.3 if step == "sample" else 0.0) as srv:
+    root = tmp_path / "root"
+    sets, delay, ready = _stop_case(step, root)
+    with FakeOpenAIServer(delay_s=delay) as srv:
         proc, lines = _kfp(tmp_path, srv.base_url, step, env, **sets)
-        root = tmp_path / "root"
-        if step == "sample":
-            ready = lambda: len(_sample_shards(root)) >= 2  # noqa: E731
-        else:
-            ready = lambda: any(root.rglob("checkpoints/epoch-*/state.json"))  # noqa: E731
         _wait_for(lambda: ready() and _task_pid(lines, step) is not None, proc, timeout=900)
         seconds, rc, out = _stop_task(proc, lines, step)
         _assert_task_stopped(seconds, rc, out)
-        assert not list(root.rglob(L.LOCK_FILE)), "a lock was left behind"
-        if step == "sample":
-            per_shard = [set(pd.read_parquet(p)["item_key"]) for p in _sample_shards(root)]
-            assert len(per_shard) >= 2 and sum(map(len, per_shard)) == len(set().union(*per_shard))
-        else:
-            assert any(root.rglob("checkpoints/epoch-*/state.json"))
+        _assert_kept(step, root)
         again, more = _kfp(tmp_path, srv.base_url, step, {**_env(), "PYTHONPATH": str(ROOT)}, **sets)
         assert again.wait(timeout=1500) == 0, "".join(ln for _, ln in more)[-4000:]
     if step == "sample":
@@ -331,13 +340,10 @@ def test_sigterm_to_the_task_container_stops_the_stage(tmp_path, container_engin
     within seconds with the one stop line, its finished shards / epochs kept in the pipeline root, no lock left."""
     if container_engine.name != "docker":
         pytest.skip("kfp.local.DockerRunner talks to the Docker API")
-    sets = ({"entropy__shard_size": 1, "augment__openai__concurrency": 1} if step == "sample"
-            else {"train__epochs": 3, "train__max_steps": None, "train__arms": ["cda"]})
     env = _slow_env("finetune:1.5") if step == "finetune" else _env()
     root = tmp_path / "root"
-    ready = ((lambda: len(_sample_shards(root)) >= 2) if step == "sample"
-             else (lambda: any(root.rglob("checkpoints/epoch-*/state.json"))))
-    with FakeOpenAIServer(delay_s=0.3 if step == "sample" else 0.0) as srv:
+    sets, delay, ready = _stop_case(step, root)
+    with FakeOpenAIServer(delay_s=delay) as srv:
         proc, lines = _kfp(tmp_path, srv.base_url, step, env, docker=True, pipeline__cpu_image=project_images["cpu"],
                            pipeline__image=project_images["train"], **sets)
         _wait_for(ready, proc, 900)
@@ -352,12 +358,8 @@ def test_sigterm_to_the_task_container_stops_the_stage(tmp_path, container_engin
     assert code == "143" and seconds < STOP_WITHIN_S, (code, seconds, out[-3000:])
     stop = [ln for _, ln in lines if ln.startswith("error: ")]
     assert len(stop) == 1 and "stopped by SIGTERM" in stop[0], out[-3000:]
-    assert not list(root.rglob(L.LOCK_FILE)), "a lock was left behind"
-    if step == "sample":
-        per_shard = [set(pd.read_parquet(p)["item_key"]) for p in _sample_shards(root)]
-        assert len(per_shard) >= 2 and sum(map(len, per_shard)) == len(set().union(*per_shard))
-    else:
-        assert any(root.rglob("checkpoints/epoch-*/state.json")) and not any(root.rglob("final/model.safetensors"))
+    _assert_kept(step, root)
+    assert not any(root.rglob("final/model.safetensors"))
     print(f"DockerRunner, {step}: the container's PID 1 stopped {seconds:.2f} s after SIGTERM (exit {code})")
 
 
