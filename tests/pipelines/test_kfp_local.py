@@ -3,7 +3,10 @@
 Each component runs in its own subprocess exactly as in a cluster pod (the same executor code, artifacts as
 folders, the config as the ``config_yaml`` parameter), minus Kubernetes. The default tests run the corpus stages
 and the exit handler on success and on failure; ``-m slow`` runs the whole DAG (train, evaluate, register,
-report) on tiny models.
+report) on tiny models once, with kfp.local's task cache on (as a cluster's KFP caches), and reads that run for
+three checks: the end-to-end outputs, the kfp.local door of the doors check (tests/helpers/doors.py), and two more
+pipeline runs that add an arm and a seed (tests/pipelines/test_reruns.py's claim for this door: the cache serves
+every finished fine-tuning).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ pytest.importorskip("kfp")
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 sys.path.insert(0, str(HELPERS))
 import tiny_pipeline as tp  # noqa: E402
-from fake_openai import FakeOpenAIServer  # noqa: E402
+from doors import ARMS, check_kfp_door, exclude_rows  # noqa: E402
 
 if str(tp.ROOT) not in sys.path:
     sys.path.insert(0, str(tp.ROOT))
@@ -38,12 +41,6 @@ def kfp_local(tmp_path, monkeypatch):
     root = tmp_path / "pipeline_root"
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
     return root
-
-
-@pytest.fixture(scope="module")
-def fake_llm():
-    with FakeOpenAIServer() as srv:
-        yield srv
 
 
 def _one(root: Path, pattern: str) -> Path:
@@ -87,23 +84,58 @@ def test_exit_handler_records_a_failed_run(kfp_local, tmp_path, fake_llm):
     assert status["error_message"]
 
 
+POSTHOC = "sentence-debias"
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_cpu_pipeline_end_to_end_under_kfp_local(kfp_local, tmp_path, fake_llm):
+@pytest.mark.timeout(3600)
+def test_cpu_pipeline_end_to_end_under_kfp_local_then_its_cache_serves_the_finished_fine_tunings(
+        kfp_local, tmp_path, fake_llm, excluded, runner_door):
     """Every step of the stage table, through ParallelFor over the generation parts, targets and (arm, seed), to
-    the report; augment and the sample step in three parts each (``pipeline.generation_shards``), merged once."""
-    cfg = tp.tiny_config(fake_llm.base_url, run_dir=tmp_path / "run")
-    cfg.pipeline.generation_shards = 3
-    build_pipeline("cpu", cfg, last_stage="report")()
-    assert _status(kfp_local)["state"] == "SUCCEEDED"
+    the report; augment and the sample step in three parts each (``pipeline.generation_shards``), merged once; a
+    row excluded at each validation boundary, and the fine-tunings on the runner door's ids. Then the pipeline
+    again with an arm added (every task gets its step's view of the config: the finished tasks keep their cache
+    keys, no fine-tuning executes) and with a seed added (only the new seed's fine-tunings execute)."""
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(kfp_local), raise_on_error=True,
+               enable_caching=True)
+
+    def config(arms=ARMS, seeds=(13,)):
+        cfg = exclude_rows(tp.tiny_config(fake_llm.base_url, run_dir=tmp_path / "run"), excluded)
+        cfg.pipeline.generation_shards = 3
+        cfg.baselines.sentence_debias.min_pairs = 2  # the tiny corpus's pairs
+        cfg.train.arms, cfg.train.seeds = list(arms), list(seeds)
+        return cfg
+
+    cfg = config()
+    first = _pipeline_run(kfp_local, cfg, "report")
+    assert _status(first)["state"] == "SUCCEEDED"
     expected = {"augment": "augmented.parquet", "sample": "samples.parquet", "entropy": "scores.parquet",
                 "filter": "corpus.parquet",
                 "finetune": "metrics.csv", "evaluate": "aggregate.json", "register": "promotion.json",
                 "report": "report.md"}
     for stage, name in expected.items():
-        assert list(kfp_local.rglob(name)), f"{stage}: no {name}"
-    _check_generation_parts_merged_once(kfp_local)
-    _check_evaluations_reach_register_and_report(kfp_local, cfg)
+        assert list(first.rglob(name)), f"{stage}: no {name}"
+    _check_generation_parts_merged_once(first)
+    _check_evaluations_reach_register_and_report(first, cfg)
+    ids = check_kfp_door(first, excluded, runner_door)  # one fine-tuning task per arm
+    arm = _finetunings(_pipeline_run(kfp_local, config([*ARMS, POSTHOC]), "finetune"))
+    seed = _finetunings(_pipeline_run(kfp_local, config([*ARMS, POSTHOC], (13, 14)), "finetune"))
+    print(f"kfp.local: train ids per arm {', '.join(f'{a}: {len(v)}' for a, v in sorted(ids.items()))}; "
+          f"+{POSTHOC} {arm} fine-tuning tasks executed; +seed {seed}")
+    assert arm == 0 and seed == 2
+
+
+def _pipeline_run(root: Path, cfg, last_stage: str) -> Path:
+    """Run the pipeline to ``last_stage``; the folder of this pipeline run under ``root``."""
+    before = set(root.iterdir()) if root.exists() else set()
+    build_pipeline("cpu", cfg, last_stage=last_stage)()
+    return next(p for p in root.iterdir() if p not in before and p.is_dir() and not p.name.startswith("."))
+
+
+def _finetunings(run: Path) -> int:
+    """The fine-tuning tasks a pipeline run to ``finetune`` executed (those its cache served left no folder in
+    it; a run to the report also holds collect_arms' copies of their manifests)."""
+    return sum(1 for m in run.rglob("manifest.json") if json.loads(m.read_text()).get("stage") == "finetune")
 
 
 def _check_evaluations_reach_register_and_report(root: Path, cfg) -> None:

@@ -1,16 +1,17 @@
 """No finished work is redone, whichever door runs the step: a tiny run, then an arm added (a post-hoc one:
 SentenceDebias; the tiny corpus has too few sentences per class for INLP), then a seed added, through the runner,
-the stage commands, `dvc repro` and kfp.local (with its task cache). A fine-tuning depends on its own arm's corpus,
-its seed, its budget group's token budget and its training settings: adding the arm reruns none, adding a seed
-runs only that seed's. Every door leaves the same up-to-date marker: `ccda finetune` for one arm, then `ccda run`,
-does not train it again. A step no configured arm reads is not planned (train.arms=[cda]: no LLM stages).
+the stage commands, `dvc repro` and kfp.local (with its task cache: on the end-to-end run of test_kfp_local.py). A
+fine-tuning depends on its own arm's corpus, its seed, its budget group's token budget and its training settings:
+adding the arm reruns none, adding a seed runs only that seed's. Every door leaves the same up-to-date marker:
+`ccda finetune` for one arm, then `ccda run`, does not train it again. A step no configured arm reads is not
+planned (train.arms=[cda]: no LLM stages).
 
-The runner and the stage commands run in ``make test``; `dvc repro` and kfp.local are ``slow``.
+The runner and the stage commands run in ``make test``; `dvc repro` is ``slow`` (its first repro is also the doors
+check's `dvc repro` door, tests/helpers/doors.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections import Counter
@@ -23,7 +24,7 @@ HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 sys.path.insert(0, str(HELPERS))
 
 import tiny_pipeline as tp  # noqa: E402
-from fake_openai import FakeOpenAIServer  # noqa: E402
+from doors import check_door, exclude_rows, run_folder_ids  # noqa: E402
 
 from context_cda import layout as L  # noqa: E402
 from context_cda.pipeline import plan, run_pipeline  # noqa: E402
@@ -43,12 +44,6 @@ def rerun_config(base_url: str, run_dir: Path | str, arms=ARMS, seeds=(13,), abs
     cfg.train.seeds = list(seeds)
     cfg.baselines.sentence_debias.min_pairs = 2
     return cfg
-
-
-@pytest.fixture(scope="module")
-def fake_llm():
-    with FakeOpenAIServer() as srv:
-        yield srv
 
 
 def ran(results) -> Counter:
@@ -145,24 +140,29 @@ def test_a_step_no_arm_reads_is_not_planned_and_the_cda_arm_trains_without_it(fa
 # ------------------------------------------------------------------------------------------------ dvc repro
 
 
-def _dvc_params(base_url: str, arms, seeds=(13,), tracking: bool = False) -> dict:
+def _dvc_params(base_url: str, arms, seeds=(13,), tracking: bool = False, exclude: dict | None = None) -> dict:
     from dvc_project import RUN_DIR
 
     cfg = rerun_config(base_url, RUN_DIR, arms, seeds, absolute=False)
     cfg.tracking.enabled = tracking
-    return cfg.to_dict()
+    return exclude_rows(cfg, exclude or {}).to_dict()
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_dvc_repro_runs_every_stage_once_then_retrains_nothing_for_an_added_arm_and_only_the_new_seed(
-        fake_llm, tmp_path):
+        fake_llm, excluded, runner_door, tmp_path):
     """The whole dvc.yaml on the tiny profile (registry and report included): the first repro runs every stage,
-    a second does nothing; then the arm and the seed are added."""
+    and is the `dvc repro` door of the doors check (tests/helpers/doors.py: a row excluded at each validation
+    boundary, the same fine-tuning ids as the runner's); a second does nothing; then the arm and the seed are
+    added."""
     pytest.importorskip("dvc")
     from dvc_project import BIN, RUN_DIR, Project
 
-    proj = Project(tmp_path / "proj", fake_llm.base_url, _dvc_params(fake_llm.base_url, ARMS, tracking=True))
+    def params(arms, seeds=(13,)) -> dict:
+        return _dvc_params(fake_llm.base_url, arms, seeds, tracking=True, exclude=excluded)
+
+    proj = Project(tmp_path / "proj", fake_llm.base_url, params(ARMS))
     stages = set(proj.dvc("stage", "list", "--name-only").stdout.split())
     assert {s.split("@")[0] for s in stages} >= {"ingest", "augment", "entropy", "finetune", "evaluate", "register",
                                                   "report"}
@@ -171,6 +171,7 @@ def test_dvc_repro_runs_every_stage_once_then_retrains_nothing_for_an_added_arm_
     assert proj.repro() == set()
     assert (proj.root / RUN_DIR / "report" / "report.md").is_file()
     assert "epoch" in proj.dvc("plots", "show", "--json").stdout
+    assert check_door(proj.root / RUN_DIR, excluded) == run_folder_ids(runner_door)
     first = Counter(s.split("@")[0] for s in first_ran)
 
     def regenerate(params: dict) -> None:  # as a user does after editing params.yaml (`make dvc`)
@@ -180,49 +181,13 @@ def test_dvc_repro_runs_every_stage_once_then_retrains_nothing_for_an_added_arm_
 
     run = proj.root / RUN_DIR
     before = weights(run)
-    regenerate(_dvc_params(fake_llm.base_url, [*ARMS, POSTHOC], tracking=True))
+    regenerate(params([*ARMS, POSTHOC]))
     arm = Counter(s.split("@")[0] for s in proj.repro())
     assert "finetune" not in arm and weights(run) == before, arm
-    regenerate(_dvc_params(fake_llm.base_url, [*ARMS, POSTHOC], (13, 14), tracking=True))
+    regenerate(params([*ARMS, POSTHOC], (13, 14)))
     seed = Counter(s.split("@")[0] for s in proj.repro())
     assert seed["finetune"] == 2 and {k: v for k, v in weights(run).items() if "seed-13" in k} == before, seed
     print(f"dvc repro: base {dict(first)}; +{POSTHOC} {dict(arm)}; +seed {dict(seed)}")
-
-
-# ------------------------------------------------------------------------------------------------ kfp.local
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(3600)
-def test_kfp_local_serves_the_finished_fine_tunings_from_its_cache(fake_llm, tmp_path, monkeypatch):
-    """kfp.local with its task cache (as a cluster's KFP caches): every task gets its step's view of the config,
-    so adding an arm leaves the finished tasks' cache keys, and only the new seed's fine-tunings execute."""
-    pytest.importorskip("kfp")
-    if str(tp.ROOT) not in sys.path:
-        sys.path.insert(0, str(tp.ROOT))
-    from kfp import local
-
-    from pipelines import build_pipeline
-
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tp.ROOT), os.environ.get("PYTHONPATH")])))
-    root = tmp_path / "pipeline_root"
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True,
-               enable_caching=True)
-
-    def trained(arms, seeds=(13,)) -> int:
-        """Run the pipeline to the fine-tuning; how many fine-tuning tasks executed (not served from the cache)."""
-        runs = set(root.iterdir()) if root.exists() else set()
-        cfg = rerun_config(fake_llm.base_url, tmp_path / "run", arms, seeds)
-        cfg.evaluate.after_training = False
-        build_pipeline("cpu", cfg, last_stage="finetune")()
-        new = next(p for p in root.iterdir() if p not in runs and p.is_dir() and not p.name.startswith("."))
-        return sum(1 for m in new.rglob("manifest.json") if json.loads(m.read_text()).get("stage") == "finetune")
-
-    assert trained(ARMS) == 2
-    arm = trained([*ARMS, POSTHOC])
-    seed = trained([*ARMS, POSTHOC], (13, 14))
-    print(f"kfp.local: +{POSTHOC} {arm} fine-tuning tasks executed; +seed {seed}")
-    assert arm == 0 and seed == 2
 
 
 @pytest.mark.slow
