@@ -62,7 +62,8 @@ def main(config_file: str, root: str, last_stage: str, docker: bool = False) -> 
 
     subprocess_task_handler.run_local_subprocess = run_local_subprocess
     runner = _docker_runner(root) if docker else local.SubprocessRunner(use_venv=False)
-    local.init(runner=runner, pipeline_root=root, raise_on_error=True)
+    # with the task cache, as a cluster's KFP: a second run serves the tasks that finished and runs the rest
+    local.init(runner=runner, pipeline_root=root, raise_on_error=True, enable_caching=True)
     cfg = Config.model_validate(json.loads(Path(config_file).read_text()))
     try:
         build_pipeline("cpu", cfg, last_stage=last_stage)()

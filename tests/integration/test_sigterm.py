@@ -245,8 +245,9 @@ def _kfp(tmp_path: Path, url: str, last_stage: str, env: dict[str, str], docker:
            str(tmp_path / "root"), last_stage, *(["docker"] if docker else [])]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[tuple[float, str]] = []  # kfp.local indents what a task prints: the lines are kept unindented
-    threading.Thread(target=lambda: lines.extend((time.time(), ln.lstrip()) for ln in proc.stdout),
-                     daemon=True).start()
+    proc.reader = threading.Thread(target=lambda: lines.extend((time.time(), ln.lstrip()) for ln in proc.stdout),
+                                   daemon=True)
+    proc.reader.start()
     return proc, lines
 
 
@@ -311,7 +312,8 @@ def _assert_task_stopped(seconds: float, rc: int, out: str) -> None:
 def test_sigterm_to_the_kfp_task_process_stops_the_stage_and_the_rerun_finishes(tmp_path, step):
     """SIGTERM to the process kfp.local started for the task (KFP's `sh -ec` command, python `exec`ed into it:
     the process that is a pod's PID 1): exit 143 with the stop line within seconds, finished shards / epochs kept
-    in the task's output folder, no lock left; running the pipeline again finishes with every item once."""
+    in the task's output folder, no lock left; running the pipeline again (with KFP's task cache, as on a cluster)
+    serves the tasks that had finished, runs the stopped one again and finishes with every item once."""
     env = _slow_env("finetune:1.5") if step == "finetune" else {**_env(), "PYTHONPATH": str(ROOT)}
     root = tmp_path / "root"
     sets, delay, ready = _stop_case(step, root)
@@ -323,12 +325,15 @@ def test_sigterm_to_the_kfp_task_process_stops_the_stage_and_the_rerun_finishes(
         _assert_kept(step, root)
         again, more = _kfp(tmp_path, srv.base_url, step, {**_env(), "PYTHONPATH": str(ROOT)}, **sets)
         assert again.wait(timeout=1500) == 0, "".join(ln for _, ln in more)[-4000:]
+        again.reader.join(timeout=30)
+    executed = {ln.split()[3] for _, ln in more if ln.startswith("TASK START ")}
+    assert step in executed and not executed & {"ingest", "cda", "augment"}, executed  # served from the cache
     if step == "sample":
         merged = max((p for p in root.rglob(L.SAMPLES_FILE) if "sample-merge" in str(p)), key=lambda p: p.stat().st_mtime)
         table = pd.read_parquet(merged)
         assert not table.duplicated([S.ID, "sample_idx"]).any()
     print(f"kfp.local, {step}: the task's process stopped {seconds:.2f} s after SIGTERM (exit {rc}); the pipeline "
-          "run again finished")
+          f"run again finished, executing {', '.join(sorted(executed))} (the rest from the cache)")
 
 
 @pytest.mark.images
