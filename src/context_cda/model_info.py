@@ -9,6 +9,8 @@ for a hub id, the id (the hub decides the revision unless the reference pins one
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import struct
 from collections import Counter
@@ -53,18 +55,45 @@ def _string(f: BinaryIO) -> str:
     return f.read(_read(f, "Q")).decode("utf-8", "replace")
 
 
+#: arrays longer than this are stepped over, not read (the vocabulary, the merges: ~100k strings in SmolLM2's)
+_LONG_ARRAY = 64
+
+
 def _value(f: BinaryIO, vtype: int) -> Any:
+    """A metadata value; a long array (:data:`_LONG_ARRAY`) is stepped over and read as None."""
     if vtype == 8:
         return _string(f)
     if vtype == 9:
         etype, n = _read(f, "I"), _read(f, "Q")
-        return [_value(f, etype) for _ in range(n)]
+        if n <= _LONG_ARRAY:
+            return [_value(f, etype) for _ in range(n)]
+        _skip(f, etype, n)
+        return None
     return _read(f, _GGUF_SCALARS[vtype])
+
+
+def _skip(f: BinaryIO, etype: int, n: int) -> None:
+    if etype in _GGUF_SCALARS:
+        f.seek(n * struct.calcsize("<" + _GGUF_SCALARS[etype]), 1)
+    elif etype == 8:
+        length = struct.Struct("<Q")
+        for _ in range(n):
+            f.seek(length.unpack(f.read(8))[0], 1)
+    else:
+        for _ in range(n):
+            _value(f, etype)
 
 
 def gguf_header(path: Path | str) -> dict[str, Any]:
     """The metadata of a GGUF file (arrays longer than 64 elements are skipped, e.g. the vocabulary) and the count
-    of its tensors per ggml type: ``{"metadata": {...}, "tensor_types": {"Q4_1": 210, ...}, "version": 3}``."""
+    of its tensors per ggml type: ``{"metadata": {...}, "tensor_types": {"Q4_1": 210, ...}, "version": 3}``. Read
+    once per file content (path, size and modification time): a run describes its models in several steps."""
+    st = Path(path).stat()
+    return copy.deepcopy(_gguf_header(str(path), st.st_size, st.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _gguf_header(path: str, _size: int, _mtime_ns: int) -> dict[str, Any]:
     with open(path, "rb") as f:
         if f.read(4) != b"GGUF":
             raise ValueError(f"{path}: not a GGUF file")
@@ -73,7 +102,7 @@ def gguf_header(path: Path | str) -> dict[str, Any]:
         for _ in range(n_kv):
             key, vtype = _string(f), _read(f, "I")
             value = _value(f, vtype)
-            if not (isinstance(value, list) and len(value) > 64):
+            if value is not None or vtype != 9:
                 meta[key] = value
         types: Counter[str] = Counter()
         for _ in range(n_tensors):
