@@ -103,4 +103,45 @@ def test_a_result_file_of_another_epoch_or_item_set_is_not_taken(trained, tmp_pa
     cfg = _cfg(tmp).evaluate
     assert fingerprint(cfg, "crows", [1, 2]) != fingerprint(cfg, "crows", [1, 3])
     assert fingerprint(cfg, "crows", [1]) == fingerprint(cfg.model_copy(update={"benchmarks": ["crows"]}), "crows", [1])
-    assert reusable(None, cfg, {"crows": [1]}) == {}
+    assert reusable([], cfg, {"crows": [1]}) == {}
+
+
+def _vanilla(cfg: Config, out: Path) -> dict:
+    from context_cda.evaluate import run_evaluate
+
+    run_evaluate(cfg, {}, out, target="tg")
+    return json.loads((out / "aggregate.json").read_text())
+
+
+def test_the_vanilla_evaluation_takes_epoch_0_of_a_fine_tuning_of_the_run_and_equals_a_fresh_scoring(trained,
+                                                                                                     tmp_path):
+    """evaluate-vanilla after a fine-tuning of its target: the per-epoch benchmarks from that fine-tuning's epoch 0
+    (the untouched model), the same rows and metrics as scoring the model itself; another run folder, another
+    model reference or device in the fine-tuning's manifest, or other settings: scored."""
+    from context_cda import layout as L
+
+    tmp, ft = trained
+    cfg = _cfg(tmp_path)
+    step = L.RunLayout.of(cfg).step_dir("finetune", target="tg", arm="cda", seed=13)
+    shutil.copytree(ft, step)
+    agg = _vanilla(cfg, tmp_path / "ev")
+    assert agg["reused"] == ["crows", "stereoset"]
+    assert agg["benchmarks"]["crows"]["reused_from"] == "epoch 0 of the fine-tuning cda/seed-13 (the untouched model)"
+    fresh = _vanilla(_cfg(tmp_path / "no-run"), tmp_path / "ev2")  # no fine-tuning there: scored
+    assert "reused" not in fresh
+    assert fresh["metrics"].keys() == agg["metrics"].keys()
+    for k, v in agg["metrics"].items():
+        assert fresh["metrics"][k] == pytest.approx(v, abs=1e-9), k
+    for b in ("stereoset", "crows"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ev" / b / "predictions.parquet"),
+                                      pd.read_parquet(tmp_path / "ev2" / b / "predictions.parquet"),
+                                      check_exact=False, rtol=1e-9)
+    assert "reused" not in _vanilla(_cfg(tmp_path, max_items=3), tmp_path / "ev3")
+    manifest = json.loads((step / "manifest.json").read_text())
+    for key, other in (("run.targets.tg", "tiny:bert"), ("run.device", "cuda")):
+        assert manifest["config"][key] != other
+        changed = {**manifest, "config": {**manifest["config"], key: other}}
+        (step / "manifest.json").write_text(json.dumps(changed))
+        assert "reused" not in _vanilla(cfg, tmp_path / f"ev-{other}"), key
+    (step / "manifest.json").write_text(json.dumps(manifest))
+    assert _vanilla(cfg, tmp_path / "ev4")["reused"] == ["crows", "stereoset"]

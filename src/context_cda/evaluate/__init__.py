@@ -226,7 +226,9 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
                 raise
             return _write_unavailable(summary, str(e), out, rec)
         scorer, applied = posthoc.apply(scorer, config, spec, inputs, target or name, projection)
-    reused = reuse.reusable(inputs.get("model"), cfg, {b: v for b, v in loaded.items() if get_benchmark(b).per_epoch})
+    vanilla = target if spec is None and not inputs.get("model") and model == config.run.targets.get(target) else None
+    reused = reuse.reusable(reuse.sources(inputs.get("model"), config, vanilla), cfg,
+                            {b: v for b, v in loaded.items() if get_benchmark(b).per_epoch})
     with rec.timed("score"):
         scored = evaluate_scorer(scorer, cfg, data_cache=config.run.data_cache,
                                  loaded={b: v for b, v in loaded.items() if b not in reused})

@@ -10,6 +10,11 @@ benchmark from there instead of scoring it again when
 * the fingerprint matches: the ``evaluate`` settings (less the benchmark lists and ``after_training``, which do not
   change a benchmark's scores) and every item the benchmark reads, compared by value.
 
+The vanilla model is the same case at epoch 0: every fine-tuning scores the untouched target before it trains,
+so the evaluate step of the vanilla target (``evaluate-vanilla``) takes a per-epoch benchmark from the epoch-0
+predictions of a fine-tuning of that target in the run folder when its manifest names the same model reference
+and device and the fingerprint matches (:func:`sources`); run before any fine-tuning, it scores them itself.
+
 Anything else (another model, changed settings or data, a run without the file) is scored as usual.
 """
 
@@ -23,7 +28,7 @@ from .. import layout as L
 from ..io import MANIFEST, json_hash, read_json, write_json
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import EvaluateConfig
+    from ..config import Config, EvaluateConfig
 
 #: settings that choose which benchmarks run, not how one is scored
 _NOT_SCORING = {"benchmarks", "arm_benchmarks", "after_training"}
@@ -56,24 +61,54 @@ def last_epoch_dir(model_dir: Path | str) -> Path | None:
     return found if found is not None and found.is_dir() else None
 
 
-def reusable(model_dir: Path | str | None, cfg: EvaluateConfig, loaded: Mapping[str, list[Any]]
+def sources(model_dir: Path | str | None, config: Config | None = None, vanilla: str | None = None
+            ) -> list[tuple[Path, str]]:
+    """Where a model's per-epoch scores may already be, as (predictions folder, what it is): a fine-tuned
+    model's last epoch (``model_dir``, a finetune step's ``final/``), or, for the vanilla model of target
+    ``vanilla``, the epoch 0 of each of that target's fine-tunings in ``config``'s run folder that loaded the same
+    model reference on the same device."""
+    if model_dir:
+        folder = last_epoch_dir(model_dir)
+        return [(folder, f"the fine-tuning's epoch {L.epoch_of(folder)}")] if folder is not None else []
+    if config is None or vanilla is None or vanilla not in config.run.targets:
+        return []
+    layout, out = L.RunLayout.of(config), []
+    want = {f"run.targets.{vanilla}": config.run.targets[vanilla], "run.device": config.run.device}
+    for arm in config.train.arms:
+        for seed in config.train.seeds:
+            step = layout.step_dir("finetune", target=vanilla, arm=arm, seed=seed)
+            folder = L.epoch_predictions_dir(step, 0)
+            if folder.is_dir() and _loaded(step, want):
+                out.append((folder, f"epoch 0 of the fine-tuning {arm}/seed-{seed} (the untouched model)"))
+    return out
+
+
+def _loaded(step: Path, want: Mapping[str, Any]) -> bool:
+    """Whether the finetune step's manifest records the config values ``want`` (its model reference, device)."""
+    try:
+        config = read_json(step / MANIFEST).get("config", {})
+    except Exception:  # noqa: BLE001 - an unreadable manifest only means nothing is reused
+        return False
+    return all(config.get(k) == v for k, v in want.items())
+
+
+def reusable(found: list[tuple[Path, str]], cfg: EvaluateConfig, loaded: Mapping[str, list[Any]]
              ) -> dict[str, dict[str, Any]]:
     """``{benchmark: result}`` (as :func:`context_cda.evaluate.evaluate_scorer` returns them) for the benchmarks of
-    ``loaded`` that the model's last epoch scored with the same settings and items."""
+    ``loaded`` that one of the ``found`` folders (:func:`sources`) scored with the same settings and items."""
     import pandas as pd
 
-    folder = last_epoch_dir(model_dir) if model_dir else None
     out: dict[str, dict[str, Any]] = {}
-    if folder is None:
-        return out
     for name, items in loaded.items():
-        res, preds = folder / name / L.EPOCH_RESULT_FILE, folder / name / L.PREDICTIONS_FILE
-        if not (res.is_file() and preds.is_file()):
-            continue
-        saved = read_json(res)
-        if saved.get("fingerprint") != fingerprint(cfg, name, items):
-            continue
-        out[name] = {"rows": pd.read_parquet(preds).to_dict("records"), "rejected": saved.get("rejected", []),
-                     "aggregate": {**saved["aggregate"], "reused_from": f"the fine-tuning's epoch {L.epoch_of(folder)}"},
-                     "info": {}, "seconds": 0.0, "n_items": int(saved["n_items"])}  # no time spent here
+        for folder, what in found:
+            res, preds = folder / name / L.EPOCH_RESULT_FILE, folder / name / L.PREDICTIONS_FILE
+            if not (res.is_file() and preds.is_file()):
+                continue
+            saved = read_json(res)
+            if saved.get("fingerprint") != fingerprint(cfg, name, items):
+                continue
+            out[name] = {"rows": pd.read_parquet(preds).to_dict("records"), "rejected": saved.get("rejected", []),
+                         "aggregate": {**saved["aggregate"], "reused_from": what},
+                         "info": {}, "seconds": 0.0, "n_items": int(saved["n_items"])}  # no time spent here
+            break
     return out
