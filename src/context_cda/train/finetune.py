@@ -381,7 +381,8 @@ def _train(config, model, tok, family, corpus: _Corpus, out: Path, target, arm, 
     tracker.log_params(_params(config, target, arm, seed, family, corpus.budget))
     with rec.timed("train"), _mark_failed_on_error(tracker):
         result = train(model, tok, corpus.examples, tcfg, out, family=family, seed=seed, accelerator=acc,
-                       evaluate=on_eval, on_step=on_step, log=say, fingerprint=fingerprint)
+                       evaluate=on_eval, on_step=on_step, log=say, fingerprint=fingerprint,
+                       last_state=config.train.keep_resume_state or config.train.keep_epoch_weights)
     if main:
         with rec.timed("save"):
             _save_final(result.model, tok, out / FINAL_DIR, out / ADAPTER_DIR if tcfg.lora.enabled else None)

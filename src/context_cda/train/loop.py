@@ -197,12 +197,15 @@ def train(
     log: Callable[[str], None] | None = None,
     max_grad_norm: float = 1.0,
     fingerprint: str | None = None,
+    last_state: bool = True,
 ) -> TrainResult:
     """Fine-tune ``model`` on ``examples`` (token id rows) for ``tcfg.epochs`` epochs, checkpointing each epoch.
 
     ``evaluate(model, tokenizer, epoch)`` runs after epoch 0 (the untouched model; skipped when resuming) and
     after every ``tcfg.eval_every``-th epoch and the last one, *before* that epoch's checkpoint is written: a run
-    killed between the two redoes the epoch, so no epoch's metrics are ever lost. ``on_step(epoch, global_step)``
+    killed between the two redoes the epoch, so no epoch's metrics are ever lost. ``last_state=False``: the last
+    epoch's full state (weights, optimizer, scheduler: ~3x the weights) is not written, for a caller that saves the
+    final model right after and would delete the state then (a run killed before that redoes the last epoch). ``on_step(epoch, global_step)``
     is called after every optimizer step (tests use it to interrupt training). ``fingerprint`` (see
     :func:`data_fingerprint`) is stored in each checkpoint; a checkpoint with another fingerprint is discarded
     instead of resumed.
@@ -229,9 +232,10 @@ def train(
         if evaluate is not None and evaluates_after(epoch, tcfg.eval_every, last):
             _run_eval(acc, run.model, tokenizer, evaluate, epoch)
         with deferred():  # a SIGTERM waits until the epoch's checkpoint is complete and the old ones pruned
-            _save_checkpoint(acc, out, epoch, run.global_step, {"epoch_losses": run.epoch_losses}, fingerprint)
-            if acc.is_main_process:
-                prune_checkpoints(out, tcfg.keep_checkpoints, tcfg.keep_epoch_weights)
+            if not last or last_state:
+                _save_checkpoint(acc, out, epoch, run.global_step, {"epoch_losses": run.epoch_losses}, fingerprint)
+                if acc.is_main_process:
+                    prune_checkpoints(out, tcfg.keep_checkpoints, tcfg.keep_epoch_weights)
         acc.wait_for_everyone()
         epochs_done = epoch
     acc.wait_for_everyone()
