@@ -72,14 +72,13 @@ def sources(model_dir: Path | str | None, config: Config | None = None, vanilla:
         return [(folder, f"the fine-tuning's epoch {L.epoch_of(folder)}")] if folder is not None else []
     if config is None or vanilla is None or vanilla not in config.run.targets:
         return []
-    layout, out = L.RunLayout.of(config), []
     want = {f"run.targets.{vanilla}": config.run.targets[vanilla], "run.device": config.run.device}
-    for arm in config.train.arms:
-        for seed in config.train.seeds:
-            step = layout.step_dir("finetune", target=vanilla, arm=arm, seed=seed)
-            folder = L.epoch_predictions_dir(step, 0)
-            if folder.is_dir() and _loaded(step, want):
-                out.append((folder, f"epoch 0 of the fine-tuning {arm}/seed-{seed} (the untouched model)"))
+    fanin = L.fanin_dir(L.RunLayout.of(config).root, "finetune", {"target": vanilla})
+    out = []
+    for keys, step in L.discover(fanin, "finetune", fixed={"target": vanilla}):  # whatever arms the folder holds
+        folder = L.epoch_predictions_dir(step, 0)
+        if folder.is_dir() and _loaded(step, want):
+            out.append((folder, f"epoch 0 of the fine-tuning {keys['arm']}/seed-{keys['seed']} (the untouched model)"))
     return out
 
 
