@@ -51,12 +51,9 @@ def save(folder: Path, name: str, result: Mapping[str, Any]) -> Path:
 def last_epoch_dir(model_dir: Path | str) -> Path | None:
     """The per-epoch predictions of the epoch ``model_dir`` (a finetune step's ``final/``) holds, or None."""
     step = Path(model_dir).parent
-    if Path(model_dir).name != L.FINAL_DIR or not (step / MANIFEST).is_file():
+    if Path(model_dir).name != L.FINAL_DIR:
         return None
-    try:
-        epochs = read_json(step / MANIFEST).get("summary", {}).get("epochs")
-    except Exception:  # noqa: BLE001 - an unreadable manifest only means nothing is reused
-        return None
+    epochs = _manifest(step).get("summary", {}).get("epochs")
     found = L.epoch_predictions_dir(step, int(epochs)) if isinstance(epochs, int) and epochs > 0 else None
     return found if found is not None and found.is_dir() else None
 
@@ -84,11 +81,16 @@ def sources(model_dir: Path | str | None, config: Config | None = None, vanilla:
 
 def _loaded(step: Path, want: Mapping[str, Any]) -> bool:
     """Whether the finetune step's manifest records the config values ``want`` (its model reference, device)."""
-    try:
-        config = read_json(step / MANIFEST).get("config", {})
-    except Exception:  # noqa: BLE001 - an unreadable manifest only means nothing is reused
-        return False
+    config = _manifest(step).get("config", {})
     return all(config.get(k) == v for k, v in want.items())
+
+
+def _manifest(step: Path) -> dict[str, Any]:
+    """A finetune step's manifest; {} when it is missing or unreadable (then nothing is reused)."""
+    try:
+        return read_json(step / MANIFEST) if (step / MANIFEST).is_file() else {}
+    except Exception:  # noqa: BLE001 - an unreadable manifest only means nothing is reused
+        return {}
 
 
 def reusable(found: list[tuple[Path, str]], cfg: EvaluateConfig, loaded: Mapping[str, list[Any]]
