@@ -206,9 +206,9 @@ def train(
     killed between the two redoes the epoch, so no epoch's metrics are ever lost. ``last_state=False``: the last
     epoch's full state (weights, optimizer, scheduler: ~3x the weights) is not written, for a caller that saves the
     final model right after and would delete the state then (a run killed before that redoes the last epoch).
-    ``on_step(epoch, global_step)`` is called after every optimizer step (tests use it to interrupt training). ``fingerprint`` (see
-    :func:`data_fingerprint`) is stored in each checkpoint; a checkpoint with another fingerprint is discarded
-    instead of resumed.
+    ``on_step(epoch, global_step)`` is called after every optimizer step (tests use it to interrupt training).
+    ``fingerprint`` (see :func:`data_fingerprint`) is stored in each checkpoint; a checkpoint with another
+    fingerprint is discarded instead of resumed.
     """
     from accelerate.utils import set_seed
 
