@@ -73,7 +73,7 @@ def main() -> int:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
     from context_cda.augment import ReviewSettings, review, review_many
-    from context_cda.augment.postprocess import parse_swaps
+    from context_cda.augment.checks.words import parse_swaps
     from context_cda.augment.stage import load_gender_lexicon
     from context_cda.config import Config
 

@@ -1058,11 +1058,11 @@ class PipelineSection(Section):
     @field_validator("timeouts")
     @classmethod
     def _timeouts(cls, v: dict[str, int]) -> dict[str, int]:
-        from .stages import ORDER
+        from .layout import FOLDERS  # every step of the stage table has its folder there (test_stages)
 
-        unknown = sorted(set(v) - set(ORDER))
+        unknown = sorted(set(v) - set(FOLDERS))
         if unknown:
-            raise ValueError(f"unknown step(s) {', '.join(unknown)}; steps: {', '.join(ORDER)}")
+            raise ValueError(f"unknown step(s) {', '.join(unknown)}; steps: {', '.join(FOLDERS)}")
         short = {k: t for k, t in v.items() if not isinstance(t, int) or t < 60}
         if short:
             raise ValueError(f"timeouts are whole seconds, at least 60: {short}")

@@ -52,7 +52,7 @@ MARKER = ".ccda-step.json"
 #: are rule 1
 HASH_RULE = 2
 #: how a marker's step key was computed: 3 hashes the row's config keys as the step sees them (stages.step_view);
-#: older markers (no rule) are read by context_cda.migrate.legacy_key
+#: older markers (no rule) are read by :func:`legacy_key` (below)
 KEY_RULE = 3
 
 
@@ -211,8 +211,6 @@ def is_fresh(step: Step, config: Config) -> bool:
     if rec.get("key_rule") == KEY_RULE:
         same = rec.get("key") == step.key(config) and None not in hashes.values() and rec.get("inputs") == hashes
     else:
-        from .migrate import legacy_key
-
         same = rec.get("key") == legacy_key(config, step) and _legacy_inputs_match(step, rec, hashes)
     return (same and outputs_exist(step.out_dir)
             and (step.row.fresh is None or bool(T.resolve(step.row.fresh)(config, step.out_dir, **step.keys))))
@@ -464,3 +462,64 @@ def _ids(table: Path, column: str) -> set[str] | None:
         return {str(v) for v in pq.read_table(table, columns=[column]).column(column).to_pylist() if v is not None}
     except Exception:  # noqa: BLE001 - no such column, not Parquet: the stage's own reader says what is wrong
         return None
+
+
+# ------------------------------------------------------------------------------------------------ older markers
+
+
+#: each row's config keys as the step keys of markers without a ``key_rule`` (written before the keys said what a
+#: step depends on) hashed them: the row's sections less the lists its target and seed iterate
+LEGACY_SECTIONS: dict[str, tuple[str, ...]] = {
+    "ingest": ("run.seed", "run.attribute", "lexicon", "ingest", "cda.mapping", "cda.ambiguous", "decontaminate",
+               "evaluate.stereoset_path", "evaluate.crows_path"),
+    "cda": ("run.seed", "run.attribute", "lexicon", "cda", "decontaminate", "evaluate.stereoset_path",
+            "evaluate.crows_path"),
+    "validate-cda": ("run.seed", "run.attribute", "lexicon", "validate", "cda"),
+    "augment-part": ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "entropy.judge",
+                     "entropy.judge_model", "pipeline.generation_shards"),
+    "augment": ("run.attribute", "lexicon", "augment", "pipeline.generation_shards", "decontaminate",
+                "evaluate.stereoset_path", "evaluate.crows_path"),
+    "validate-augment": ("run.attribute", "lexicon", "validate", "augment"),
+    "neutral": ("run.seed", "run.device", "run.attribute", "lexicon", "augment", "neutral", "entropy.judge",
+                "entropy.judge_model"),
+    "validate-neutral": ("run.attribute", "lexicon", "validate", "augment", "neutral"),
+    "sample-part": ("run.seed", "run.device", "run.attribute", "augment", "entropy.n_samples", "entropy.temperature",
+                    "entropy.top_p", "entropy.max_tokens", "entropy.generator_backend", "entropy.generator_model",
+                    "entropy.judge", "entropy.judge_model", "entropy.rule", "entropy.embedding_threshold",
+                    "entropy.condition_on_x", "entropy.clustering", "entropy.min_samples", "entropy.batch_size",
+                    "entropy.shard_size", "entropy.limit", "pipeline.generation_shards"),
+    "sample": ("entropy.limit", "pipeline.generation_shards"),
+    "entropy": ("run.device", "run.targets.{target}", "entropy.estimator", "entropy.length_normalised",
+                "entropy.batch_size", "entropy.shard_size"),
+    "validate-entropy": ("validate",),
+    "filter": ("filter",),
+    "debias": ("run.device", "run.targets.{target}", "lexicon", "cda.mode", "baselines", "evaluate.bias_type"),
+    "finetune": ("run.seed", "run.device", "run.targets.{target}", "cda.mode", "lexicon", "train", "evaluate",
+                 "baselines.dropout"),
+    "evaluate-vanilla": ("run.seed", "run.device", "run.targets.{target}", "evaluate"),
+    "evaluate": ("run.seed", "run.device", "evaluate"),
+    "evaluate-posthoc": ("run.seed", "run.device", "run.targets.{target}", "evaluate", "baselines"),
+    "register": ("run.targets.{target}", "train.arms", "train.seeds", "train.k", "baselines", "tracking",
+                 "evaluate.bootstrap", "evaluate.bias_type"),
+    "report": ("report", "tracking.enabled", "train.arms", "train.seeds", "baselines", "evaluate.bootstrap"),
+}
+
+
+def legacy_key(config: Config, step: Step) -> str | None:
+    """The step key an older marker holds when the step is up to date under ``config`` (None: a row those markers
+    did not know)."""
+    sections = LEGACY_SECTIONS.get(step.row.step)
+    if sections is None:
+        return None
+    drop = [{"seed": "train.seeds", "target": "run.targets"}[k] for k in step.row.fanout if k in ("seed", "target")]
+    out: dict[str, Any] = {}
+    for section in (s.format(**step.keys) for s in sections):
+        if section in drop:
+            continue
+        value = T.config_value(config, section)
+        for key in drop:
+            parent, _, leaf = key.rpartition(".")
+            if section == parent and isinstance(value, dict):
+                value = {k: v for k, v in value.items() if k != leaf}
+        out[section] = value
+    return json_hash({"step": step.row.step, "options": step.options, "sections": out})

@@ -16,7 +16,7 @@ from context_cda.augment import (
     clean,
     parse_swaps,
 )
-from context_cda.augment.postprocess import default_lexicon
+from context_cda.augment.checks.words import default_lexicon
 from context_cda.errors import ConfigError
 from context_cda.generation import GenerationResult, SamplingParams
 

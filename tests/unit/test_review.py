@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from context_cda.augment import REASON_KINDS, Review, ReviewSettings, review, review_many
-from context_cda.augment.postprocess import default_lexicon
+from context_cda.augment.checks.words import default_lexicon
 from context_cda.config import Config
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "fixtures" / "review" / "catalogue.jsonl"

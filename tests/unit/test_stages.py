@@ -66,6 +66,14 @@ def test_get_stage_is_the_rows_function_and_names_only_steps():
         T.get_stage("validate")
 
 
+def test_the_layout_has_a_folder_for_every_step_of_the_table_in_its_order():
+    """The config checks ``pipeline.timeouts`` against the layout's step folders (it may not import the table):
+    they are the table's steps, in its order."""
+    from context_cda import layout as L
+
+    assert tuple(L.FOLDERS) == T.ORDER
+
+
 def test_the_augment_review_judge_model_counts_for_the_augment_parts(cfg_factory):
     """The review's meaning judge defaults to entropy.judge_model: changing it makes augment stale."""
     base = {"run": {"targets": {"a": "tiny:gpt2"}}, "augment": {"review": {"meaning": "nli"}}}

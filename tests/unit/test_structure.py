@@ -91,6 +91,64 @@ def test_the_import_check_sees_a_cycle():
     assert cycles == {("a", "b")}
 
 
+def _cycle_report(graph: dict[str, set[str]]) -> list[str]:
+    from tests.helpers.imports import a_path, cycles
+
+    return [" -> ".join(a_path(graph, c)) + f"  ({len(c)} in the circle)" for c in cycles(graph)]
+
+
+def test_no_import_cycle_among_the_files():
+    """No file imports itself through others: every import counts, at the top, inside a function (lazy) or under
+    ``if TYPE_CHECKING:`` (a reader follows it all the same). Break a circle by moving the shared thing down to
+    where both can import it, not by making an import lazy."""
+    from tests.helpers.imports import file_graph
+
+    graph = file_graph(SRC)
+    assert "context_cda.layout" in graph["context_cda.steps"], "the import walk found nothing"
+    found = _cycle_report(graph)
+    assert not found, "files that import each other:\n" + "\n".join(found)
+
+
+def test_no_loop_through_the_packages():
+    """No loop between the top-level rooms (a package such as ``train``, or a module at the root such as
+    ``layout``), of any length and through any file of theirs (test_no_two_packages_import_each_other sees pairs)."""
+    from tests.helpers.imports import file_graph, unit_graph
+
+    found = _cycle_report(unit_graph(file_graph(SRC)))
+    assert not found, "packages that reach each other:\n" + "\n".join(found)
+
+
+def _plant(root: Path, files: dict[str, str]) -> Path:
+    pkg = root / "context_cda"
+    for rel, text in {"__init__.py": "", **files}.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    return pkg
+
+
+def test_the_cycle_checks_see_a_planted_circle_of_three_files_and_a_loop_through_packages(tmp_path):
+    """The checkers themselves: a circle of three files closed by a lazy and a type-only import, and a loop through
+    three packages made of imports that are no circle among files, are both reported."""
+    from tests.helpers.imports import cycles, file_graph, unit_graph
+
+    pkg = _plant(tmp_path / "files", {
+        "a.py": "from . import b\n",
+        "b.py": "def f():\n    from .c import g\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import X\n",
+        "d.py": "from .a import X\n",
+    })
+    assert cycles(file_graph(pkg)) == [["context_cda.a", "context_cda.b", "context_cda.c"]]
+    pkg = _plant(tmp_path / "rooms", {
+        "x/__init__.py": "", "x/one.py": "from ..y.two import f\n", "x/three.py": "",
+        "y/__init__.py": "", "y/two.py": "from ..z import g\n",
+        "z/__init__.py": "from ..x.three import h\n",
+    })
+    graph = file_graph(pkg)
+    assert cycles(graph) == []
+    assert cycles(unit_graph(graph)) == [["context_cda.x", "context_cda.y", "context_cda.z"]]
+    assert "x -> context_cda.y" in " -> ".join(_cycle_report(unit_graph(graph))).replace("context_cda.x", "x")
+
+
 def test_run_file_names_are_spelled_only_in_the_layout():
     pattern = re.compile(r"valid\.parquet|counterfactuals\.parquet|scores\.parquet")
     hits = []

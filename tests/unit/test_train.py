@@ -135,7 +135,7 @@ def test_the_neutral_arms_share_a_budget_apart_from_the_swapping_arms(tmp_path):
     """A neutral table of one short row (the demo's review accepted 3 of 48) must not cut CDA, Context-CDA and
     dropout down to its size: each budget group takes the smallest corpus of its own arms."""
     from context_cda.train import shared_token_budget
-    from context_cda.train.finetune import arm_token_count
+    from context_cda.train.corpus import arm_token_count
 
     pd.DataFrame({"id": [f"r{i}" for i in range(len(SENTENCES))], "original": SENTENCES,
                   "counterfactual": [f"{s} Indeed." for s in SENTENCES]}).to_parquet(tmp_path / "cda.parquet")

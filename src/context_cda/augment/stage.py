@@ -42,7 +42,7 @@ from ..io import json_hash, read_table, require_columns, require_rows, stable_id
 from ..steps import Counts, Recorder, recorder
 from .checks import ReviewSettings, review_many
 from .checks.meaning import judge_model_ref, make_meaning_judge
-from .postprocess import default_lexicon, parse_swaps, swap_terms
+from .checks.words import default_lexicon, parse_swaps, swap_terms
 from .prompts import build_messages, get_prompt
 from .retry import feedback, next_params
 from .store import GenerationCache, cache_key

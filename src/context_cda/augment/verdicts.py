@@ -52,7 +52,7 @@ def review_frame(df: Any, config: Any, *, cf_col: str, out_col: str, judge: Any 
     import pandas as pd
 
     from .checks import review_many
-    from .postprocess import swap_terms
+    from .checks.words import swap_terms
     from .stage import load_attribute_lexicon, review_settings
 
     settings = review_settings(config)

@@ -51,8 +51,9 @@ import random
 import re
 from dataclasses import dataclass
 
+from ..attributes import CLOSED_CLASS
 from .groups import GroupLexicon
-from .swap import CLOSED_CLASS, Counterfactual, SwapResult, _trie_pattern
+from .swap import Counterfactual, SwapResult, _trie_pattern
 
 #: nouns for people (singular; plurals and possessives are derived): they make an ambiguous colour word a race word
 _PEOPLE_SINGULAR = """

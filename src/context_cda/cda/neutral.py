@@ -23,8 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..attributes import CLOSED_CLASS
 from .lexicon import Lexicon
-from .swap import CLOSED_CLASS, match_case
+from .swap import match_case
 
 #: gendered noun (either gender) -> its neutral form (same number)
 NEUTRAL: dict[str, str] = {

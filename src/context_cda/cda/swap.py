@@ -27,21 +27,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..attributes import CLOSED_CLASS
 from .lexicon import PRONOUNS, Lexicon
-
-#: words after which ``her`` is an object and ``his`` a standalone pronoun
-CLOSED_CLASS: frozenset[str] = frozenset(
-    """
-    a an the this that these those some any no every each all both either neither another such
-    to of in on at by for from with without about against between into through during before after above below
-    up down out off over under again further then once here there when where why how as than so too very
-    and or but nor yet because if unless while although though since until whether
-    i me my mine you your yours he him his she her hers it its we us our ours they them their theirs
-    myself yourself himself herself itself ourselves themselves who whom whose which what
-    is are was were be been being am has have had do does did will would shall should can could may might must
-    not never also just only even still already now today tomorrow yesterday back away home around along across
-    well alone instead together anyway afterwards later soon""".split()
-)
 
 _WORD_AFTER = re.compile(r"\s*([A-Za-z][A-Za-z'-]*|\S)?")
 _STRIP_POSS = re.compile(r"('s|')$", re.IGNORECASE)

@@ -60,7 +60,7 @@ def benchmark_datasets(cfg: EvaluateConfig) -> list[tuple[str, str, str, str | N
     benchmarks read, in benchmark order; an explicit path replaces the dataset."""
     from .extrinsic.data import GLUE_TASKS, STS_BIAS_DATASET
     from .extrinsic.nli_templates import NLI_WORDS_DATASET
-    from .next_token import GENDER_WORDS_DATASET
+    from .gender_words import GENDER_WORDS_DATASET
 
     def key(dotted: str) -> tuple[str, str | None]:
         obj: object = cfg

@@ -25,7 +25,7 @@ from ..errors import InputError, ModelError
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedTokenizerBase
 
-    from .next_token import GenderWords
+    from .gender_words import GenderWords
 
 log = logging.getLogger("context_cda.evaluate.next_token")
 

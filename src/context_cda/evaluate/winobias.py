@@ -192,7 +192,7 @@ def _parse(text: str, line_no: int, path: Path, kind: str, typ: int, split: str,
 
 def _possessive(pronoun: str, rest: str) -> bool:
     """his, hers, and a her before a word that starts a noun phrase (the gender swapper's next-word rule)."""
-    from ..cda.swap import CLOSED_CLASS
+    from ..attributes import CLOSED_CLASS
 
     p = pronoun.lower()
     if p in ("his", "hers"):

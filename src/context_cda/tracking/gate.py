@@ -43,7 +43,6 @@ from . import decisions as D
 if TYPE_CHECKING:  # pragma: no cover
     from ..stats import Difference, Draws, Interval, Items, Settings, SignFlip
     from .evidence import Evidence
-    from .promotion import PromotionPolicy
 
 SS = "stereoset_ss"
 LMS = "stereoset_lms"
@@ -65,6 +64,39 @@ BETTER, SAME, WORSE = "better", "same", "worse"
 BIASED, NOISE = "biased", "within noise"
 #: against whom: vanilla (margins of the policy; LMS non-inferiority) or a champion / another arm (margin 0)
 VANILLA, CHAMPION = "vanilla", "champion"
+
+
+@dataclass(frozen=True)
+class PromotionPolicy:
+    lms_delta: float = 2.0
+    min_effect: float = 0.0
+    require_improvement: bool = True
+    level: float = 0.95
+    resamples: int = 1000
+    seed: int = 0
+    min_items: int = 20
+    bias_type: str = "gender"  # what the benchmarks scored (evaluate.bias_type); named in the reasons
+
+    @classmethod
+    def from_config(cls, promotion: Any, bootstrap: Any = None, bias_type: str = "gender") -> PromotionPolicy:
+        """From ``tracking.promotion``, ``evaluate.bootstrap`` (None: the bootstrap defaults) and
+        ``evaluate.bias_type``."""
+        from ..stats import Settings
+
+        b = Settings.of(bootstrap)
+        return cls(lms_delta=float(promotion.lms_delta), min_effect=float(promotion.min_effect),
+                   require_improvement=bool(promotion.require_improvement), level=b.level,
+                   resamples=b.resamples, seed=b.seed, min_items=b.min_items, bias_type=str(bias_type))
+
+    @property
+    def settings(self) -> Settings:
+        from ..stats import Settings
+
+        return Settings(level=self.level, resamples=self.resamples, seed=self.seed, min_items=self.min_items)
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.level
 
 
 @dataclass(frozen=True)

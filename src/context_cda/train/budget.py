@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import arms as A
 from .. import layout as L
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..io import read_json, write_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,18 +54,26 @@ def run_budget(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
     return summary
 
 
+def model_ref(config: Config, target: str) -> str:
+    try:
+        return config.run.targets[target]
+    except KeyError:
+        raise ConfigError(
+            f"run.targets: no target named {target!r}; known: {', '.join(config.run.targets) or 'none'}."
+        ) from None
+
+
 def group_token_counts(config: Config, inputs: Mapping[str, Path | str], target: str, group: list[str]
                        ) -> dict[str, int]:
     """Each arm of ``group`` whose corpus is in ``inputs``: its token count on ``target``'s tokenizer."""
     from transformers import AutoConfig, AutoTokenizer
 
     from ..models import family_of_config, resolve_pretrained
-    from .finetune import arm_token_count, model_ref
 
     path = resolve_pretrained(model_ref(config, target), config.run.model_cache)
     family = family_of_config(AutoConfig.from_pretrained(path))
     tok = AutoTokenizer.from_pretrained(path)
-    from .corpus import arm_corpus
+    from .corpus import arm_corpus, arm_token_count
 
     counts = {}
     for name in group:

@@ -40,6 +40,8 @@ from ..layout import filtered_in
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from ..config import Config
+
 
 def arm_corpus(inputs: Mapping[str, Path | str], arm: str, default_k: float) -> tuple[str, Path]:
     """(kind, table) that ``arm`` trains on: kind ``cda`` (a counterfactual table), ``original`` (its originals
@@ -196,3 +198,8 @@ def apply_token_budget(
 
 def count_tokens(examples: Sequence[Mapping[str, Sequence[int]]]) -> int:
     return sum(len(ex["input_ids"]) for ex in examples)
+
+
+def arm_token_count(config: Config, kind: str, path: Path, tokenizer, family: str) -> int:
+    rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon, config)
+    return count_tokens(tokenize_texts(tokenizer, rows["text"].tolist(), config.train.max_seq_len, family))

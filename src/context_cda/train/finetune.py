@@ -27,8 +27,15 @@ from ..arms import parse as parse_arm
 from ..errors import ConfigError, InputError
 from ..io import atomic_dir, atomic_path, write_json, write_rejected, write_table
 from ..steps import Counts, Recorder, recorder
-from .budget import read_budget
-from .corpus import apply_token_budget, arm_corpus, count_tokens, load_arm_rows, tokenize_texts
+from .budget import model_ref, read_budget
+from .corpus import (
+    apply_token_budget,
+    arm_corpus,
+    arm_token_count,
+    count_tokens,
+    load_arm_rows,
+    tokenize_texts,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -88,15 +95,6 @@ def save_epoch_predictions(out: Path, epoch: int, predictions: Mapping[str, Any]
     return dest
 
 
-def model_ref(config: Config, target: str) -> str:
-    try:
-        return config.run.targets[target]
-    except KeyError:
-        raise ConfigError(
-            f"run.targets: no target named {target!r}; known: {', '.join(config.run.targets) or 'none'}."
-        ) from None
-
-
 def load_target(config: Config, target: str, arm: str | None = None):
     """(model, tokenizer, family) of a target, in train mode on CPU (accelerate moves it); the dropout arm's
     model with its raised dropout (:func:`dropout_overrides`)."""
@@ -138,11 +136,6 @@ def dropout_overrides(model_config: Any, family: str, config: Config, target: st
                           f"({', '.join(HIDDEN_DROPOUT_KEYS + ATTENTION_DROPOUT_KEYS)}), so there is nothing to raise; "
                           "drop the dropout arm for this target (baselines.targets).")
     return out
-
-
-def arm_token_count(config: Config, kind: str, path: Path, tokenizer, family: str) -> int:
-    rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon, config)
-    return count_tokens(tokenize_texts(tokenizer, rows["text"].tolist(), config.train.max_seq_len, family))
 
 
 def shared_token_budget(config: Config, inputs: Mapping[str, Path | str], tokenizer, family: str,

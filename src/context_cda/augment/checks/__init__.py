@@ -1,6 +1,6 @@
 """The review of a generated rephrasing: one function, every failing reason, used by every acceptance path.
 
-``review(original, counterfactual, output)`` cleans ``output`` (:func:`~context_cda.augment.postprocess.clean`)
+``review(original, counterfactual, output)`` cleans ``output`` (:func:`~context_cda.augment.checks.cleanup.clean`)
 and runs every check that is switched on; the result is ``Review(accepted, text, reasons)``. The augment stage,
 the entropy sampler (:mod:`context_cda.entropy.sampling`), the great-expectations suite at the augment boundary
 (:mod:`context_cda.validation.augment`) and ``ccda augment review`` all call it, so they cannot disagree.
@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from ..postprocess import clean, default_lexicon, parse_swaps, words
+from .cleanup import clean
 from .form import (
     content_share,
     echo_problem,
@@ -67,6 +67,7 @@ from .groups import group_index, neutral_index
 from .meaning import meaning_problems
 from .script import language_problem, script_problem
 from .text import TOKEN, input_facts, negation_count, numbers, prefix_set
+from .words import default_lexicon, parse_swaps, words
 
 REASON_KINDS = (
     "empty", "refusal", "identical", "script", "language", "number-missing", "number-added", "entity-missing", "content-missing",

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from ...generation.base import SPECIAL_STOP_TOKENS
-from ..postprocess import words
 from .text import prefix_set
+from .words import words
 
 REFUSAL = re.compile(
     r"\b(?:i(?:'m| am) sorry|i (?:can(?:no|')t|cannot|won't|will not|am unable|'m unable|am not able)"

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..postprocess import words
+from .words import words
 
 PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
 

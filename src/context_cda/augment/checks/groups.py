@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..postprocess import words
+from .words import words
 
 
 @dataclass(frozen=True)
