@@ -36,7 +36,7 @@ def synthetic(n: int, seed: int) -> tuple[list[dict], list[dict]]:
 
 def loop_intervals(items, resamples: int, seed: int, level: float) -> dict[str, tuple[float, float]]:
     """SS / LMS / ICAT intervals, one resample at a time: per term, the mean of the drawn clusters' decisions."""
-    from context_cda.stats import draws
+    from context_cda.evaluate.stats import draws
 
     idx = draws(items.groups, resamples, seed)
     groups = items.groups
@@ -76,7 +76,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from context_cda.evaluate import crows, stereoset
-    from context_cda.stats import Settings, bootstrap, paired
+    from context_cda.evaluate.stats import Settings, bootstrap, paired
 
     st = Settings(resamples=args.resamples)
     ss_rows, cp_rows = synthetic(args.items, 0)

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def default_corpus() -> Path:
     """WikiText-2 test by dataset name (the mirror in $CCDA_DATA_DIR or the data cache; no download), else none."""
-    from context_cda import datasets as D
+    from context_cda.data import datasets as D
 
     ds = D.get("wikitext-2-test")
     root = D.find(ds)
@@ -37,7 +37,7 @@ def default_corpus() -> Path:
 
 def load_sentences(corpus: Path, n: int) -> list[str]:
     if corpus.is_file():
-        from context_cda.corpus import run_ingest
+        from context_cda.ingest.corpus import run_ingest
 
         with tempfile.TemporaryDirectory() as d:
             cfg = load_config(None, {"run": {"run_dir": d}, "ingest": {"corpus": "path", "path": str(corpus)}},

@@ -53,7 +53,7 @@ def main() -> None:
     from context_cda.config import Config
     from context_cda.entropy import run_entropy, run_sample
     from context_cda.generation import make_generator
-    from context_cda.judges import make_judge
+    from context_cda.generation.judges import make_judge
     from context_cda.scoring import load_scorer
 
     ap = argparse.ArgumentParser()

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     from context_cda.scoring import scorer_for
 
     torch.set_num_threads(args.threads)
-    from context_cda.datasets import resolve
+    from context_cda.data.datasets import resolve
 
     ss_items = load_stereoset(args.stereoset or resolve("stereoset"), "gender")[: args.max_items]
     cp_items = load_crows(args.crows or resolve("crows-pairs"), "gender")[: args.max_items]

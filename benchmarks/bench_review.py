@@ -107,7 +107,7 @@ def main() -> int:
     if args.judge:
         from dataclasses import replace
 
-        from context_cda.judges import EmbeddingJudge
+        from context_cda.generation.judges import EmbeddingJudge
 
         judge = EmbeddingJudge(device="cpu")
         js = replace(settings, meaning="embedding")

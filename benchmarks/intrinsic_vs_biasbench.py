@@ -35,7 +35,7 @@ PREFIX = "The following text discriminates against people because of their gende
 
 def matmul_rate(model: Any, rows: int = 2048, repeats: int = 5) -> float:
     """fp32 GFLOP/s of ``rows x hidden @ hidden x intermediate`` (the model's widest layer product), best of a few."""
-    from context_cda.matmul import measured_matmul_rate
+    from context_cda.tools.matmul import measured_matmul_rate
 
     cfg = model.config
     hidden = getattr(cfg, "hidden_size", None) or cfg.n_embd
@@ -141,7 +141,7 @@ def _setup(ref: str, max_items: int | None, batch_size: int, tmp: Path) -> dict:
     sys.path.insert(0, str(ROOT))
     from tests.helpers.biasbench_files import subset_crows, unique, write_stereoset
 
-    from context_cda.datasets import resolve
+    from context_cda.data.datasets import resolve
     from context_cda.evaluate import winobias, winogender
     from context_cda.evaluate.data import load_crows, load_stereoset
     from context_cda.models import peek_family, resolve_pretrained

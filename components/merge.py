@@ -1,5 +1,5 @@
 """The merges of the generation parts (augment, sample): every part's tables joined exactly once, with a check that
-no item is missing or doubled (context_cda.shards)."""
+no item is missing or doubled (context_cda.items)."""
 
 from kfp import dsl
 from kfp.dsl import Input, Output

@@ -161,7 +161,7 @@ def environment(args: argparse.Namespace, device: str) -> dict[str, Any]:
     env["peak_flops"] = peak
     env["peak_flops_source"] = "--peak-flops" if args.peak_flops else (PEAK_SOURCE if peak else None)
     if args.cpu_calibration and not args.peak_flops:
-        from context_cda.matmul import measured_matmul_rate
+        from context_cda.tools.matmul import measured_matmul_rate
 
         env["peak_flops"] = measured_matmul_rate()
         env["peak_flops_source"] = (f"measured: fp32 matmul 2048 x 768 x 3072 (best of 5), "
@@ -387,11 +387,11 @@ def score_rows(shape: S.Shape, tok: Any, device: str, args: argparse.Namespace) 
 
 def plan_units(row: dict) -> dict[str, Any]:
     """A score row in the units ``ccda plan`` divides by the score rate: the tokens
-    :func:`context_cda.costs.benchmark_tokens` counts for the row's items and family (a masked LM's pass per masked
+    :func:`context_cda.tools.costs.benchmark_tokens` counts for the row's items and family (a masked LM's pass per masked
     position, a causal LM's sentence), per second, and that rate's utilisation (2N per token, as ``mfu``). The row's
     own ``tokens_per_s`` counts sentence tokens, which a masked LM runs many times and a causal LM's prefix tree
     fewer than once, so only this rate prices an evaluation (and its ``mfu``, of sentence tokens, can pass 1)."""
-    from context_cda.costs import Assumptions, benchmark_tokens
+    from context_cda.tools.costs import Assumptions, benchmark_tokens
 
     counts = Assumptions(stereoset_items=row["stereoset_items"], crows_items=row["crows_pairs"])
     tokens = benchmark_tokens(counts, row["family"], "auto")
@@ -654,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
         print(summary(name, rows, info), file=sys.stderr, flush=True)
     out["elapsed_s"] = round(time.perf_counter() - args.t0, 1)
     if cal and not args.peak_flops:  # the rate and the load once more at the end: how steady the machine was
-        from context_cda.matmul import measured_matmul_rate
+        from context_cda.tools.matmul import measured_matmul_rate
 
         out.update(peak_flops_at_end=measured_matmul_rate(), load_average_end=os.getloadavg()[0])
     out["goals"] = goals(out["results"])

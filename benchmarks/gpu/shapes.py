@@ -143,7 +143,7 @@ def tokenizer(arch: str, vocab_size: int = 5000) -> Any:
         wp = BertWordPieceTokenizer(lowercase=True)
         wp.train_from_iterator(texts, vocab_size=vocab_size, show_progress=False)
         with tempfile.TemporaryDirectory() as d:
-            wp.save_model(d)  # vocab.txt, read back the way tiny.py does (the constructor differs across versions)
+            wp.save_model(d)  # vocab.txt, read back the way models/tiny.py does (the constructor differs across versions)
             return BertTokenizerFast.from_pretrained(d, do_lower_case=True)
     if arch in ("gpt2", "llama"):
         return _bytelevel(texts, vocab_size, arch)

@@ -935,7 +935,7 @@ class BaselinesConfig(Section):
 
 
 class DecontaminateConfig(Section):
-    """No training text of any arm may contain an evaluation item (context_cda.decontam)."""
+    """No training text of any arm may contain an evaluation item (context_cda.evaluate.decontam)."""
 
     enabled: bool = Field(True, description="Drop training texts that overlap a benchmark item (ingest, cda, "
                           "augment, the neutral step, the cda-neutral arm's rewrites), each into its step's "

@@ -36,7 +36,7 @@ A run folder records its layout version in ``layout.json``. A folder written by 
 a message naming its version and what to do, never silently mixed with the new layout: layout 1 (no
 ``layout.json``, no ``seed-<n>`` level, validated tables not used for training) is rerun in a new folder; layout 2
 (samples drawn per target in ``entropy-parts/<target>/``) is migrated in place by ``ccda migrate``
-(:mod:`context_cda.migrate`), which keeps every output and lets the next run draw the samples once.
+(:mod:`context_cda.tools.migrate`), which keeps every output and lets the next run draw the samples once.
 """
 
 from __future__ import annotations

@@ -193,14 +193,14 @@ def to_run(steps: list[Step], config: Config) -> list[Step]:
 
 
 def check_requirements(config: Config, steps: list[Step]) -> None:
-    """Before any step runs, everything the ``steps`` need (:mod:`context_cda.preflight`): the benchmark names and
+    """Before any step runs, everything the ``steps`` need (:mod:`context_cda.tools.preflight`): the benchmark names and
     datasets they read, each problem one line naming the key to change, all of them in one error
     (:func:`preflight_problems`; a named dataset neither mirrored nor cached is downloaded now); the model
     references they load and their files (a missing folder, a truncated GGUF or safetensors file, a folder without
     its tokenizer fail here, not after an hour of earlier steps); ``run.device`` when a step uses it; the tracking
     server and S3 endpoint the steps talk to; the benchmark files they evaluate on. No model is loaded."""
     from .models import check_device
-    from .preflight import check_benchmark_files, check_model_files, check_services
+    from .tools.preflight import check_benchmark_files, check_model_files, check_services
 
     problems = preflight_problems(config, steps)
     found = [p for p in problems if not p.startswith("to fix:")]
@@ -236,8 +236,8 @@ def check_arm_families(config: Config, steps: list[Step]) -> None:
 
 def preflight_problems(config: Config, steps: list[Step]) -> list[str]:
     """One line per thing the planned steps need and cannot have: unknown benchmark names, datasets that are
-    neither given, mirrored, cached nor downloadable (:mod:`context_cda.preflight`)."""
-    from . import preflight
+    neither given, mirrored, cached nor downloadable (:mod:`context_cda.tools.preflight`)."""
+    from .tools import preflight
 
     names = preflight.step_names(steps)
     return preflight.check_benchmarks(config, names) + preflight.check_datasets(config, names)

@@ -6,7 +6,7 @@ of earlier steps, in layout terms), whether it needs a GPU, and the library code
 
 * the local runner (:mod:`context_cda.pipeline`) plans its steps and decides what is up to date;
 * the stage commands (``ccda <command>``) take their default inputs and output folders;
-* ``dvc.yaml`` is generated (``ccda config dvc``; :mod:`context_cda.dvcgen`), deps and params included;
+* ``dvc.yaml`` is generated (``ccda config dvc``; :mod:`context_cda.tools.dvcgen`), deps and params included;
 * the Kubeflow pipeline (``pipelines/``) takes its DAG order, its GPU steps and which artifact feeds which input.
 
 Every stage function has the same shape::
@@ -122,7 +122,7 @@ OUT_LISTS = {"{benchmark}": "evaluate.benchmarks"}
 #: an evaluate step's per-benchmark folders (predictions.parquet + aggregate.json each: the paired evidence of
 #: register and report)
 _PER_BENCHMARK = {"outs": ("{benchmark}",), "metrics": (L.AGGREGATE_FILE,)}
-_GEN = ("generation", "models.py", "tiny.py")
+_GEN = ("generation", "models")
 _VALIDATED = {"outs": (L.VALID_FILE, L.QUARANTINE_FILE), "metrics": (L.RESULTS_FILE,)}
 
 
@@ -138,8 +138,8 @@ _SAMPLED = (L.SAMPLES_FILE, S.ID, "augmented")  # sample: the validated contextu
 _ARM_CORPORA = (Input("cda", "validate-cda", L.VALID_FILE), Input("augmented", "validate-augment", L.VALID_FILE),
                 Input("filtered", "filter", None, ("target",)),
                 Input("neutral", "validate-neutral", L.VALID_FILE))
-_MODEL = ("models.py", "tiny.py", "scoring", "stats.py")
-#: what decontamination reads (context_cda.decontam): its settings, and the benchmark files it compares with
+_MODEL = ("models", "scoring", "evaluate/stats.py")
+#: what decontamination reads (context_cda.evaluate.decontam): its settings, and the benchmark files it compares with
 _EVAL_FILES = ("evaluate.stereoset_path", "evaluate.crows_path", "evaluate.winogender.path", "evaluate.winobias.path")
 _DECONTAM = ("decontaminate", *_EVAL_FILES, "evaluate.winobias.split")
 #: what a model card states of the run besides its evaluations (context_cda.publish.facts: the report's setup facts)
@@ -154,11 +154,11 @@ SAMPLE_KEYS = tuple(f"entropy.{k}" for k in (
 SCORE_KEYS = tuple(f"entropy.{k}" for k in ("estimator", "length_normalised", "batch_size", "shard_size"))
 
 TABLE: tuple[Stage, ...] = (
-    Stage("ingest", "ingest", "context_cda.corpus:run_ingest",
+    Stage("ingest", "ingest", "context_cda.ingest.corpus:run_ingest",
           ("run.seed", "run.attribute", "lexicon", "ingest", "cda.mapping", "cda.ambiguous", *_DECONTAM),
-          code=("corpus.py", "cda", "decontam.py"), artifact="sentences", config_files=("ingest.path", *_EVAL_FILES)),
+          code=("ingest", "cda", "evaluate/decontam.py"), artifact="sentences", config_files=("ingest.path", *_EVAL_FILES)),
     Stage("cda", "cda", "context_cda.cda:run_cda", ("run.seed", "run.attribute", "lexicon", "cda", *_DECONTAM),
-          (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda", "decontam.py"), artifact="counterfactuals",
+          (Input("sentences", "ingest", L.SENTENCES_FILE),), code=("cda", "evaluate/decontam.py"), artifact="counterfactuals",
           config_files=_EVAL_FILES, lineage=(L.COUNTERFACTUALS_FILE, S.SOURCE_ID, "sentences")),
     Stage("validate-cda", "validate", "context_cda.validation:run_validate",
           ("run.attribute", "lexicon", "validate", "cda"),
@@ -168,12 +168,12 @@ TABLE: tuple[Stage, ...] = (
           # entropy.judge / judge_model: the review's meaning judge defaults to the entropy step's judge model
           ("run.device", "run.attribute", "lexicon", "augment", *_MEANING_JUDGE, "pipeline.generation_shards"),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), fanout=("shard",), gpu="generator",
-          code=("augment", *_GEN, "shards.py", "items.py", "judges.py"), artifact="part", cli_args=("--no-progress",),
+          code=("augment", *_GEN, "items.py"), artifact="part", cli_args=("--no-progress",),
           generates=True, lineage=_REPHRASED, persist=True),
     Stage("augment", "augment", "context_cda.augment:run_augment_merge",
           ("augment", "pipeline.generation_shards", *_DECONTAM),
           (Input("parts", "augment-part"), Input("counterfactuals", "validate-cda", L.VALID_FILE)),
-          code=("augment", "shards.py", "items.py", "decontam.py"), artifact="augmented", cli_args=("--merge",),
+          code=("augment", "items.py", "evaluate/decontam.py"), artifact="augmented", cli_args=("--merge",),
           config_files=_EVAL_FILES, lineage=_REPHRASED),
     Stage("validate-augment", "validate", "context_cda.validation:run_validate",
           ("run.attribute", "lexicon", "validate", "augment"),
@@ -182,7 +182,7 @@ TABLE: tuple[Stage, ...] = (
     Stage("neutral", "neutral", "context_cda.augment:run_neutral",
           ("run.device", "run.attribute", "lexicon", "augment", "neutral", *_MEANING_JUDGE, *_DECONTAM),
           (Input("counterfactuals", "validate-cda", L.VALID_FILE),), gpu="generator",
-          code=("augment", *_GEN, "shards.py", "items.py", "judges.py", "cda", "decontam.py"), artifact="neutral",
+          code=("augment", *_GEN, "items.py", "cda", "evaluate/decontam.py"), artifact="neutral",
           cli_args=("--no-progress",), generates=True, when="train.arms~context-neutral", config_files=_EVAL_FILES,
           lineage=_REPHRASED, persist=True),
     Stage("validate-neutral", "validate", "context_cda.validation:run_validate",
@@ -193,15 +193,15 @@ TABLE: tuple[Stage, ...] = (
     Stage("sample-part", "sample", "context_cda.entropy:run_sample",
           ("run.seed", "run.device", "run.attribute", "augment", *SAMPLE_KEYS, "pipeline.generation_shards"),
           (Input("augmented", "validate-augment", L.VALID_FILE),), fanout=("shard",), gpu="yes",
-          code=("entropy", "augment", *_GEN, "judges.py", "shards.py", "items.py"), artifact="part",
+          code=("entropy", "augment", *_GEN, "items.py"), artifact="part",
           cli_args=("--no-progress",), generates=True, lineage=_SAMPLED, persist=True),
     Stage("sample", "sample", "context_cda.entropy:run_sample_merge",
           ("entropy.limit", "entropy.n_samples", "pipeline.generation_shards"),
           (Input("parts", "sample-part"), Input("augmented", "validate-augment", L.VALID_FILE)),
-          code=("entropy", "shards.py", "items.py"), artifact="samples", cli_args=("--merge",), lineage=_SAMPLED),
+          code=("entropy", "items.py"), artifact="samples", cli_args=("--merge",), lineage=_SAMPLED),
     Stage("entropy", "entropy", "context_cda.entropy:run_entropy", ("run.device", "run.targets.{target}", *SCORE_KEYS),
           (Input("samples", "sample"),), fanout=("target",), gpu="yes",
-          code=("entropy", "scoring", "models.py", "tiny.py", "items.py"), artifact="scores",
+          code=("entropy", "scoring", "models", "items.py"), artifact="scores",
           cli_args=("--no-progress",), lineage=(L.SCORES_FILE, S.ID, "samples"), persist=True),
     Stage("validate-entropy", "validate", "context_cda.validation:run_validate", ("validate", "entropy.n_samples"),
           (Input("entropy", "entropy", L.SCORES_FILE, ("target",)),), fanout=("target",),
@@ -218,7 +218,7 @@ TABLE: tuple[Stage, ...] = (
     Stage("budget", "finetune", "context_cda.train:run_budget",
           ("run.targets.{target}", "train.arms", "train.k", "train.max_seq_len", "train.token_budget",
            "cda.mode", "lexicon", *_DECONTAM),
-          _ARM_CORPORA, fanout=("target", "arm"), code=("train", "cda", "arms.py", "models.py", "tiny.py"),
+          _ARM_CORPORA, fanout=("target", "arm"), code=("train", "cda", "arms.py", "models"),
           artifact="budget", cli_args=("--budget",), view="context_cda.train:budget_view", corpus="group",
           reads_lists=("train.arms",)),
     Stage("finetune", "finetune", "context_cda.train:run_finetune",
@@ -226,23 +226,23 @@ TABLE: tuple[Stage, ...] = (
            "baselines.dropout", "decontaminate"),
           (*_ARM_CORPORA, Input("budget", "budget", L.BUDGET_FILE, ("target", "arm"))),
           fanout=("target", "arm", "seed"), gpu="yes",
-          code=("train", "optim.py", "cda", "evaluate", "arms.py", "decontam.py", *_MODEL),
+          code=("train", "cda", "evaluate", "arms.py", *_MODEL),
           artifact="checkpoint", outs=(L.FINAL_DIR, L.TRAIN_ROWS_FILE, REJECTED, L.EPOCH_PREDICTIONS_DIR),
           metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,), view="context_cda.train:finetune_view",
           corpus="arm", product=True, persist=True),
     Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
           ("run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",
-          code=("evaluate", "optim.py", *_MODEL), artifact="evaluation", when="evaluate.after_training",
+          code=("evaluate", *_MODEL), artifact="evaluation", when="evaluate.after_training",
           cli_args=("--no-progress",), product=True, **_PER_BENCHMARK),
     Stage("evaluate", "evaluate", "context_cda.evaluate:run_evaluate", ("run.device", "evaluate"),
           (Input("model", "finetune", L.FINAL_DIR, ("target", "arm", "seed")),),
-          fanout=("target", "arm", "seed"), gpu="yes", code=("evaluate", "optim.py", *_MODEL),
+          fanout=("target", "arm", "seed"), gpu="yes", code=("evaluate", *_MODEL),
           artifact="evaluation", when="evaluate.after_training", cli_args=("--no-progress",), product=True,
           **_PER_BENCHMARK),
     Stage("evaluate-posthoc", "evaluate", "context_cda.evaluate:run_evaluate",
           ("run.device", "run.targets.{target}", "evaluate", "baselines", "train.k"),
           (Input("debias", "debias", None, ("target",), optional=True),),
-          fanout=("target", "arm"), gpu="yes", code=("evaluate", "optim.py", "arms.py", *_MODEL),
+          fanout=("target", "arm"), gpu="yes", code=("evaluate", "arms.py", *_MODEL),
           artifact="evaluation", cli_args=("--no-progress",), fresh="context_cda.evaluate.posthoc:available",
           product=True, **_PER_BENCHMARK),
     Stage("register", "register", "context_cda.publish:run_register_target",
@@ -253,7 +253,7 @@ TABLE: tuple[Stage, ...] = (
            Input("filtered", "filter", None, ("target",), optional=True),
            Input("posthoc", "evaluate-posthoc", None, ("target",), optional=True),
            Input("debias", "debias", None, ("target",), optional=True)),
-          fanout=("target",), code=("tracking", "publish", "evaluate", "stats.py", "report/setup.py", "model_info.py"),
+          fanout=("target",), code=("tracking", "publish", "evaluate", "report/setup.py", "models/info.py"),
           artifact="registration", when="tracking.enabled",
           side_effects=True, cache=False, fresh="context_cda.tracking:registered_versions_exist", product=True),
     Stage("report", "report", "context_cda.report:run_report",
@@ -264,7 +264,7 @@ TABLE: tuple[Stage, ...] = (
            Input("registrations", "register", optional=True), Input("augment", "augment", optional=True),
            Input("entropy", "entropy", optional=True), Input("filtered", "filter", optional=True),
            Input("posthoc", "evaluate-posthoc", optional=True), Input("ingest", "ingest"), Input("cda", "cda")),
-          code=("report", "stats.py"), artifact="report", cli_args=("${run.run_dir}",), product=True),
+          code=("report", "evaluate/stats.py"), artifact="report", cli_args=("${run.run_dir}",), product=True),
 )
 
 STAGES: dict[str, Stage] = {s.step: s for s in TABLE}

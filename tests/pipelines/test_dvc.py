@@ -81,7 +81,7 @@ def test_dvc_yaml_declares_every_stage_with_code_deps_and_params():
 def test_dvc_yaml_is_generated_from_the_stage_table():
     """`ccda config dvc` (make dvc) regenerates dvc.yaml from the table: the committed one must be its output."""
     from context_cda.config import load_config
-    from context_cda.dvcgen import dvc_yaml
+    from context_cda.tools.dvcgen import dvc_yaml
 
     expected = dvc_yaml(load_config(params_file=ROOT / "params.yaml"))
     assert (ROOT / "dvc.yaml").read_text() == expected, "dvc.yaml is stale: run `make dvc` and commit it"

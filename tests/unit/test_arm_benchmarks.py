@@ -78,7 +78,7 @@ def test_the_per_epoch_evaluation_runs_the_arms_benchmarks_after_training_and_al
 def test_the_plan_prices_an_arm_on_its_own_benchmarks(tmp_path):
     from tests.unit.test_costs import TABLE, cfg
 
-    from context_cda.costs import plan_costs
+    from context_cda.tools.costs import plan_costs
 
     bench = {"benchmarks": ["stereoset", "crows", "glue"], "after_training": True}
     arms = {"arms": ["cda", "dropout", "inlp"], "seeds": [1]}

@@ -121,7 +121,7 @@ def test_stage_table_runs_the_neutral_step_only_for_its_arm():
     ("religion", "The mosque opened in 1990. St Mary's Church is old. He met a rabbi.", 2),
 ])
 def test_ingest_keeps_the_attribute_sentences(tmp_path, attribute, text, kept):
-    from context_cda.corpus import run_ingest
+    from context_cda.ingest.corpus import run_ingest
 
     corpus = tmp_path / "c.txt"
     corpus.write_text(text.replace(". ", ".\n") + "\n")
@@ -151,7 +151,7 @@ def test_ingest_keeps_a_group_named_only_as_a_people_noun_and_cda_swaps_it(tmp_p
     """``Hispanics`` is the only race word of the first sentence: ingest keeps it, cda writes one counterfactual per
     other group. A sentence bound to one group is rejected with what was left alone and why, and counted."""
     from context_cda.cda.stage import run_cda
-    from context_cda.corpus import run_ingest
+    from context_cda.ingest.corpus import run_ingest
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("Hispanics are the largest minority in the state.\nAsian elephants live in the forest.\n")
@@ -172,7 +172,7 @@ def test_ingest_keeps_a_group_named_only_as_a_people_noun_and_cda_swaps_it(tmp_p
 
 
 def test_ingest_counts_a_religion_sentence_left_alone_as_a_unit(tmp_path):
-    from context_cda.corpus import run_ingest
+    from context_cda.ingest.corpus import run_ingest
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("Christians celebrate Easter every spring.\nThe mosque opened in 1990.\n")

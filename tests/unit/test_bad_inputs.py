@@ -2536,7 +2536,7 @@ def test_an_unreachable_tracking_server_is_found_within_seconds(tmp_path, capsys
     import socket
     import time
 
-    import context_cda.services as services
+    import context_cda.data.services as services
 
     monkeypatch.setattr(services, "PROBE_TIMEOUT_S", 1.0)
     monkeypatch.setattr(services.probe, "__defaults__", (1.0, ()))
@@ -2633,7 +2633,7 @@ def test_an_allocation_failure_of_the_generator_is_final_not_transient(monkeypat
 def test_an_allocation_failure_anywhere_is_one_line_not_a_retry(tmp_path, capsys, monkeypatch):
     """Out of memory in any step no stage turned into its own error (a scorer's batch, a training step): exit 2
     and one line with the cause and the settings to lower, never a traceback and never exit 75."""
-    import context_cda.costs as costs
+    import context_cda.tools.costs as costs
 
     def no_memory(*a, **k):
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)")

@@ -1,4 +1,4 @@
-"""Seeded bootstrap intervals and paired differences (context_cda.stats): hand-computed cases and properties."""
+"""Seeded bootstrap intervals and paired differences (context_cda.evaluate.stats): hand-computed cases and properties."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from context_cda import stats as S
 from context_cda.evaluate import crows, stereoset
+from context_cda.evaluate import stats as S
 
 
 def mean_of(col):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from context_cda import layout as L
-from context_cda.clean import clean, human
 from context_cda.errors import InputError
+from context_cda.tools.clean import clean, human
 
 
 def _step(folder: Path, finished: bool = True, resume: tuple[str, ...] = ()) -> Path:

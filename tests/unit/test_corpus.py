@@ -4,8 +4,8 @@ import json
 import pandas as pd
 import pytest
 
-from context_cda.corpus import normalise, run_ingest
 from context_cda.errors import InputError
+from context_cda.ingest.corpus import normalise, run_ingest
 
 
 def ingest(cfg_factory, path, **ingest_cfg):

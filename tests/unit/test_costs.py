@@ -7,7 +7,8 @@ import json
 import pytest
 
 from context_cda.config import load_config
-from context_cda.costs import (
+from context_cda.errors import ConfigError, InputError
+from context_cda.tools.costs import (
     Assumptions,
     _attempts,
     benchmark_tokens,
@@ -18,8 +19,7 @@ from context_cda.costs import (
     rate,
     wall_hours,
 )
-from context_cda.epochs import evaluated_epochs
-from context_cda.errors import ConfigError, InputError
+from context_cda.train.epochs import evaluated_epochs
 
 TABLE = {
     "about": "test",

@@ -1,4 +1,4 @@
-"""Datasets by name (context_cda.datasets): the registry is pinned and checksummed, and a dataset is found in the
+"""Datasets by name (context_cda.data.datasets): the registry is pinned and checksummed, and a dataset is found in the
 documented order (explicit path > $CCDA_DATA_DIR > the data cache > the download), checksums checked everywhere,
 nothing half written. No test touches the network: the downloader is replaced."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from context_cda import datasets
 from context_cda.cli import main
-from context_cda.datasets import Archive, DataFile, Dataset, check, fetch, resolve
+from context_cda.data import datasets
+from context_cda.data.datasets import Archive, DataFile, Dataset, check, fetch, resolve
 from context_cda.errors import InputError
 
 
@@ -291,7 +291,7 @@ def test_the_data_doc_lists_every_dataset():
 
 
 def test_s3_uris_survive_path_objects_and_refuse_escaping_keys():
-    from context_cda import s3
+    from context_cda.data import s3
     from context_cda.models import parse_ref
 
     assert s3.is_s3(Path("s3://b/k/x.txt")) and s3.normalise(Path("s3://b/k/x.txt")) == "s3://b/k/x.txt"

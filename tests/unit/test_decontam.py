@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from context_cda.decontam import REASON, EvalIndex, eval_items, words
+from context_cda.evaluate.decontam import REASON, EvalIndex, eval_items, words
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from cda_table import openai_config, write_cda_table  # noqa: E402
@@ -83,7 +83,7 @@ def _items_cfg(cfg_factory, tmp_path, extra_sentences=()):
 
 
 def test_ingest_rejects_a_sentence_holding_a_benchmark_item(cfg_factory, tmp_path):
-    from context_cda.corpus import run_ingest
+    from context_cda.ingest.corpus import run_ingest
 
     cfg = _items_cfg(cfg_factory, tmp_path)
     summary = run_ingest(cfg, {}, tmp_path / "ingest")
@@ -101,7 +101,7 @@ def test_ingest_rejects_a_sentence_holding_a_benchmark_item(cfg_factory, tmp_pat
 def test_cda_rejects_a_counterfactual_that_is_a_benchmark_item(cfg_factory, tmp_path):
     """The corpus sentence is clean; its swap is StereoSet's candidate (a father -> mother flip)."""
     from context_cda.cda import run_cda
-    from context_cda.corpus import run_ingest
+    from context_cda.ingest.corpus import run_ingest
 
     cfg = _items_cfg(cfg_factory, tmp_path, ["Yes, my father is very cold at home."])
     run_ingest(cfg, {}, tmp_path / "ingest")
@@ -115,7 +115,7 @@ def test_cda_rejects_a_counterfactual_that_is_a_benchmark_item(cfg_factory, tmp_
 
 def test_augment_merge_moves_an_overlapping_rephrasing_to_rejected(cfg_factory, tmp_path):
     from context_cda.augment.merge import _drop_eval_overlap
-    from context_cda.decontam import index_for
+    from context_cda.evaluate.decontam import index_for
     from context_cda.layout import AUGMENTED_FILE
 
     cfg = _items_cfg(cfg_factory, tmp_path)
@@ -138,7 +138,7 @@ def test_winogender_and_winobias_sentences_are_evaluation_items(cfg_factory, tmp
     items = eval_items(cfg)
     assert {b for b, _, _ in items} == {"stereoset", "crows", "winogender", "winobias"}
     assert sum(b == "winogender" for b, _, _ in items) == 6 and sum(b == "winobias" for b, _, _ in items) == 6
-    from context_cda.corpus import run_ingest
+    from context_cda.ingest.corpus import run_ingest
 
     summary = run_ingest(cfg, {}, tmp_path / "ingest")
     assert summary["eval_overlap_by_benchmark"] == {"stereoset": 1, "winogender": 1, "winobias": 1}

@@ -3,8 +3,8 @@
 import pytest
 
 from context_cda import layout as L
-from context_cda.dvcgen import dvc_name, stage_entry
 from context_cda.stages import TABLE, get
+from context_cda.tools.dvcgen import dvc_name, stage_entry
 from context_cda.tracking.evidence import BENCHMARKS
 
 

@@ -8,7 +8,7 @@ from context_cda.entropy.clustering import (
     su_cluster_many,
 )
 from context_cda.errors import ConfigError, ModelError
-from context_cda.judges import PairDecider, equivalent, label_map, parse_llm_label
+from context_cda.generation.judges import PairDecider, equivalent, label_map, parse_llm_label
 
 
 class TableJudge:
@@ -123,7 +123,7 @@ def test_parse_llm_label():
 
 def test_llm_judge_prompts_through_a_generator():
     from context_cda.generation.base import GenerationResult
-    from context_cda.judges import LLMJudge
+    from context_cda.generation.judges import LLMJudge
 
     class Gen:
         backend, model_id = "fake", "fake"

@@ -5,7 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from context_cda.judges import EmbeddingJudge, NLIJudge, PairDecider  # noqa: E402
+from context_cda.generation.judges import EmbeddingJudge, NLIJudge, PairDecider  # noqa: E402
 
 
 @pytest.fixture(scope="module")

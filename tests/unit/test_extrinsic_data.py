@@ -1,5 +1,5 @@
 """Extrinsic data: GLUE, Bias in Bios, Bias-STS-B and NLI-bias loaders on small fixtures (and on the shared
-benchmark files when present). No test touches the network: the downloader (context_cda.datasets._download) is
+benchmark files when present). No test touches the network: the downloader (context_cda.data.datasets._download) is
 replaced by one that fails (or that writes a local file)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from context_cda import datasets
+from context_cda.data import datasets
 from context_cda.errors import InputError
 from context_cda.evaluate.extrinsic import data as xdata
 from context_cda.evaluate.extrinsic.data import glue_task, load_biasbios, load_sts_bias_pairs

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from context_cda.stats import Items, pooled
+from context_cda.evaluate.stats import Items, pooled
 from context_cda.tracking import decisions as D
 from context_cda.tracking.evidence import Evidence, from_table, to_table
 from context_cda.tracking.promotion import CS, SS, PromotionPolicy, decide
@@ -253,7 +253,7 @@ def test_the_issue_example_is_promoted_with_the_sign_test_quoted():
     distance rule refused it (its interval -10.00 [-12.92, +2.50], p=0.112); the smooth statistics promote it.
     The numbers are docs/evaluation.md's worked example."""
     from context_cda.evaluate import crows
-    from context_cda.stats import paired
+    from context_cda.evaluate.stats import paired
 
     cand, van = evidence(C("x", 60, 50, PROMOTED, "better", ""), "crows")
     ones = vector(60, 240)  # the example flips the *last* 24 stereotyped pairs: as in the docs

@@ -80,7 +80,7 @@ def test_every_shape_and_operation_is_measured(smoke):
 
 
 def test_rates_table_feeds_the_cost_model(smoke, tmp_path):
-    from context_cda.costs import load_throughput, rate
+    from context_cda.tools.costs import load_throughput, rate
 
     for op in ("train", "score", "generate"):
         for key, entry in smoke["rates"][op].items():
@@ -110,7 +110,7 @@ def test_score_rates_are_in_the_tokens_the_plan_counts(smoke, tmp_path):
     """A score rate prices an evaluation: the tokens costs.benchmark_tokens counts for the measured items and the
     model's family, over the measured seconds (a sentence-token rate would price a masked LM's many passes per
     sentence as one); --rebuild makes the same table again from the saved measurements."""
-    from context_cda.costs import Assumptions, benchmark_tokens
+    from context_cda.tools.costs import Assumptions, benchmark_tokens
 
     for r in smoke["results"]:
         if r.get("operation") == "score" and r.get("mode") == "batched":

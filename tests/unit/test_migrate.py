@@ -18,7 +18,7 @@ from test_augment_stage import ScriptedGenerator  # noqa: E402
 from context_cda import layout as L  # noqa: E402
 from context_cda.augment import run_augment  # noqa: E402
 from context_cda.errors import ConfigError  # noqa: E402
-from context_cda.migrate import migrate_run  # noqa: E402
+from context_cda.tools.migrate import migrate_run  # noqa: E402
 
 
 def layout_2_folder(tmp_path):

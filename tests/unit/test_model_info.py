@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from context_cda.model_info import describe, gguf_header
+from context_cda.models.info import describe, gguf_header
 
 
 def _s(text: str) -> bytes:
@@ -19,7 +19,7 @@ def _s(text: str) -> bytes:
 
 def write_gguf(path: Path, tensor_types: list[int], extra: list[bytes] = ()) -> Path:
     """A GGUF v3 file: two metadata keys (a string, an array) and the ``extra`` ones, one tensor info per type, and
-    zero bytes enough for every tensor's data (a header-only file is refused as truncated, context_cda.model_files)."""
+    zero bytes enough for every tensor's data (a header-only file is refused as truncated, context_cda.models.files)."""
     kv = [_s("general.name") + struct.pack("<I", 8) + _s("Toy-1M"),
           _s("toy.list") + struct.pack("<I", 9) + struct.pack("<IQ", 4, 3) + struct.pack("<3I", 1, 2, 3), *extra]
     tensors = [_s(f"blk.{i}.w") + struct.pack("<I", 2) + struct.pack("<2Q", 32, 8) + struct.pack("<IQ", t, 0)

@@ -108,7 +108,7 @@ def _gguf(path, tensors=1):
 
 
 def test_gguf_headers_and_sizes_are_checked(tmp_path):
-    from context_cda.model_files import check_gguf
+    from context_cda.models.files import check_gguf
 
     good = _gguf(tmp_path / "good.gguf", tensors=2)
     check_gguf(good)
@@ -145,7 +145,7 @@ def test_the_packaged_gguf_passes():
 def test_safetensors_and_folder_contents_are_checked(tmp_path):
     import shutil
 
-    from context_cda.model_files import check_folder
+    from context_cda.models.files import check_folder
 
     src = Path(resolve_pretrained("tiny:gpt2"))
     d = tmp_path / "model"

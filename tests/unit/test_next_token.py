@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from context_cda import datasets
+from context_cda.data import datasets
 from context_cda.errors import InputError, ModelError
 from context_cda.evaluate import next_token as nt
 from context_cda.evaluate.next_token import (

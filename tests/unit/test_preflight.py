@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from tests.helpers.data import mirrored
 
-from context_cda import datasets
 from context_cda.config import load_config
+from context_cda.data import datasets
 from context_cda.errors import ConfigError, InputError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from context_cda.config import BootstrapConfig, PromotionConfig
-from context_cda.stats import Items
+from context_cda.evaluate.stats import Items
 from context_cda.tracking.evidence import Evidence, from_table, to_table
 from context_cda.tracking.promotion import CS, LMS, SS, PromotionPolicy, decide
 
@@ -190,7 +190,7 @@ def test_policy_from_config_and_evidence_table_round_trip():
 def test_seeds_biased_in_opposite_directions_do_not_cancel():
     """Seed 0 at SS = CS = 30 and seed 1 at 70 are each 20 points from 50: worse than vanilla at 60, not better
     (their mean, 50, would look ideal)."""
-    from context_cda.stats import pooled
+    from context_cda.evaluate.stats import pooled
 
     vanilla = evidence(share(0.60), share(0.60))
     s0, s1 = evidence(share(0.30), share(0.30)), evidence(share(0.70), share(0.70))

@@ -13,8 +13,8 @@ pytest.importorskip("matplotlib")
 
 from context_cda import layout as L  # noqa: E402
 from context_cda.config import Config  # noqa: E402
+from context_cda.evaluate.stats import Difference  # noqa: E402
 from context_cda.report import evidence, findings, plots, registry, setup  # noqa: E402
-from context_cda.stats import Difference  # noqa: E402
 
 
 def d(point: float, low: float, high: float, n: int = 120) -> Difference:
@@ -64,7 +64,7 @@ def _judged(van_ss: float, arm_ss: float, van_cs: float = 0.5, arm_cs: float = 0
     """A report Evidence of one arm against vanilla on 240 crafted items (StereoSet and CrowS), judged by the gate."""
     import numpy as np
 
-    from context_cda.stats import Items
+    from context_cda.evaluate.stats import Items
     from context_cda.tracking.evidence import Evidence as Ev
     from context_cda.tracking.promotion import PromotionPolicy
 

@@ -81,7 +81,7 @@ def test_catalogue_meaning_cases_pass_the_rules(lexicon):
 def test_catalogue_with_the_embedding_judge(lexicon):
     """The README's 'with the embedding judge' figures: all-MiniLM-L6-v2 at the default threshold."""
     pytest.importorskip("transformers")
-    from context_cda.judges import EmbeddingJudge
+    from context_cda.generation.judges import EmbeddingJudge
 
     try:
         judge = EmbeddingJudge(device="cpu")
@@ -307,9 +307,9 @@ def test_import_is_light():
 
 
 def test_meaning_judge_is_the_entropy_stages():
-    """The review builds its judge with context_cda.judges.make_judge, the entropy stage's own."""
-    from context_cda import judges
+    """The review builds its judge with context_cda.generation.judges.make_judge, the entropy stage's own."""
     from context_cda.augment.checks.meaning import make_meaning_judge
+    from context_cda.generation import judges
 
     cfg = Config()
     assert make_meaning_judge(cfg) is None  # off by default

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from context_cda import io as ccda_io
-from context_cda import s3
+from context_cda.data import s3
 
 OBJECTS = {"models/tg/config.json": b"{}\n", "models/tg/sub/weights.bin": b"\x00\x01\x02"}
 

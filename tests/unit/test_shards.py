@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from context_cda.errors import InputError
-from context_cda.shards import (
+from context_cda.items import (
     concat_in_order,
     merge_parts,
     part_folders,

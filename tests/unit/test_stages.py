@@ -157,7 +157,7 @@ def test_a_finetune_key_holds_its_own_arm_corpus_settings_and_per_epoch_scoring_
 
 def test_a_finetune_view_keeps_the_benchmark_files_its_corpus_is_decontaminated_against(cfg_factory, tmp_path):
     """WinoGender and WinoBias are not scored per epoch, but the fine-tuning's corpus is checked against their files
-    (context_cda.decontam): its Kubeflow view holds the run's files, not the defaults, and its key changes with
+    (context_cda.evaluate.decontam): its Kubeflow view holds the run's files, not the defaults, and its key changes with
     them; the budget step, which counts the decontaminated corpora, reads them too."""
     wg, wb = str(tmp_path / "wg.tsv"), str(tmp_path / "wb")
     cfg = cfg_factory(run={"targets": {"a": "tiny:gpt2"}},

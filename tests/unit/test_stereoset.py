@@ -222,7 +222,7 @@ def test_slow_tokenizer_gives_the_same_scores():
 def test_benchmark_file_prefers_override_then_mirror_then_cache(tmp_path, monkeypatch):
     import dataclasses
 
-    from context_cda import datasets
+    from context_cda.data import datasets
     from context_cda.evaluate.data import benchmark_file
     from context_cda.io import file_sha256
 

@@ -118,6 +118,57 @@ def test_no_loop_through_the_packages():
     assert not found, "packages that reach each other:\n" + "\n".join(found)
 
 
+#: the run contract: the root modules every door and stage shares; they import only each other (the floor)
+CONTRACT = {"arms", "attributes", "config", "errors", "io", "items", "layout", "progress", "schemas", "signals",
+            "stages", "steps"}
+#: the root's wiring: the CLI and the local runner, which put the stages together (DESIGN.md)
+WIRING = {"cli", "pipeline"}
+
+
+def _declared(doc: str) -> set[str]:
+    """The units a package's docstring lets it import: its ``May import:`` line, ``the run contract`` expanded,
+    parenthesised remarks dropped."""
+    line = next((ln for ln in doc.splitlines()[:3] if ln.startswith("May import:")), None)
+    assert line is not None, "the docstring's second line says what the package may import ('May import: ...')"
+    named = set()
+    for item in re.sub(r"\([^)]*\)", "", line.removeprefix("May import:")).rstrip(". ").split(","):
+        item = item.strip()
+        named |= CONTRACT if item == "the run contract" else {item}
+    return named
+
+
+def test_the_root_holds_the_run_contract_and_the_cli_only():
+    """The lobby: at most 15 modules at the root, each of them the run contract or its wiring; every other module
+    lives in the package of the stage it serves, or under tools/."""
+    root = sorted(p.stem for p in SRC.glob("*.py") if p.stem != "__init__")
+    assert len(root) + 1 <= 15, f"{len(root) + 1} modules at the root: {root}"
+    assert set(root) == CONTRACT | WIRING, f"not the run contract nor its wiring: {sorted(set(root) - CONTRACT - WIRING)}"
+
+
+def test_every_package_says_what_it_owns_and_imports_no_more():
+    """Each package's ``__init__`` opens with two lines: what it owns, and ``May import: ...`` - the contract's
+    modules and the packages it may use. The imports of its files (lazy and type-only included) stay within that,
+    and the run contract imports nothing but itself."""
+    from tests.helpers.imports import file_graph, unit_graph
+
+    graph = {a.split(".", 1)[1]: {b.split(".", 1)[1] for b in bs}
+             for a, bs in unit_graph(file_graph(SRC)).items() if "." in a}
+    wrong = []
+    for init in sorted(SRC.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        extra = graph.get(init.parent.name, set()) - _declared(doc)
+        wrong += [f"{init.parent.name} imports {u}, which its docstring does not name" for u in sorted(extra)]
+    for module in sorted(CONTRACT):
+        wrong += [f"{module} (the run contract) imports {u}" for u in sorted(graph.get(module, set()) - CONTRACT)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_declared_imports_rule_sees_an_undeclared_one():
+    assert _declared("Owns x.\nMay import: the run contract, data (its probes), models.") == CONTRACT | {"data", "models"}
+    graph = {"scoring": {"models", "tracking", "layout"}}
+    assert graph["scoring"] - _declared("S.\nMay import: the run contract, models.") == {"tracking"}
+
+
 def _plant(root: Path, files: dict[str, str]) -> Path:
     pkg = root / "context_cda"
     for rel, text in {"__init__.py": "", **files}.items():

@@ -1,4 +1,5 @@
-"""Context augmentation: a larger LM rephrases each CDA counterfactual with natural context.
+"""Context augmentation: the generator rephrases each counterfactual, and the one review of generated text.
+May import: the run contract, cda, evaluate (decontamination), generation.
 
 The generators themselves (``make_generator``, ``SamplingParams``, backends) live in :mod:`context_cda.generation`.
 

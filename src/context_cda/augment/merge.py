@@ -1,10 +1,10 @@
 """``run_augment_merge``: the generation parts of the augment step joined into its one output.
 
-Each part (``pipeline.generation_shards``; :mod:`context_cda.shards`) augmented the counterfactuals whose id falls
+Each part (``pipeline.generation_shards``; :mod:`context_cda.items`) augmented the counterfactuals whose id falls
 in it. The merge reads every part's accepted, rejected and error rows and checks that each counterfactual the
 step had to augment ends in exactly one of them, in exactly one part; then it writes the step's tables (input
 order) and a manifest whose summary adds up the parts'. A rephrasing that holds an evaluation item moves from the
-augmented table to the rejected one (reason ``eval-overlap``, :mod:`context_cda.decontam`): the generator can
+augmented table to the rejected one (reason ``eval-overlap``, :mod:`context_cda.evaluate.decontam`): the generator can
 reproduce a benchmark sentence, and nothing after this step trains on what the merge let through. Error rows stay errors: the merge fails like a part would
 (exit 75, unless ``run.allow_errors``) and the next run retries them in their parts.
 """
@@ -18,14 +18,14 @@ from typing import Any
 from .. import layout as L
 from .. import schemas as S
 from ..io import REJECTED
-from ..shards import merge, write_merged
+from ..items import merge, write_merged
 from ..steps import Counts, recorder
 
 
 def _drop_eval_overlap(config: Any, merged: dict[str, Any], order: Mapping[str, int]) -> dict[str, int]:
-    """Move the accepted rephrasings that hold an evaluation item (:mod:`context_cda.decontam`) from the
+    """Move the accepted rephrasings that hold an evaluation item (:mod:`context_cda.evaluate.decontam`) from the
     augmented table to the rejected one (reason eval-overlap, in input order); returns the count per benchmark."""
-    from ..decontam import drop_overlaps
+    from ..evaluate.decontam import drop_overlaps
 
     merged[L.AUGMENTED_FILE], merged[REJECTED], counts = drop_overlaps(
         config, merged[L.AUGMENTED_FILE], S.AUGMENTED, merged[REJECTED], lambda row: order.get(str(row[S.CDA_ID]), 0))

@@ -184,9 +184,9 @@ def _input_path(inputs: Mapping[str, Path | str]) -> Path:
 
 def eligible(config: Any, inputs: Mapping[str, Path | str], part: int | None = None, task: str = REPHRASE):
     """The CDA table's rows this call augments: every row (``part`` None) or one generation part's
-    (:mod:`context_cda.shards`), the first ``augment.limit`` of the table; the merge expects exactly these.
+    (:mod:`context_cda.items`), the first ``augment.limit`` of the table; the merge expects exactly these.
     ``task`` neutral: one row per original sentence (its first CDA row), the first ``neutral.limit``."""
-    from ..shards import part_of
+    from ..items import part_of
 
     src = _input_path(inputs)
     df = read_table(src)
@@ -304,7 +304,7 @@ def assemble(p: Plan, loaded: Loaded, out_dir: Path) -> tuple[I.Outcome, Any]:
     rej = pd.concat([outcome.rejected.reindex(columns=REJECTED_COLUMNS),
                      pd.DataFrame(loaded.skipped, columns=REJECTED_COLUMNS)], ignore_index=True)
     if p.task.name == NEUTRAL:  # the context-neutral arm trains on these rewrites: no evaluation item may pass
-        from ..decontam import drop_overlaps
+        from ..evaluate.decontam import drop_overlaps
 
         order = {it.cda_id: i for i, it in enumerate(loaded.items)}
         aug, rej, p.stats["eval_overlap_by_benchmark"] = drop_overlaps(
@@ -384,7 +384,7 @@ def run_augment(
 ) -> dict[str, Any]:
     """Augment ``inputs['counterfactuals']`` into ``out_dir/augmented.parquet`` (see the module docstring): every
     row, or with ``shard`` only generation part ``shard`` of ``pipeline.generation_shards``
-    (:func:`context_cda.shards.part_of`; :func:`run_augment_merge` joins the parts). ``task`` neutral: the
+    (:func:`context_cda.items.part_of`; :func:`run_augment_merge` joins the parts). ``task`` neutral: the
     neutral rewrite of each original (:func:`run_neutral`).
 
     ``generator`` overrides the configured backend and ``judge`` the configured meaning judge (tests, or a

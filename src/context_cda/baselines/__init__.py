@@ -1,4 +1,5 @@
-"""The comparison arms that learn something from the run's corpus: INLP and SentenceDebias (the ``debias`` step).
+"""The projection arms learnt from the run's corpus: INLP and SentenceDebias (the ``debias`` step).
+May import: the run contract, cda, models, scoring.
 
 * :mod:`.selection` - the corpus lines and what each arm takes from them (bias-bench's selection);
 * :mod:`.features` - mean-pooled last hidden states of the target model;

@@ -1,4 +1,6 @@
-"""Classic counterfactual data augmentation: gender lexicon and token-aware swapping."""
+"""Counterfactual swapping: the lexicons (gender pairs, race and religion groups) and the ``cda`` stage.
+May import: the run contract, data, evaluate (decontamination).
+"""
 
 from __future__ import annotations
 

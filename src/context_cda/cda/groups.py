@@ -327,7 +327,7 @@ def load_groups(attribute: str, cfg) -> GroupLexicon:
     if src == "default":
         groups, rows = DEFAULT_GROUPS[attribute], default_rows(attribute)
     elif src == "bias-bench":  # lexicon.path, else the bias-bench-words dataset (mirror, cache, download)
-        from ..datasets import resolve
+        from ..data.datasets import resolve
 
         path = Path(cfg.path).expanduser() if cfg.path else resolve("bias-bench-words", key="lexicon.path")
         groups, rows = load_json_rows(path, attribute)

@@ -294,7 +294,7 @@ def load_pairs(cfg) -> list[Pair]:
 
     def need_path(what: str, dataset: str | None = None) -> Path:
         if path is None and dataset is not None:  # a registered word list: the mirror, the cache or its download
-            from ..datasets import resolve
+            from ..data.datasets import resolve
 
             return resolve(dataset, key="lexicon.path")
         if path is None:

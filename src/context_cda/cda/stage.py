@@ -107,8 +107,8 @@ def _neutral_rows(texts: list[str], ids: list[str], swapper: Any) -> tuple[list,
 def drop_eval_overlap(config: Config, rows: list[dict[str, Any]], rejected: list[dict[str, Any]]
                       ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The rows whose original and counterfactual hold no evaluation item (a swap can turn a corpus sentence into
-    a benchmark candidate: :mod:`context_cda.decontam`); the others go to ``rejected`` (reason eval-overlap)."""
-    from ..decontam import counted, index_for
+    a benchmark candidate: :mod:`context_cda.evaluate.decontam`); the others go to ``rejected`` (reason eval-overlap)."""
+    from ..evaluate.decontam import counted, index_for
 
     index = index_for(config)
     if index is None:

@@ -1,1 +1,4 @@
-"""CLI commands, one module per stage. Each module defines ``register(app: typer.Typer)``."""
+"""The CLI's commands (``ccda <stage>`` and the rest), one module each: thin doors onto the library.
+May import: the run contract, augment, cda, data, evaluate, models, pipeline, publish, tools, tracking.
+
+Each module defines ``register(app: typer.Typer)``."""

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         steps stay up to date."""
         from rich.markup import escape
 
-        from ..clean import clean, human, size_of
+        from ..tools.clean import clean, human, size_of
 
         before = size_of(run_dir) if run_dir.is_dir() else 0
         done = clean(run_dir, dry_run=dry_run)

@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
     @cfg_app.command("dvc")
     def dvc(profile: ProfileOpt = None, sets: SetOpt = None, params: ParamsOpt = None) -> None:
         """Print dvc.yaml as the stage table generates it (`ccda config dvc > dvc.yaml`)."""
-        from ..dvcgen import dvc_yaml
+        from ..tools.dvcgen import dvc_yaml
 
         typer.echo(dvc_yaml(resolve_config(profile, sets, params=params)), nl=False)
 

@@ -1,5 +1,5 @@
 """`ccda data list|fetch|verify`: the datasets a profile reads, where each would be found, a mirror folder for an
-air-gapped machine, and their checksums (:mod:`context_cda.datasets`)."""
+air-gapped machine, and their checksums (:mod:`context_cda.data.datasets`)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ AllOpt = Annotated[bool, typer.Option("--all", help="Every dataset in the regist
 
 def profile_datasets(config: Config) -> list[tuple[str, str, str, str | None]]:
     """(dataset, used by, config key of the explicit path, its value) for everything ``config`` reads
-    (:func:`context_cda.preflight.needed_datasets`: the same rows ``ccda run`` checks before its first step)."""
-    from ..preflight import needed_datasets
+    (:func:`context_cda.tools.preflight.needed_datasets`: the same rows ``ccda run`` checks before its first step)."""
+    from ..tools.preflight import needed_datasets
 
     return needed_datasets(config)
 
 
 def _chosen(config: Config, names: list[str] | None, every: bool) -> list[str]:
-    from ..datasets import DATASETS, get
+    from ..data.datasets import DATASETS, get
 
     if every:
         return list(DATASETS)
@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
     def list_cmd(profile: ProfileOpt = None, sets: SetOpt = None, params: ParamsOpt = None,
                  every: AllOpt = False) -> None:
         """What the profile reads and where each dataset would be found now (nothing is downloaded)."""
-        from ..datasets import DATA_DIR_ENV, DATASETS, data_cache_dir, data_dir, get, where
+        from ..data.datasets import DATA_DIR_ENV, DATASETS, data_cache_dir, data_dir, get, where
 
         cfg = resolve_config(profile, sets, params=params)
         cache = cfg.run.data_cache
@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fetch datasets into a mirror folder (for an air-gapped cluster or the model-cache PVC: then set
         CCDA_DATA_DIR to it) or into the data cache, checksums checked."""
-        from ..datasets import fetch, get
+        from ..data.datasets import fetch, get
         from ..errors import CCDAError, InputError
 
         cfg = resolve_config(profile, sets, params=params)
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
                                                     "is a folder, else the data cache).")] = None,
     ) -> None:
         """Check every file of the datasets against its published SHA-256 (or the one pinned at its download)."""
-        from ..datasets import check, default_root, get
+        from ..data.datasets import check, default_root, get
         from ..errors import InputError
 
         cfg = resolve_config(profile, sets, params=params)

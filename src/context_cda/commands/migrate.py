@@ -1,4 +1,4 @@
-"""`ccda migrate`: bring a run folder of an older layout up to this one, in place (context_cda.migrate)."""
+"""`ccda migrate`: bring a run folder of an older layout up to this one, in place (context_cda.tools.migrate)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def migrate(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would change; change nothing.")] = False,
 ) -> None:
     """Migrate the run folder to this version's layout, keeping its outputs (pass the run's --profile/--set)."""
-    from ..migrate import migrate_run
+    from ..tools.migrate import migrate_run
 
     cfg = resolve_config(profile, sets, run_dir, params)
     done = migrate_run(cfg, dry_run=dry_run)

@@ -28,7 +28,14 @@ def plan(
     wall time on --gpus GPUs, every rate used (measured or assumed) and the assumptions behind each figure."""
     from rich.table import Table
 
-    from ..costs import Assumptions, check_plan_args, device_kind, load_throughput, plan_costs, wall_hours
+    from ..tools.costs import (
+        Assumptions,
+        check_plan_args,
+        device_kind,
+        load_throughput,
+        plan_costs,
+        wall_hours,
+    )
 
     check_plan_args(gpus, sentences)
     cfg = resolve_config(profile, sets, params=params)
@@ -59,7 +66,7 @@ def plan(
 
 def _print_rates(con, cfg, table, assume) -> None:
     """Every rate the plan used, measured or assumed, and the CPU calibration the packaged table names."""
-    from ..costs import load_throughput, priced_rates
+    from ..tools.costs import load_throughput, priced_rates
 
     used = priced_rates(cfg, table, assume)
     n = sum(r.measured for r in used)

@@ -94,7 +94,7 @@ def _dry_run_checks(cfg, steps) -> None:
 
     from ..errors import ConfigError
     from ..pipeline import check_arm_families
-    from ..preflight import check_benchmarks
+    from ..tools.preflight import check_benchmarks
 
     problems = check_benchmarks(cfg, [s.row.step for s in steps])
     if problems:

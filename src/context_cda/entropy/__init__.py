@@ -1,8 +1,9 @@
-"""Semantic-entropy filtering (step 3 of Context-CDA).
+"""Semantic entropy: the M samples and their clusters, the target's likelihoods, the estimators, the filter.
+May import: the run contract, augment (the review), generation, scoring.
 
 For each contextual counterfactual x: sample M rephrasings (:mod:`.sampling`, through the augment stage's
 ``Generator``) and cluster them by bidirectional entailment (:mod:`.clustering` with a judge from
-:mod:`context_cda.judges`), once for every target (the sample step, :mod:`.samples`); then, per target model, score
+:mod:`context_cda.generation.judges`), once for every target (the sample step, :mod:`.samples`); then, per target model, score
 log p(s | x) (:mod:`.likelihood`, the shared ``Scorer``) and estimate semantic entropy (:mod:`.estimators`, pure
 numpy; the entropy step, :mod:`.stage`); then drop the top k % (:mod:`.filter`).
 

@@ -1,6 +1,6 @@
 """``run_sample_merge``: the generation parts of the sample step joined into its one output.
 
-Each part (``pipeline.generation_shards``; :mod:`context_cda.shards`) drew and clustered the samples of the items
+Each part (``pipeline.generation_shards``; :mod:`context_cda.items`) drew and clustered the samples of the items
 whose id falls in it. The merge checks that every item the step had to sample ends in exactly one part's samples,
 rejected or error rows, then writes the step's tables (input order; an item's samples in their order) and a
 manifest whose summary adds up the parts' counts (items and samples drawn, judge calls) and recomputes the judge
@@ -16,7 +16,7 @@ from typing import Any
 from .. import layout as L
 from .. import schemas as S
 from ..io import REJECTED
-from ..shards import merge, write_merged
+from ..items import merge, write_merged
 from ..steps import Counts, recorder
 
 _TABLES = (L.SAMPLES_FILE, REJECTED, L.ERRORS_FILE)

@@ -31,8 +31,8 @@ from .. import items as I
 from .. import layout as L
 from .. import schemas as S
 from ..errors import InputError
+from ..generation.judges import EntailmentJudge, PairDecider
 from ..io import json_hash, read_table, require_columns, require_rows, stable_id, write_table
-from ..judges import EntailmentJudge, PairDecider
 from ..steps import Counts, Recorder, recorder
 from .clustering import Query, cluster_ids
 from .sampling import REPHRASE_PROMPT_VERSION, sample_and_review, sample_review_settings
@@ -133,7 +133,7 @@ def read_items(path: Path, limit: int | None, part: int | None = None, parts: in
     if limit is not None:
         df = df.head(limit)
     if part is not None:
-        from ..shards import part_of
+        from ..items import part_of
 
         df = df[[part_of(str(i), parts) == part for i in df[S.ID]]]
     df = df.assign(**{S.ID: df[S.ID].astype(str), S.TEXT: df[S.TEXT].fillna("").astype(str)})
@@ -181,7 +181,7 @@ class Models:
     def get_decider(self, batched: bool) -> PairDecider:
         if self.judge is None:
             from ..generation import make_generator
-            from ..judges import make_judge
+            from ..generation.judges import make_judge
 
             c = self.config
             self.judge = make_judge(c.entropy, device=c.run.device, model_cache=c.run.model_cache,

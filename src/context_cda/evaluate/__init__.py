@@ -1,4 +1,7 @@
-"""Evaluation behind a small registry (:mod:`.registry`): intrinsic bias (StereoSet, CrowS-Pairs), next-token
+"""The benchmarks behind a registry, their scores and aggregates, the evidence statistics, decontamination.
+May import: the run contract, data, models, scoring.
+
+Evaluation behind a small registry (:mod:`.registry`): intrinsic bias (StereoSet, CrowS-Pairs), next-token
 gender balance, WinoGender and WinoBias, and the extrinsic benchmarks that fine-tune a head first (GLUE, Bias in
 Bios, STS-B, NLI-Bias).
 

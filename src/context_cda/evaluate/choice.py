@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from ..scoring import Scorer
     from ..scoring.base import LogLik
-    from ..stats import Items, Metrics
+    from .stats import Items, Metrics
 
 METHODS = {
     "causal": "lm-eval multiple-choice loglikelihood (summed continuation log-probability)",
@@ -104,8 +104,8 @@ def _offset(full: Sequence[int], plain: Sequence[int]) -> int:
 def point_and_intervals(items: Items, metrics: Metrics, bootstrap: Any = None) -> dict[str, Any]:
     """An aggregate's overall block: every metric's value on the items and its seeded bootstrap interval
     (``bootstrap``: the ``evaluate.bootstrap`` settings)."""
-    from ..stats import Block, Settings
-    from ..stats import bootstrap as resample
+    from .stats import Block, Settings
+    from .stats import bootstrap as resample
 
     st = Settings.of(bootstrap)
     intervals = resample(items, metrics, st)

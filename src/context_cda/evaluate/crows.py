@@ -19,7 +19,7 @@ Scoring modes (recorded in every output):
 
 Aggregation (all modes): CS = 100·#[score_more > score_less]/N with ties ("neutral") kept in N; the stereo and
 antistereo sub-scores divide by their non-neutral pairs, as both original scripts do. The overall block carries
-seeded bootstrap intervals over pairs (:func:`item_scores`, :func:`metrics`, :mod:`context_cda.stats`).
+seeded bootstrap intervals over pairs (:func:`item_scores`, :func:`metrics`, :mod:`context_cda.evaluate.stats`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from ..scoring import Scorer
-    from ..stats import Items, Means, Settings
+    from .stats import Items, Means, Settings
 
 MODES = ("nangia", "bias-bench", "lm-eval")
 ROUNDED_MODES = {"nangia": 3, "bias-bench-masked": 3}
@@ -224,7 +224,7 @@ def _scores(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
 def item_scores(rows: Iterable[Mapping[str, Any]]) -> Items:
     """Per pair: ``win`` = 1[score_more > score_less] (ties 0, kept), and the indicators the stereo / antistereo
     sub-scores count (``stereo``: a non-neutral stereo pair, ``win_stereo``: one won; ``anti``, ``win_anti``)."""
-    from ..stats import Items
+    from .stats import Items
 
     rows = list(rows)
     cols: dict[str, list[float]] = {k: [] for k in ("win", "stereo", "win_stereo", "anti", "win_anti")}
@@ -238,7 +238,7 @@ def item_scores(rows: Iterable[Mapping[str, Any]]) -> Items:
 
 
 def metrics(m: Means) -> dict[str, np.ndarray]:
-    """CS and its stereo / antistereo sub-scores from the per-pair indicators (:mod:`context_cda.stats`)."""
+    """CS and its stereo / antistereo sub-scores from the per-pair indicators (:mod:`context_cda.evaluate.stats`)."""
     return {"cs": 100.0 * m("win"), "stereo": 100.0 * m("win_stereo", "stereo"),
             "antistereo": 100.0 * m("win_anti", "anti")}
 
@@ -251,7 +251,7 @@ def aggregate(rows: Iterable[Mapping[str, Any]], bootstrap: Settings | Any = Non
     """CS overall and per bias type (pure), with seeded bootstrap intervals over pairs of the overall values
     (``bootstrap``: the ``evaluate.bootstrap`` settings; None: the defaults). Rows need id, direction,
     bias_type, score_more, score_less."""
-    from ..stats import Settings, interval_block
+    from .stats import Settings, interval_block
 
     rows = list(rows)
     out: dict[str, Any] = {"overall": _scores(rows), "by_bias_type": {}}

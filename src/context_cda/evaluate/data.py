@@ -1,7 +1,7 @@
 """Benchmark files: StereoSet (original JSON or flattened JSONL) and CrowS-Pairs (CSV).
 
 Each loader takes a local path; :func:`benchmark_file` finds that path by dataset name through
-:mod:`context_cda.datasets`: an explicit override (``evaluate.<name>_path``), else the mirror ($CCDA_DATA_DIR), the
+:mod:`context_cda.data.datasets`: an explicit override (``evaluate.<name>_path``), else the mirror ($CCDA_DATA_DIR), the
 data cache (``run.data_cache``) or the public download, checksums checked. :func:`benchmark_datasets` lists the
 datasets the configured benchmarks read (``ccda data list --profile ...``).
 """
@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..datasets import resolve
+from ..data.datasets import resolve
 from ..errors import InputError
 from ..io import json_objects, read_text, stable_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import EvaluateConfig
 
-# benchmark -> the dataset its file comes from (context_cda.datasets.DATASETS)
+# benchmark -> the dataset its file comes from (context_cda.data.datasets.DATASETS)
 DATASETS = {"stereoset": "stereoset", "crows": "crows-pairs"}
 
 GOLD_LABELS = ("stereotype", "anti-stereotype", "unrelated")
@@ -46,7 +46,7 @@ def benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache:
 def local_benchmark_file(name: str, path: str | os.PathLike[str] | None = None, cache: str | None = None) -> Path | None:
     """The local file of benchmark ``name`` when it is here without a download: ``path`` (a local file), else its
     dataset in the mirror or the data cache; None otherwise (an ``s3://`` path, a dataset not fetched yet)."""
-    from .. import datasets, s3
+    from ..data import datasets, s3
 
     if path:
         return None if s3.is_s3(path) else Path(path).expanduser()

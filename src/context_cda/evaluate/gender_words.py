@@ -10,13 +10,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..datasets import resolve
+from ..data.datasets import resolve
 from ..errors import InputError
 from ..io import read_text
 
 log = logging.getLogger("context_cda.evaluate.next_token")
 
-GENDER_WORDS_DATASET = "gender-words"  # its name in context_cda.datasets (uclanlp/gn_glove, pinned commit)
+GENDER_WORDS_DATASET = "gender-words"  # its name in context_cda.data.datasets (uclanlp/gn_glove, pinned commit)
 GENDER_WORDS_FILES = {"male": "male_word_file.txt", "female": "female_word_file.txt"}
 GENDERS = ("male", "female")
 
@@ -66,7 +66,7 @@ def load_gender_words(path: str | os.PathLike[str] | None = None, cache: str | N
     """The Zhao et al. (2018) gender word lists.
 
     ``path``: a folder holding ``male_word_file.txt`` and ``female_word_file.txt`` (one word per line). Without
-    it the ``gender-words`` dataset (:mod:`context_cda.datasets`: the mirror, the data cache, or uclanlp/gn_glove
+    it the ``gender-words`` dataset (:mod:`context_cda.data.datasets`: the mirror, the data cache, or uclanlp/gn_glove
     at a pinned commit). Repeated words are kept once; words listed under
     both genders are dropped from both (and reported in ``removed``); equal-length files also give ``pairs``."""
     files, source = _gender_files(path, cache)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from ..config import EvaluateConfig
-    from ..stats import Items, Means
+    from .stats import Items, Means
 
 
 def _correct(r: dict[str, Any]) -> float:
@@ -32,7 +32,7 @@ def _ids(rows: list[dict[str, Any]], prefix: str = "") -> list[str]:
 
 
 def glue_items(rows: list[dict[str, Any]]) -> tuple[Items, Callable[[Means], dict[str, np.ndarray]]]:
-    from ..stats import Items
+    from .stats import Items
 
     tasks = sorted({str(r["task"]) for r in rows})
     items = Items.build(_ids(rows), [r["task"] for r in rows], correct=[_correct(r) for r in rows])
@@ -46,14 +46,14 @@ def glue_items(rows: list[dict[str, Any]]) -> tuple[Items, Callable[[Means], dic
 
 
 def biasbios_items(rows: list[dict[str, Any]]) -> tuple[Items, Callable[[Means], dict[str, np.ndarray]]]:
-    from ..stats import Items
+    from .stats import Items
 
     items = Items.build(_ids(rows, "bios"), None, correct=[_correct(r) for r in rows])
     return items, lambda m: {"acc": 100.0 * m("correct")}
 
 
 def nli_bias_items(rows: list[dict[str, Any]]) -> tuple[Items, Callable[[Means], dict[str, np.ndarray]]]:
-    from ..stats import Items
+    from .stats import Items
 
     dev = [r for r in rows if r.get("kind") == "dev"]
     items = Items.build(_ids(dev, "dev"), None, correct=[_correct(r) for r in dev])
@@ -70,7 +70,7 @@ def with_intervals(benchmark: str, aggregate: Callable[..., dict[str, Any]]) -> 
     in its overall block."""
 
     def call(rows: list[dict[str, Any]], cfg: EvaluateConfig | None = None) -> dict[str, Any]:
-        from ..stats import Settings, interval_block
+        from .stats import Settings, interval_block
 
         agg = aggregate(rows, cfg)
         items, metrics = ITEMS[benchmark](rows)

@@ -148,7 +148,7 @@ def _choice(name: str) -> tuple[Callable[..., Any], Callable[..., Any], Callable
         return importlib.import_module(f"{__package__}.{name}")
 
     def load(cfg: EvaluateConfig, path: str | None, cache: str | None) -> list[Any]:
-        from ..datasets import resolve
+        from ..data.datasets import resolve
 
         mod, sub = module(), getattr(cfg, name)
         folder = resolve(name, path, cache=cache, key=f"evaluate.{name}.path")

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from ..scoring import Scorer
-    from ..stats import Items, Means, Settings
+    from .stats import Items, Means, Settings
 
 KINDS = ("pro", "anti")
 TYPES = (1, 2)
@@ -256,7 +256,7 @@ def score(scorer: Scorer, entries: Sequence[WinoBiasItem | Rejected]
 
 def item_scores(rows: Iterable[Mapping[str, Any]]) -> Items:
     """One item per pro/anti pair, grouped by type: ``pro``/``anti`` correct (0/1) and ``has_pro``/``has_anti``."""
-    from ..stats import Items
+    from .stats import Items
 
     per: dict[str, dict[str, Any]] = {}
     for r in rows:

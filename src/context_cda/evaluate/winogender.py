@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from ..scoring import Scorer
-    from ..stats import Items, Means, Settings
+    from .stats import Items, Means, Settings
 
 PROMPT = "{sentence} ‘{pronoun}’ refers to the"  # winogender.yaml's doc_to_text (U+2018, U+2019)
 GENDERS = ("male", "female", "neutral")
@@ -244,7 +244,7 @@ def score(scorer: Scorer, items: Sequence[WinoGenderItem]) -> tuple[list[dict[st
 def item_scores(rows: Iterable[Mapping[str, Any]]) -> Items:
     """One item per schema (its sentences resampled together): per gender, correct (0/1) and present (0/1);
     ``correct``/``n`` over the schema's sentences; the gotcha sentences' ``gotcha_correct``/``gotcha``."""
-    from ..stats import Items
+    from .stats import Items
 
     per: dict[str, dict[str, float]] = {}
     for r in rows:

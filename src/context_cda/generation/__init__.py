@@ -1,4 +1,7 @@
-"""Text generation: one interface (:mod:`.base`), backends behind a lazy name -> ``module:Class`` map.
+"""Text generation behind one interface (hf, vllm, openai), and the entailment judges (nli, embedding, llm).
+May import: the run contract, models.
+
+One interface (:mod:`.base`), backends behind a lazy name -> ``module:Class`` map; the judges in :mod:`.judges`.
 
 The augment stage and the entropy sampler both build their generators here::
 

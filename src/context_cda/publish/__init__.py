@@ -1,4 +1,5 @@
-"""What leaves the project for the places researchers and registries look.
+"""What leaves the project: the register step, model cards, lm-eval tasks, exported versions.
+May import: the run contract, data, evaluate, models, report, tools (the pre-flight's facts), tracking.
 
 * :mod:`.card` — a Hugging Face model card per registered version (``README.md`` with ``model-index`` metadata and
   ``.eval_results/*.yaml``), written from the run's evidence and the promotion gate's decision, never by hand;

@@ -43,9 +43,9 @@ def _summary(folder: Path | None) -> dict[str, Any]:
 
 
 def base_model(config: Config, target: str) -> dict[str, Any]:
-    """The target's reference, exact source, precision and licence (:mod:`context_cda.model_info`)."""
-    from ..model_info import describe, license_of
+    """The target's reference, exact source, precision and licence (:mod:`context_cda.models.info`)."""
     from ..models import parse_ref
+    from ..models.info import describe, license_of
 
     ref = config.run.targets[target]
     info = describe(ref)
@@ -121,8 +121,8 @@ def generation(config: Config) -> dict[str, Any]:
 
 def datasets_used(config: Config) -> list[dict[str, Any]]:
     """Every dataset the run read (the corpus and each benchmark's files), with its licence from the registry."""
-    from .. import datasets as D
-    from ..preflight import needed_datasets
+    from ..data import datasets as D
+    from ..tools.preflight import needed_datasets
 
     out = []
     for name, used_by, key, explicit in needed_datasets(config):

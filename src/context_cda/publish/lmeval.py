@@ -84,7 +84,7 @@ def export_lmeval_tasks(config: Config, to: Path | str, benchmarks: tuple[str, .
 
 def _sources(config: Config, benchmarks: tuple[str, ...]) -> list[str]:
     """One line per benchmark: where its items come from and their licence (the dataset registry)."""
-    from .. import datasets as D
+    from ..data import datasets as D
 
     names = {"stereoset": ("stereoset", config.evaluate.stereoset_path),
              "crows": ("crows-pairs", config.evaluate.crows_path)}

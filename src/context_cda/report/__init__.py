@@ -1,4 +1,7 @@
-"""The report: a short paper written from the run, in Markdown (``report.md``) and HTML (``report.html``, the same
+"""The report written from the run as a short paper: setup, findings, tables, figures.
+May import: the run contract, augment, data, evaluate, models, tracking.
+
+In Markdown (``report.md``) and HTML (``report.html``, the same
 text rendered for a browser, with its figures).
 
 ``run_report(config, inputs, RUN_DIR/report)`` (inputs: the stage table's, :mod:`context_cda.stages`) writes:
@@ -361,7 +364,7 @@ def render_html(markdown_text: str, title: str) -> str:
 
 def _facts(config: Config, folders: Mapping[str, Path]) -> dict[str, Any]:
     """What the findings' caveats need: quantized targets, the token budget, the per-epoch item cut."""
-    from ..model_info import describe
+    from ..models.info import describe
 
     quantized = [f"`{t}`" for t, ref in config.run.targets.items()
                  if str(describe(ref).details.get("quantization", "F32"))[:1] in ("Q", "I")]

@@ -7,7 +7,7 @@ evaluations, the paper's published values beside the measured ones, and the deco
 * Published values (``report.published``; default ``context_cda/resources/published_table1.yaml``) come as a row
   under the measured one, labelled "published (paper)": another scorer on other items, context and never evidence.
 * Decontamination: per step that makes training text (ingest, cda, augment, the neutral step, the cda-neutral
-  arm's finetune), how many texts were dropped for overlapping a benchmark item (:mod:`context_cda.decontam`).
+  arm's finetune), how many texts were dropped for overlapping a benchmark item (:mod:`context_cda.evaluate.decontam`).
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def _items(folder: Path) -> dict[str, Any]:
 
 def _paired(mine: dict[str, Any], base: dict[str, Any], bootstrap: Any) -> dict[str, Any]:
     from ..evaluate import winobias, winogender
-    from ..stats import Settings, paired
+    from ..evaluate.stats import Settings, paired
 
     mods = {"winogender": winogender, "winobias": winobias}
     out = {}

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from ..config import Config
-    from ..stats import Difference
+    from ..evaluate.stats import Difference
     from ..tracking.gate import Judgement
     from ..tracking.promotion import PromotionPolicy
 
@@ -214,7 +214,7 @@ def cell(values: Mapping[str, Any], metric: str, mark: str = "") -> str:
 def seed_rows(ev: Evidence, target: str, arm: str, metrics: list[str],
               marks: list[str] | None = None) -> list[tuple[str, list[str]]]:
     """(label, cells) per seed and the ``mean ± std`` row (with ``marks``), when the arm has several seeds."""
-    from ..stats import mean_std
+    from ..evaluate.stats import mean_std
 
     per = ev.per_seed.get((target, arm), {})
     if len(per) < 2:

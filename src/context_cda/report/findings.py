@@ -29,7 +29,7 @@ from . import evidence as E
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..stats import Difference
+    from ..evaluate.stats import Difference
     from ..tracking.gate import Judgement
     from .registry import Decisions
 

@@ -4,7 +4,7 @@ Everything is read from the steps' ``manifest.json`` files (what ran), falling b
 report is written with (what would run) where a step left no record:
 
 * **models**: every target, the generator and the judges, with their exact source and the precision of their
-  weights (:func:`context_cda.model_info.describe`: e.g. a 4-bit GGUF dequantized to float32);
+  weights (:func:`context_cda.models.info.describe`: e.g. a 4-bit GGUF dequantized to float32);
 * **data at each stage**: the corpus and its size, the rows in and out of ingest, CDA, validation, augment,
   the sample step (drawn once for every target), each target's entropy, the filter and each arm's fine-tuning corpus (texts, sequences, the token budget);
 * **training**: epochs, batches, learning rate, sequence length, precision, LoRA, seeds;
@@ -53,7 +53,7 @@ def _n(v: Any) -> str:
 
 def models_lines(config: Any, folders: Mapping[str, Path]) -> list[str]:
     """One bullet per model the run used."""
-    from ..model_info import describe
+    from ..models.info import describe
 
     out = []
     for target, ref in config.run.targets.items():
@@ -75,7 +75,7 @@ def models_lines(config: Any, folders: Mapping[str, Path]) -> list[str]:
 
 
 def _generator_line(used_by: str, backend: str, model: str) -> str:
-    from ..model_info import describe
+    from ..models.info import describe
 
     if backend == "openai":
         return (f"- **Generator** ({used_by}) — `{model}` served by an OpenAI-compatible server (its precision is "
@@ -94,7 +94,7 @@ def _sample_dir(folders: Mapping[str, Path]) -> Path | None:
 def _meaning_line(config: Any, aug: Mapping[str, Any]) -> str:
     from ..augment.checks.meaning import judge_model_ref
     from ..errors import CCDAError
-    from ..model_info import describe
+    from ..models.info import describe
 
     r = config.augment.review
     meaning = (aug.get("review") or {}).get("meaning", r.meaning)
@@ -112,7 +112,7 @@ def _meaning_line(config: Any, aug: Mapping[str, Any]) -> str:
 
 
 def _corpus_text(config: Any, ingest: dict[str, Any]) -> str:
-    from .. import datasets as D
+    from ..data import datasets as D
 
     icfg = (_cfg(ingest).get("ingest") or {}) or config.ingest.model_dump(mode="json")
     if icfg.get("path"):

@@ -1,4 +1,5 @@
-"""Log-likelihoods of text under a target language model, one backend per model family.
+"""Log-likelihoods of text under a target model, one backend per family (masked, causal, seq2seq).
+May import: the run contract, models.
 
 ``Scorer`` backends (chosen from the model's class via :func:`context_cda.models.family_of`, never its name):
 

@@ -1,10 +1,11 @@
-"""MLflow tracking, model registry and the promotion gate.
+"""MLflow tracking, the model registry and the promotion gate.
+May import: the run contract, data, evaluate, models.
 
 * :func:`tracker_for` - log params/metrics/artifacts into the (target, arm) run nested under the pipeline run;
 * :func:`pipeline_run_id` / :func:`finish_pipeline_run` - the parent run of a run directory;
 * :func:`run_register` - the ``register`` stage (log model, register ``<target>-debiased``, gate, aliases);
 * :func:`decide` - the promotion gate, a pure function on per-item evidence (:mod:`.evidence`, paired bootstrap
-  intervals from :mod:`context_cda.stats`).
+  intervals from :mod:`context_cda.evaluate.stats`).
 
 mlflow is imported only when something is logged.
 """

@@ -11,7 +11,7 @@ item_scores`, :func:`context_cda.evaluate.crows.item_scores`), read from a folde
   reuse its epoch-0 metrics).
 
 An arm trained with several seeds is judged by its seeds' *pooled* evidence: the items every seed was scored on,
-each seed's decisions kept (:func:`context_cda.stats.pooled`). Every metric, the distances |SS-50| and |CS-50|
+each seed's decisions kept (:func:`context_cda.evaluate.stats.pooled`). Every metric, the distances |SS-50| and |CS-50|
 and ICAT included, is the mean over seeds of that seed's metric (two seeds at SS 30 and 70 are 20 points from
 50, not 0), and the paired bootstrap against vanilla or the champion draws the same items for every seed: the
 interval covers the sampling of benchmark items for the arm's average run; the spread between seeds is reported
@@ -34,7 +34,7 @@ from .. import layout as L
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..stats import Difference, Items
+    from ..evaluate.stats import Difference, Items
 
 BENCHMARKS = ("stereoset", "crows")
 #: the per-item columns of each benchmark's evidence
@@ -154,7 +154,7 @@ def vanilla_items_dir(evaluations: Path | str | None, finetune: Path | str | Non
 
 def load(folders: Mapping[int, Path | str] | Sequence[Path | str]) -> Evidence:
     """Evidence of one model from one folder, or of an arm from one folder per seed (pooled)."""
-    from ..stats import pooled
+    from ..evaluate.stats import pooled
 
     pairs = list(folders.items()) if isinstance(folders, Mapping) else list(enumerate(folders))
     per_seed = [(s, read_predictions(f), str(f)) for s, f in pairs]
@@ -169,9 +169,9 @@ def load(folders: Mapping[int, Path | str] | Sequence[Path | str]) -> Evidence:
 
 def paired_differences(a: Evidence, b: Evidence, settings: Any = None) -> dict[str, Difference]:
     """``metric(a) - metric(b)`` of every metric of every benchmark both were scored on (``ss``, ``lms``, ``icat``,
-    ``cs``, ``stereo``, ``antistereo``), paired on their shared items (:func:`context_cda.stats.paired`;
+    ``cs``, ``stereo``, ``antistereo``), paired on their shared items (:func:`context_cda.evaluate.stats.paired`;
     ``settings``: the bootstrap's). The report's paired table and the model cards read these."""
-    from ..stats import Settings, paired
+    from ..evaluate.stats import Settings, paired
 
     out: dict[str, Difference] = {}
     for bench in BENCHMARKS:
@@ -196,7 +196,7 @@ def to_table(evidence: Evidence) -> pd.DataFrame:
 
 
 def from_table(df: pd.DataFrame, source: str = "") -> Evidence:
-    from ..stats import Items, pooled
+    from ..evaluate.stats import Items, pooled
 
     ev = Evidence(sources=[source] if source else [])
     for b in BENCHMARKS:

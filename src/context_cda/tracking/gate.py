@@ -9,8 +9,8 @@ shows on its own:
   is *better* when its **shift toward 50**, ``s * (reference - candidate)`` (paired, the seeds' pooled shift),
   exceeds the margin (``min_effect`` against vanilla, 0 otherwise) with confidence: the percentile interval above
   the margin and the exact paired sign-flip test rejecting "no change", each at the family's Holm-adjusted level
-  (the test's p-value is the larger of the two, :func:`context_cda.stats.percentile_p` and
-  :func:`context_cda.stats.sign_flip`). It is refused for **overshooting** only on evidence, seed by seed: a
+  (the test's p-value is the larger of the two, :func:`context_cda.evaluate.stats.percentile_p` and
+  :func:`context_cda.evaluate.stats.sign_flip`). It is refused for **overshooting** only on evidence, seed by seed: a
   seed's estimate as far past 50 as the reference was (``excess >= 0``), or a paired interval of that seed's
   **excess** ``s * (100 - seed - reference)`` (how much farther past 50 than the reference's distance) above 0.
 * **within noise** - its interval holds 50: nothing to reduce that this sample shows, so the metric is a
@@ -19,7 +19,7 @@ shows on its own:
   seed, significantly farther past 50 than the reference's distance (the excess interval above 0).
 
 Every metric the reference is biased on is tested for improvement; at least one must show it, and the family is
-corrected with Holm's step-down procedure (:func:`context_cda.stats.holm`): the claim "better on at least one" is
+corrected with Holm's step-down procedure (:func:`context_cda.evaluate.stats.holm`): the claim "better on at least one" is
 a union, so each test needs the Holm-adjusted p below ``1 - level``. Against the champion the family also holds
 "LMS higher". LMS is otherwise a non-inferiority margin against vanilla (the paired interval's lower end at least
 ``-lms_delta``) and "not significantly lower" against the champion.
@@ -29,7 +29,7 @@ a union, so each test needs the Holm-adjusted p below ``1 - level``. Against the
 past what the rule allows), ``refused: evidence missing`` (a metric without per-item scores, too few shared
 items, a champion without evidence) and ``refused: not shown`` (no evidence against it, but the improvement - or
 LMS non-inferiority - was not shown), with a note saying when the observed shift is below what the benchmark could
-have shown (``underpowered: detectable shift >= X``, :func:`context_cda.stats.detectable_shift`).
+have shown (``underpowered: detectable shift >= X``, :func:`context_cda.evaluate.stats.detectable_shift`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from . import decisions as D
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..stats import Difference, Draws, Interval, Items, Settings, SignFlip
+    from ..evaluate.stats import Difference, Draws, Interval, Items, Settings, SignFlip
     from .evidence import Evidence
 
 SS = "stereoset_ss"
@@ -81,7 +81,7 @@ class PromotionPolicy:
     def from_config(cls, promotion: Any, bootstrap: Any = None, bias_type: str = "gender") -> PromotionPolicy:
         """From ``tracking.promotion``, ``evaluate.bootstrap`` (None: the bootstrap defaults) and
         ``evaluate.bias_type``."""
-        from ..stats import Settings
+        from ..evaluate.stats import Settings
 
         b = Settings.of(bootstrap)
         return cls(lms_delta=float(promotion.lms_delta), min_effect=float(promotion.min_effect),
@@ -90,7 +90,7 @@ class PromotionPolicy:
 
     @property
     def settings(self) -> Settings:
-        from ..stats import Settings
+        from ..evaluate.stats import Settings
 
         return Settings(level=self.level, resamples=self.resamples, seed=self.seed, min_items=self.min_items)
 
@@ -166,7 +166,7 @@ class BiasCheck:
         return ", ".join(parts) + f": {agree}"
 
     def to_dict(self) -> dict[str, Any]:
-        from ..stats import _j
+        from ..evaluate.stats import _j
 
         return {**self.shift.to_dict(), "statistic": "shift toward 50: side * (reference - candidate)",
                 "side": self.side, "regime": self.regime, "reference": _j(self.reference.point),
@@ -261,7 +261,7 @@ def _orient(ref: float, cand: float) -> int:
 
 
 def _seed_checks(cand: Items, ref: Items, key: str, fn, side: int, st: Settings, seeds) -> tuple[SeedCheck, ...]:
-    from ..stats import paired_draws
+    from ..evaluate.stats import paired_draws
 
     out = []
     runs = cand.each_run()
@@ -278,7 +278,7 @@ def bias_check(cand: Items, ref: Items, metric: str, settings: Settings, margin:
                seeds: list[int] | None = None) -> BiasCheck:
     """The numbers of ``metric`` (:data:`BIAS`) for the candidate's items against the reference's (unjudged:
     :func:`judge` adds the family's p-values and the outcome)."""
-    from ..stats import align, paired_draws, percentile_p, sign_flip
+    from ..evaluate.stats import align, paired_draws, percentile_p, sign_flip
 
     bench, key, column, _, _ = BIAS[metric]
     fn = _metric_fn(bench)
@@ -295,7 +295,7 @@ def bias_check(cand: Items, ref: Items, metric: str, settings: Settings, margin:
 
 
 def lms_check(cand: Items, ref: Items, settings: Settings, delta: float) -> LmsCheck:
-    from ..stats import paired_draws, percentile_p
+    from ..evaluate.stats import paired_draws, percentile_p
 
     fn = _metric_fn("stereoset")
     dr = paired_draws(cand, ref, lambda m: {"lms": fn(m)["lms"]}, settings)
@@ -337,7 +337,7 @@ def _lms_outcome(lms: LmsCheck, role: str, alpha: float) -> LmsCheck:
 
 def _holm(j: Judgement) -> None:
     """The improvement family, its Holm-adjusted p-values, every metric's outcome and detectable shift."""
-    from ..stats import detectable_shift, holm
+    from ..evaluate.stats import detectable_shift, holm
 
     j.family = [m for m, c in j.bias.items() if c.regime == BIASED and m not in j.small_metrics()]
     if j.role == CHAMPION and j.lms is not None and "stereoset" not in j.small:

@@ -56,7 +56,7 @@ from .gate import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..stats import Interval, Settings
+    from ..evaluate.stats import Interval, Settings
     from .evidence import Evidence
 
 __all__ = ["BIAS", "BIAS_METRICS", "CS", "ICAT", "LMS", "SS", "Decision", "PromotionPolicy", "decide",
@@ -69,7 +69,7 @@ class Decision:
     one-line qualifier (``underpowered: SS vs vanilla: detectable shift ≥ 14.52 (observed +0.04)`` when the
     observed shift lies below what the benchmark could have shown). ``detectable_shift``: per bias metric
     (``stereoset_ss``, ``crows_cs``), the smallest shift toward 50 against vanilla, in points, that the paired
-    sign-flip test detects with 80 % power at this n (from the discordant share; :func:`context_cda.stats.
+    sign-flip test detects with 80 % power at this n (from the discordant share; :func:`context_cda.evaluate.stats.
     detectable_shift`). ``promote`` is ``verdict == promoted``; ``reasons`` quote every statistic that decided,
     with its interval and p-value; ``comparisons``: ``vs_vanilla`` / ``vs_champion`` -> metric -> the numbers."""
 
@@ -102,7 +102,7 @@ def point_metrics(evidence: Evidence | None, settings: Settings) -> dict[str, In
     holds (the pooled point estimates and their bootstrap intervals), with the distances to 50
     (``stereoset_ss_dist``, ``crows_cs_dist``: for pooled seeds the mean of the seeds' distances; described, never
     decided on)."""
-    from ..stats import bootstrap, with_distances
+    from ..evaluate.stats import bootstrap, with_distances
     from .evidence import scorer
 
     out: dict[str, Interval] = {}
@@ -125,7 +125,7 @@ def _flat(intervals: dict[str, Interval]) -> dict[str, float]:
 
 
 def _pv(p: float) -> str:
-    from ..stats import _p
+    from ..evaluate.stats import _p
 
     text = _p(p)
     return f"p{'' if text[0] == '<' else '='}{text}"
@@ -231,7 +231,7 @@ def reasons_of(j: Judgement, cand: dict[str, Interval], ref: dict[str, Interval]
 
 
 def _record(j: Judgement) -> dict[str, Any]:
-    from ..stats import _j
+    from ..evaluate.stats import _j
 
     out: dict[str, Any] = {m: c.to_dict() for m, c in j.bias.items()}
     if j.lms is not None:

@@ -59,9 +59,9 @@ def server_url(config: Config) -> str | None:
 
 
 def check_server(config: Config) -> None:
-    """An HTTP tracking server must answer its ``/health`` within seconds (:func:`context_cda.services.probe`),
+    """An HTTP tracking server must answer its ``/health`` within seconds (:func:`context_cda.data.services.probe`),
     checked once per process: otherwise MLflow's client retries for minutes in silence."""
-    from ..services import probe
+    from ..data.services import probe
 
     url = server_url(config)
     if url and url not in _ANSWERED:

@@ -1,4 +1,5 @@
-"""Debias fine-tuning: one loop for masked, causal and seq2seq LMs, per-epoch evaluation, resumable checkpoints.
+"""Debias fine-tuning: one loop for every family, token budgets, per-epoch evaluation, resumable checkpoints.
+May import: the run contract, cda, evaluate, models, tracking.
 
 Public entry points (torch and transformers are imported only when they run):
 

@@ -142,7 +142,7 @@ def finetune_view(view: Config, config: Config, keys: Mapping[str, Any]) -> Conf
 
 
 def _with_decontamination_files(ev: EvaluateConfig, given: EvaluateConfig) -> EvaluateConfig:
-    """``ev`` with the benchmark files the corpus is decontaminated against (:mod:`context_cda.decontam`) as
+    """``ev`` with the benchmark files the corpus is decontaminated against (:mod:`context_cda.evaluate.decontam`) as
     ``given`` names them: WinoGender and WinoBias are not scored per epoch, but a fine-tuning's corpus is checked
     against them, so a Kubeflow task must not read their default files instead of the run's."""
     return ev.model_copy(update={

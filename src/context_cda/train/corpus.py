@@ -69,7 +69,7 @@ def load_arm_rows(kind: str, path: Path, cda_mode: str = "two-sided", lexicon=No
     """The rows an arm may train on: ``id`` (of the source row; a hash of the text for a table without ids),
     ``text`` and ``side``, empty texts dropped. ``lexicon``: the ``lexicon`` config section (``cda-neutral``);
     ``config``: the run's config, whose evaluation items the cda-neutral rewrites are checked against
-    (:mod:`context_cda.decontam`; the rows left out are in ``rows.attrs["left_out"]``)."""
+    (:mod:`context_cda.evaluate.decontam`; the rows left out are in ``rows.attrs["left_out"]``)."""
     import pandas as pd
 
     df = read_table(path)
@@ -131,7 +131,7 @@ def _lexicon_neutral_rows(df, lexicon, config=None) -> pd.DataFrame:
     rows = pd.DataFrame(out, columns=[S.ID, S.TEXT, "side"])
     overlaps: dict[str, int] = {}
     if config is not None:
-        from ..decontam import drop_overlaps
+        from ..evaluate.decontam import drop_overlaps
 
         rows, rejected, overlaps = drop_overlaps(config, rows, S.TEXT, pd.DataFrame(columns=[S.ID, S.TEXT, S.REASON]))
         left += rejected[[S.ID, S.TEXT, S.REASON]].to_dict("records")

@@ -480,8 +480,8 @@ def _summary(target, arm, seed, family, corpus: _Corpus, result, metrics_log: Me
 
 def _left_out_counts(left_out: list[dict[str, Any]]) -> dict[str, Any]:
     """How many texts of the arm's corpus were left out, and those that held an evaluation item per benchmark
-    (the cda-neutral arm's rewrites; :mod:`context_cda.decontam`)."""
-    from ..decontam import REASON as OVERLAP
+    (the cda-neutral arm's rewrites; :mod:`context_cda.evaluate.decontam`)."""
+    from ..evaluate.decontam import REASON as OVERLAP
 
     if not left_out:
         return {}

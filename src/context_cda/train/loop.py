@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from ..epochs import evaluates_after
 from ..errors import ConfigError
 from ..io import write_json
-from ..optim import epoch_batches, linear_schedule, param_groups
+from ..models.optim import epoch_batches, linear_schedule, param_groups
 from ..signals import deferred
+from .epochs import evaluates_after
 from .objectives import Objective
 
 CHECKPOINTS = "checkpoints"

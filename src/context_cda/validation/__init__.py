@@ -1,4 +1,5 @@
 """Great Expectations suites at the stage boundaries, and the ``validate`` stage.
+May import: the run contract, augment, cda.
 
 Each boundary has a module here (``cda``, ``augment``, ``neutral``, ``entropy``) with ``prepare(df, config)`` and
 ``checks(config)``; :func:`run_validate` runs one of them through :func:`~context_cda.validation.core.validate_table`.

@@ -1,4 +1,4 @@
-"""Meaning: a judge compares the counterfactual with the output (context_cda.judges, the entropy stage's too).
+"""Meaning: a judge compares the counterfactual with the output (context_cda.generation.judges, the entropy stage's too).
 
 * ``embedding`` (a judge with ``similarity``): the cosine of the two sentence embeddings must reach
   ``meaning_threshold``;
@@ -59,8 +59,8 @@ def judge_model_ref(config: Any) -> str:
 
 def make_meaning_judge(config: Any) -> Any | None:
     """The configured meaning judge (None when ``augment.review.meaning`` is off), built by
-    :func:`context_cda.judges.make_judge`, the one implementation of each judge (the entropy stage's too)."""
-    from ...judges import make_judge
+    :func:`context_cda.generation.judges.make_judge`, the one implementation of each judge (the entropy stage's too)."""
+    from ...generation.judges import make_judge
 
     r = config.augment.review
     if r.meaning == "off":

@@ -189,7 +189,7 @@ def fine_tune(
     import numpy as np
     import torch
 
-    from ...optim import epoch_batches, linear_schedule, param_groups
+    from ...models.optim import epoch_batches, linear_schedule, param_groups
     from ...progress import Progress
 
     if not train:

@@ -1,7 +1,7 @@
 """Data for the extrinsic evaluations: GLUE tasks, Bias in Bios, and the Bias-STS-B sentence pairs.
 
 Every loader takes an optional ``path`` (a local file or folder, or an ``s3://`` URI); without one it reads its
-dataset by name through :mod:`context_cda.datasets`: the mirror ($CCDA_DATA_DIR), the data cache
+dataset by name through :mod:`context_cda.data.datasets`: the mirror ($CCDA_DATA_DIR), the data cache
 (``run.data_cache``, or ``$CCDA_DATA_CACHE``), else the public download (pinned, checksum-checked, written
 atomically). When none has it, one :class:`InputError` lists the places looked at, the config key / CLI flag that
 points at a local copy and the command that fetches the data.
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from ...datasets import local_path, resolve
+from ...data.datasets import local_path, resolve
 from ...errors import InputError
 from ...io import json_objects, read_text, stable_id, text_lines
 
@@ -152,7 +152,7 @@ def _need_columns(p: Path, cols: Sequence[str], want: Sequence[str]) -> dict[str
 @dataclass(frozen=True)
 class _GlueSpec:
     folders: tuple[str, ...]  # folder names inside a GLUE root (the first is canonical)
-    dataset: str  # its name in context_cda.datasets (the folder that holds the task's files)
+    dataset: str  # its name in context_cda.data.datasets (the folder that holds the task's files)
     labels: tuple[str, ...]
     text_col: str
     pair_col: str | None
@@ -414,7 +414,7 @@ def _read_stsb(p: Path, *, split: str) -> list[Example]:
 
 # ------------------------------------------------------------------------------------------------- Bias in Bios
 
-# The datasets (context_cda.datasets): ``biasbios`` is the Hugging Face copy (Ravfogel et al. 2020 version of
+# The datasets (context_cda.data.datasets): ``biasbios`` is the Hugging Face copy (Ravfogel et al. 2020 version of
 # De-Arteaga et al. 2019; profession and gender are ints), ``biasbios-samples`` 10 CSV bios per profession.
 BIASBIOS_DATASETS = ("biasbios", "biasbios-samples")
 # The dataset card's numerical labels: the 28 professions in alphabetical order, gender 0 = male, 1 = female.
@@ -657,7 +657,7 @@ def _read_bios_hf(p: Path) -> list[_Bio]:
 
 # ------------------------------------------------------------------------------------------------- Bias-STS-B
 
-STS_BIAS_DATASET = "sts-b-gender-bias"  # its name in context_cda.datasets
+STS_BIAS_DATASET = "sts-b-gender-bias"  # its name in context_cda.data.datasets
 STS_BIAS_HINT = "Point evaluate.stsb.bias_path (or --stsb-bias-path) at a local bias_evaluation_STS-B.tsv"
 
 

@@ -29,12 +29,12 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from ...datasets import resolve
+from ...data.datasets import resolve
 from ...errors import InputError
 from ...io import read_text, stable_id
 from .data import PathArg
 
-NLI_WORDS_DATASET = "nli-bias-words"  # its name in context_cda.datasets (the authors' repository, pinned commit)
+NLI_WORDS_DATASET = "nli-bias-words"  # its name in context_cda.data.datasets (the authors' repository, pinned commit)
 NLI_WORDS_HINT = "Point evaluate.nli_bias.words_path (or --nli-words-path) at a local copy of the word_lists folder"
 
 VERB_LISTS = ("commerce_verbs", "driving_verbs", "eating_verbs", "interaction_verbs")

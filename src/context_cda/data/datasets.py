@@ -31,9 +31,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import InputError
+from ..io import atomic_path, file_sha256
 from . import s3
-from .errors import InputError
-from .io import atomic_path, file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -656,7 +656,7 @@ def _download(url: str, dest: Path, timeout: float = 120.0) -> None:
     """Stream ``url`` into the (temporary) file ``dest``. A module global: tests replace it to stay offline."""
     import httpx
 
-    from .progress import Progress
+    from ..progress import Progress
 
     with httpx.stream("GET", url, follow_redirects=True, timeout=timeout) as r:
         r.raise_for_status()

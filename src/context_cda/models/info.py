@@ -158,8 +158,8 @@ def _folder_dtype(folder: Path) -> str:
 
 def describe(ref: str) -> ModelInfo:
     """:class:`ModelInfo` of a model reference (nothing is loaded; an unresolvable reference says so)."""
-    from .errors import CCDAError
-    from .models import parse_ref
+    from ..errors import CCDAError
+    from . import parse_ref
 
     try:
         m = parse_ref(ref)
@@ -233,8 +233,8 @@ def license_of(ref: str, explicit: dict[str, str] | None = None, target: str | N
     read). ``explicit``: ``tracking.card.licenses`` (keyed by target name or reference) decides first; then a GGUF
     file's ``general.license``, a folder's (or package's) README.md metadata, the Hub cache's card of a hub id; a
     ``tiny:`` model is this project's own (random weights, a tokenizer trained on its own text)."""
-    from .errors import CCDAError
-    from .models import parse_ref
+    from ..errors import CCDAError
+    from . import parse_ref
 
     given = explicit or {}
     for key in (target, ref):

@@ -24,7 +24,7 @@ import mmap
 import struct
 from pathlib import Path
 
-from .errors import ModelError
+from ..errors import ModelError
 
 GGUF_MAGIC = b"GGUF"
 #: GGUF metadata value types -> struct format of one value (8: string, 9: array are read apart)

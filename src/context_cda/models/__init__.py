@@ -1,4 +1,7 @@
-"""Model references: what a user may name in a config, and how it becomes something transformers can load.
+"""Model references (hub id, folder, GGUF, package, ``tiny:``, s3://) and their loading, files and facts.
+May import: the run contract, data.
+
+What a user may name in a config, and how it becomes something transformers can load.
 
 A reference is one of
 
@@ -11,9 +14,9 @@ A reference is one of
   never imported (its own runtime dependencies are not needed);
 * ``s3://bucket/prefix/``: a ``save_pretrained`` folder in S3 (or any S3-compatible store: ``AWS_ENDPOINT_URL``),
   downloaded once into the model cache under a name keyed by the objects' ETags, so a changed model is fetched
-  again and an unchanged one is not (:mod:`context_cda.s3`; needs the ``s3`` extra);
+  again and an unchanged one is not (:mod:`context_cda.data.s3`; needs the ``s3`` extra);
 * ``tiny:<arch>``: a tiny random model of that architecture with a real tokenizer (bert, distilbert, roberta,
-  gpt2, llama, t5, nli), built once into the model cache (see :mod:`context_cda.tiny`), for tests and the
+  gpt2, llama, t5, nli), built once into the model cache (see :mod:`context_cda.models.tiny`), for tests and the
   ``tiny`` profile.
 
 The model *family* (masked, causal, seq2seq) is read from the model's config and class, never from its name.
@@ -27,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import ModelError
-from .io import atomic_dir, model_cache_dir, stable_id
-from .model_files import check_folder, check_gguf
+from ..errors import ModelError
+from ..io import atomic_dir, model_cache_dir, stable_id
+from .files import check_folder, check_gguf
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -114,7 +117,7 @@ def resolve_pretrained(ref: str | ModelRef, cache: str | os.PathLike[str] | None
 
         return str(tiny_dir(mref.location, cache))
     if mref.kind == "s3":
-        from .s3 import model_dir
+        from ..data.s3 import model_dir
 
         return str(model_dir(mref.location, model_cache_dir(cache)))
     if mref.gguf_file is None:

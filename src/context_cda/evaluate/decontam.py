@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import Config
+    from ..config import Config
 
 REASON = "eval-overlap"
 _NON_WORD = re.compile(r"[^\w']+|(?<!\w)'|'(?!\w)")
@@ -97,7 +97,7 @@ class EvalIndex:
 
 
 def _stereoset(config: Config) -> list[tuple[str, str, str]]:
-    from .evaluate.data import benchmark_file, load_stereoset
+    from .data import benchmark_file, load_stereoset
 
     out = []
     path = benchmark_file("stereoset", config.evaluate.stereoset_path, config.run.data_cache)
@@ -108,15 +108,15 @@ def _stereoset(config: Config) -> list[tuple[str, str, str]]:
 
 
 def _crows(config: Config) -> list[tuple[str, str, str]]:
-    from .evaluate.data import benchmark_file, load_crows
+    from .data import benchmark_file, load_crows
 
     path = benchmark_file("crows", config.evaluate.crows_path, config.run.data_cache)
     return [("crows", p.id, s) for p in load_crows(path, bias_type="all") for s in (p.sent_more, p.sent_less)]
 
 
 def _winogender(config: Config) -> list[tuple[str, str, str]]:
-    from .datasets import resolve
-    from .evaluate import winogender
+    from ..data.datasets import resolve
+    from . import winogender
 
     folder = resolve("winogender", config.evaluate.winogender.path, cache=config.run.data_cache,
                      key="evaluate.winogender.path")
@@ -125,8 +125,8 @@ def _winogender(config: Config) -> list[tuple[str, str, str]]:
 
 def _winobias(config: Config) -> list[tuple[str, str, str]]:
     """Every scored sentence of the evaluated split (a sentence WinoBias's evaluation cannot score is no item)."""
-    from .datasets import resolve
-    from .evaluate import winobias
+    from ..data.datasets import resolve
+    from . import winobias
 
     folder = resolve("winobias", config.evaluate.winobias.path, cache=config.run.data_cache,
                      key="evaluate.winobias.path")
@@ -189,7 +189,7 @@ def drop_overlaps(config: Config, accepted: Any, text_column: str, rejected: Any
     a match."""
     import pandas as pd
 
-    from .schemas import REASON
+    from ..schemas import REASON
 
     index = index_for(config)
     if index is None or accepted.empty:

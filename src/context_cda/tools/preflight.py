@@ -19,10 +19,10 @@ the file or the URL, and the fix:
 
 * :func:`check_model_files` - every model reference the steps load resolves and its files are whole
   (:func:`context_cda.models.parse_ref`: GGUF and safetensors headers against their sizes, tokenizer files;
-  :mod:`context_cda.model_files`);
+  :mod:`context_cda.models.files`);
 * :func:`check_services` - the MLflow tracking server (an ``http(s)://`` tracking URI, when a step logs to it)
   and the S3 endpoint (when a location the steps read is ``s3://``) answer within seconds
-  (:func:`context_cda.services.probe`; MLflow's own client retries an unreachable server for minutes before it
+  (:func:`context_cda.data.services.probe`; MLflow's own client retries an unreachable server for minutes before it
   says anything);
 * :func:`check_benchmark_files` - the intrinsic benchmarks the steps evaluate on are parsed and checked
   (a malformed or duplicated item stops the run before any model loads).
@@ -35,10 +35,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import CCDAError
+from ..errors import CCDAError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import Config
+    from ..config import Config
 
 #: steps that read the ingest corpus / every configured benchmark / the per-epoch benchmarks only
 CORPUS_STEPS = ("ingest",)
@@ -59,8 +59,8 @@ def needed_datasets(config: Config) -> list[tuple[str, str, str, str | None]]:
     """(dataset, used by, config key of the explicit path, its value) for everything ``config`` reads: the
     ingest corpus (used by ``ingest``) and every configured benchmark's files (used by the benchmark's name);
     one row per dataset and key (users joined by ", ")."""
-    from .corpus import corpus_dataset
-    from .evaluate.data import benchmark_datasets
+    from ..evaluate.data import benchmark_datasets
+    from ..ingest.corpus import corpus_dataset
 
     rows: list[tuple[str, str, str, str | None]] = []
     if config.ingest.path:
@@ -81,7 +81,7 @@ def needed_datasets(config: Config) -> list[tuple[str, str, str, str | None]]:
 def _users(steps: Iterable[str], config: Config) -> set[str]:
     """Who among ``ingest``, ``decontaminate`` and the configured benchmarks reads data in the planned ``steps``
     (:func:`step_names`)."""
-    from .evaluate import get_benchmark
+    from ..evaluate import get_benchmark
 
     steps = set(steps)
     users = {INGEST} if steps & set(CORPUS_STEPS) else set()
@@ -106,7 +106,7 @@ def step_names(steps: Iterable[Any]) -> list[str]:
 def check_benchmarks(config: Config, steps: Iterable[str]) -> list[str]:
     """One line when a planned step scores benchmarks and ``evaluate.benchmarks`` (or an arm's list in
     ``evaluate.arm_benchmarks``) names an unknown one."""
-    from .evaluate.registry import check_config_names
+    from ..evaluate.registry import check_config_names
 
     if not set(steps) & set(EVALUATING_STEPS):
         return []
@@ -139,7 +139,7 @@ def check_datasets(config: Config, steps: Iterable[str]) -> list[str]:
 
 def _explicit_problem(key: str, value: str, why: str) -> str | None:
     """A local explicit path that does not exist (an ``s3://`` one is the service check's to reach)."""
-    from . import s3
+    from ..data import s3
 
     if s3.is_s3(value) or Path(value).expanduser().exists():
         return None
@@ -151,7 +151,7 @@ def _dataset_problem(name: str, key: str, why: str, config: Config) -> str | Non
     in one line."""
     from urllib.parse import urlparse
 
-    from . import datasets as D
+    from ..data import datasets as D
 
     tried: list[str] = []
     try:
@@ -170,7 +170,7 @@ def _dataset_problem(name: str, key: str, why: str, config: Config) -> str | Non
 
 def fetch_hint(names: list[str]) -> str:
     """How to bring the named datasets: one ``ccda data fetch`` command (into the mirror when one is set)."""
-    from .datasets import DATA_DIR_ENV, data_dir
+    from ..data.datasets import DATA_DIR_ENV, data_dir
 
     mirror = data_dir()
     to = f" --to {mirror}" if mirror else ""
@@ -207,7 +207,7 @@ def model_refs(config: Config, steps: Iterable[Any]) -> dict[str, str]:
 
 def check_model_files(config: Config, steps: Iterable[Any]) -> None:
     """Every model the steps load resolves and its files are whole; the error names the config key."""
-    from .models import parse_ref
+    from ..models import parse_ref
 
     for key, ref in model_refs(config, steps).items():
         try:
@@ -221,7 +221,7 @@ def check_model_files(config: Config, steps: Iterable[Any]) -> None:
 
 def s3_locations(config: Config, steps: Iterable[Any]) -> list[str]:
     """The ``s3://`` locations the steps read: model references, the corpus, benchmark files, the data mirror."""
-    from .s3 import is_s3
+    from ..data.s3 import is_s3
 
     values: list[Any] = [*model_refs(config, steps).values(), config.ingest.path, config.evaluate.stereoset_path,
                          config.evaluate.crows_path, os.environ.get("CCDA_DATA_DIR")]
@@ -230,15 +230,15 @@ def s3_locations(config: Config, steps: Iterable[Any]) -> list[str]:
 
 def check_services(config: Config, steps: Iterable[Any], tracked: Iterable[str]) -> None:
     """The tracking server when a step of ``tracked`` runs (:func:`context_cda.tracking.runs.check_server`), and
-    the S3 endpoint when an input is on S3 (:func:`context_cda.s3.check_endpoint`)."""
+    the S3 endpoint when an input is on S3 (:func:`context_cda.data.s3.check_endpoint`)."""
     steps = list(steps)
     if any(_step(s) in set(tracked) for s in steps):
-        from .tracking.runs import check_server
+        from ..tracking.runs import check_server
 
         check_server(config)
     found = s3_locations(config, steps)
     if found:
-        from .s3 import check_endpoint
+        from ..data.s3 import check_endpoint
 
         check_endpoint(found[0])
 
@@ -249,7 +249,7 @@ def check_services(config: Config, steps: Iterable[Any], tracked: Iterable[str])
 def benchmarks_read(config: Config, steps: Iterable[Any]) -> tuple[list[str], bool]:
     """(the benchmarks the planned steps evaluate on, whether they compare training texts with
     ``decontaminate.benchmarks``)."""
-    from .evaluate import get_benchmark
+    from ..evaluate import get_benchmark
 
     names = set(step_names(steps))
     cfg = config.evaluate
@@ -269,14 +269,14 @@ def check_benchmark_files(config: Config, steps: Iterable[Any]) -> None:
     and every benchmark of ``decontaminate.benchmarks`` when a step compares its training texts with them (their
     index is built now: the steps reuse it). A malformed or duplicated item stops the run with one error line
     naming the file and line. The parsed items are memoised, so the first evaluation reuses them."""
-    from .errors import CCDAError
+    from ..errors import CCDAError
 
     read, decontaminates = benchmarks_read(config, steps)
     try:
         for name in read:
             _parse_benchmark(config, name)
         if decontaminates:
-            from .decontam import index_for
+            from ..evaluate.decontam import index_for
 
             index_for(config)
     except CCDAError as e:
@@ -285,9 +285,9 @@ def check_benchmark_files(config: Config, steps: Iterable[Any]) -> None:
 
 def _parse_benchmark(config: Config, name: str) -> None:
     """Parse benchmark ``name``'s files as its evaluation reads them, when they are here without a download."""
-    from . import datasets as D
-    from .evaluate import load_items
-    from .evaluate.data import local_benchmark_file
+    from ..data import datasets as D
+    from ..evaluate import load_items
+    from ..evaluate.data import local_benchmark_file
 
     cfg = config.evaluate
     if name in ("stereoset", "crows"):

@@ -20,8 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .errors import CCDAError, InputError
-from .io import atomic_dir, atomic_path, stable_id
+from ..errors import CCDAError, InputError
+from ..io import atomic_dir, atomic_path, stable_id
 
 SCHEME = "s3://"
 _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
@@ -58,7 +58,7 @@ def endpoint() -> str | None:
 
 
 def check_endpoint(location: str) -> None:
-    """The S3 endpoint (:func:`endpoint`, else AWS) answers within seconds (:func:`context_cda.services.probe`)."""
+    """The S3 endpoint (:func:`endpoint`, else AWS) answers within seconds (:func:`context_cda.data.services.probe`)."""
     from .services import probe
 
     probe(endpoint() or "https://s3.amazonaws.com", f"the S3 endpoint for {location} (AWS_ENDPOINT_URL)",
@@ -249,7 +249,7 @@ def tree_key(objects: list[Obj]) -> str:
 def model_dir(uri: str, cache: Path) -> Path:
     """A ``save_pretrained`` folder stored under ``s3://bucket/prefix/``, downloaded once into ``cache`` (the model
     cache) under a name keyed by the objects' ETags: a changed model is fetched again, an unchanged one is not."""
-    from .errors import ModelError
+    from ..errors import ModelError
 
     uri = normalise(uri)
     objects = listing(uri, error=ModelError)

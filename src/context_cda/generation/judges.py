@@ -24,13 +24,13 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .errors import ConfigError, ModelError
+from ..errors import ConfigError, ModelError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from .config import EntropyConfig
-    from .generation.base import Generator
+    from ..config import EntropyConfig
+    from .base import Generator
 
 Label = Literal["entailment", "neutral", "contradiction"]
 LABELS: tuple[Label, ...] = ("entailment", "neutral", "contradiction")
@@ -184,7 +184,7 @@ class PairDecider:
 
 
 def _torch_device(device: str) -> str:
-    from .models import pick_device
+    from ..models import pick_device
 
     return pick_device(device)
 
@@ -193,7 +193,7 @@ def _load_judge_model(model_ref: str, auto_class: Any, cache: str | None, what: 
     """(model, tokenizer) of a judge from a model reference, with a clear error when it cannot be loaded."""
     from transformers import AutoTokenizer
 
-    from .models import resolve_pretrained
+    from ..models import resolve_pretrained
 
     path = resolve_pretrained(model_ref, cache)
     try:
@@ -343,7 +343,7 @@ class LLMJudge:
         self.max_tokens = max_tokens
 
     def judge(self, pairs: Sequence[tuple[str, str]]) -> list[Label]:
-        from .generation.base import SamplingParams
+        from .base import SamplingParams
 
         convs = [
             [

@@ -22,12 +22,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import stages as T
-from .epochs import evaluated_epochs
-from .errors import ConfigError, InputError
+from .. import stages as T
+from ..errors import ConfigError, InputError
+from ..train.epochs import evaluated_epochs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import Config
+    from ..config import Config
 
 
 @dataclass
@@ -91,7 +91,7 @@ def load_throughput(path: Path | str | None = None) -> dict[str, Any]:
         data = json.loads(resources.files("context_cda").joinpath(f"resources/{named}").read_text())
         check_throughput(data, f"resources/{named}")
         return data
-    from .io import read_json
+    from ..io import read_json
 
     try:
         data = read_json(path)  # a byte-order mark removed
@@ -238,7 +238,7 @@ def plan_costs(config: Config, table: Mapping[str, Any], assume: Assumptions | N
 
 def _counts(config: Config, a: Assumptions) -> dict[str, float]:
     """Sentences and items the steps see: the run folder's manifests when they exist, else the assumptions."""
-    from .layout import RunLayout
+    from ..layout import RunLayout
 
     known = _manifest_counts(RunLayout.of(config))
     sentences = known.get("cda") or _sentences(config, a) * a.gendered_share
@@ -377,7 +377,7 @@ def benchmark_tokens(a: Assumptions, family: str, crows_mode: str = "auto") -> f
       seq2seq) or every non-special token (``lm-eval``, pseudo-log-likelihood); causal LMs, and seq2seq in
       ``lm-eval``: one pass per sentence.
     """
-    from .evaluate.crows import resolve_mode
+    from ..evaluate.crows import resolve_mode
 
     mode = resolve_mode(crows_mode, family)
     L = a.crows_tokens
@@ -472,7 +472,7 @@ def _evaluate_posthoc(config, table, a, c) -> StepCost:
     """The post-hoc arms scored on the vanilla weights: a projection or a published checkpoint costs one
     evaluation; self-debias two passes per scored position (the regular row and the prefixed one, in one batch)
     on StereoSet and CrowS only (the extrinsic benchmarks do not apply to it)."""
-    from . import arms as A
+    from .. import arms as A
 
     hours, tasks = 0.0, 0
     for name, ref in config.run.targets.items():

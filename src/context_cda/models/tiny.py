@@ -68,10 +68,10 @@ def training_text() -> list[str]:
 
 
 def tiny_dir(arch: str, cache: str | os.PathLike[str] | None = None) -> Path:
-    from .io import model_cache_dir
+    from ..io import model_cache_dir
 
     if arch not in ARCHS:
-        from .errors import ModelError
+        from ..errors import ModelError
 
         raise ModelError(f"tiny:{arch}: unknown tiny architecture; choose one of {', '.join(ARCHS)}.")
     dest = model_cache_dir(cache) / "tiny" / f"{arch}-v{TINY_VERSION}"
@@ -81,7 +81,7 @@ def tiny_dir(arch: str, cache: str | os.PathLike[str] | None = None) -> Path:
 
 
 def _build_atomic(arch: str, dest: Path) -> None:
-    from .io import atomic_dir
+    from ..io import atomic_dir
 
     with atomic_dir(dest, replace=False) as tmp:
         build(arch, tmp)

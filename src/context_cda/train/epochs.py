@@ -1,5 +1,5 @@
 """Which epochs a fine-tuning run evaluates: one rule for the training loop (:mod:`context_cda.train.loop`) and
-the cost model (:mod:`context_cda.costs`), which sit in different packages and may not import each other."""
+the cost model (:mod:`context_cda.tools.costs`), which sit in different packages and may not import each other."""
 
 from __future__ import annotations
 

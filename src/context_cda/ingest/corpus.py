@@ -3,12 +3,12 @@
 
 Inputs: ``.txt`` (one sentence or paragraph per line), ``.jsonl``, ``.csv``, ``.parquet``, each optionally
 ``.gz``; or a folder of such files (local, or ``s3://``). Named corpora (``ingest.corpus``) are datasets of
-:mod:`context_cda.datasets`: read from the mirror ($CCDA_DATA_DIR) or the data cache, else downloaded once
+:mod:`context_cda.data.datasets`: read from the mirror ($CCDA_DATA_DIR) or the data cache, else downloaded once
 (pinned, checksum-checked).
 
 Nothing is dropped silently: every line or sentence that does not make it into ``sentences.parquet`` is in
 ``rejected.parquet`` with a reason (``line-too-long``, ``invalid-json``, ``missing-text``, ``too-short``,
-``too-long``, ``eval-overlap`` (the sentence holds a benchmark item: :mod:`context_cda.decontam`),
+``too-long``, ``eval-overlap`` (the sentence holds a benchmark item: :mod:`context_cda.evaluate.decontam`),
 ``no-<attribute>-term`` (``no-gender-term``, ``no-race-term`` ...), ``duplicate``, ``not-sampled``), and the summary
 counts them.
 """
@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import schemas as S
-from .config import Config
-from .datasets import DATASETS, local_path, resolve
-from .errors import InputError
-from .io import BOM, path_hash, read_text, stable_id, text_lines, write_rejected, write_table
-from .layout import SENTENCES_FILE
+from .. import schemas as S
+from ..config import Config
+from ..data.datasets import DATASETS, local_path, resolve
+from ..errors import InputError
+from ..io import BOM, path_hash, read_text, stable_id, text_lines, write_rejected, write_table
+from ..layout import SENTENCES_FILE
 
 SUPPORTED = (".txt", ".jsonl", ".csv", ".parquet")
 #: what an error about undecodable bytes in a corpus tells the user to do
@@ -41,7 +41,7 @@ ENCODING_FIX = ("Pass --encoding-errors replace to substitute U+FFFD and go on, 
 
 
 def corpus_dataset(cfg: Config) -> str | None:
-    """The named corpus ingest reads (a corpus in :data:`context_cda.datasets.DATASETS`), or None when
+    """The named corpus ingest reads (a corpus in :data:`context_cda.data.datasets.DATASETS`), or None when
     ``ingest.path`` names the input instead."""
     if cfg.ingest.path:
         return None
@@ -212,14 +212,14 @@ class _Selection:
     """The sentences kept so far (by id, first occurrence wins) and every rejected line or sentence, with why."""
 
     def __init__(self, config: Config, index: Any = None) -> None:
-        from .cda.stage import make_swapper
+        from ..cda.stage import make_swapper
 
         self.ic = config.ingest
         self.attribute = config.run.attribute
         self.no_term = f"no-{config.run.attribute}-term"
         plain = config.model_copy(update={"cda": config.cda.model_copy(update={"swap_names": False})})
         self.swapper = make_swapper(plain)  # the words a counterfactual swaps (names excluded)
-        self.index = index  # decontamination (context_cda.decontam.EvalIndex), None: off
+        self.index = index  # decontamination (context_cda.evaluate.decontam.EvalIndex), None: off
         self.kept: dict[str, dict[str, Any]] = {}
         self.rejected: list[dict[str, Any]] = []
         self.overlaps: Counter = Counter()
@@ -265,7 +265,7 @@ def _read_sentences(files: list[Path], config: Config, sel: _Selection, stats: C
     """Every line of every file: normalised, split into sentences, each kept or rejected."""
     import pysbd
 
-    from .progress import iterate
+    from ..progress import iterate
 
     segmenter = pysbd.Segmenter(language="en", clean=False)
     for path in files:
@@ -320,14 +320,14 @@ def run_ingest(
     """Read → normalise → split → filter → dedupe → sample; write ``sentences.parquet`` + ``rejected.parquet``."""
     import pandas as pd
 
-    from .stages import resolve_io
-    from .steps import Counts, recorder
+    from ..stages import resolve_io
+    from ..steps import Counts, recorder
 
     inputs, out = resolve_io(config, "ingest", inputs, out_dir)
     files = corpus_files(config, inputs.get("corpus"))
     ic = config.ingest
     rec = recorder(out)
-    from .decontam import index_for
+    from ..evaluate.decontam import index_for
 
     with rec.timed("decontamination_index"):
         sel, stats = _Selection(config, index_for(config)), Counter()

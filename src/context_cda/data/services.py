@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import ServiceError
+from ..errors import ServiceError
 
 #: seconds a service has to answer a probe
 PROBE_TIMEOUT_S = 5.0

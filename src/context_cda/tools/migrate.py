@@ -20,11 +20,11 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import layout as L
-from .errors import ConfigError
+from .. import layout as L
+from ..errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import Config
+    from ..config import Config
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ def migrate_run(config: Config, dry_run: bool = False) -> dict[str, Any]:
 
 
 def _plan_2_to_3(config: Config, root: Path) -> list[tuple[str, Any]]:
-    from .augment.stage import settings_for
-    from .io import json_hash
+    from ..augment.stage import settings_for
+    from ..io import json_hash
 
     actions: list[tuple[str, Any]] = []
     old = root / "entropy-parts"
@@ -71,8 +71,8 @@ def _move_shards(files: list[Path], dest: Path) -> None:
     """Layout 2's augment shards into the item engine's folder; their ``accepted`` rows are the engine's ``done``."""
     import pandas as pd
 
-    from .io import write_table
-    from .items import DONE, STATUS
+    from ..io import write_table
+    from ..items import DONE, STATUS
 
     for f in files:
         df = pd.read_parquet(f)

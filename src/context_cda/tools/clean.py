@@ -20,10 +20,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import layout as L
-from .errors import LockHeld
-from .io import MANIFEST
-from .steps import lock
+from .. import layout as L
+from ..errors import LockHeld
+from ..io import MANIFEST
+from ..steps import lock
 
 
 @dataclass

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import layout as L
-from . import stages as T
+from .. import layout as L
+from .. import stages as T
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import Config
+    from ..config import Config
 
 RUN_DIR = "${run.run_dir}"
 SRC = "src/context_cda"

@@ -1,0 +1,3 @@
+"""Where inputs come from: datasets by name (mirror, cache, pinned download), s3:// objects, service probes.
+May import: the run contract.
+"""
