@@ -15,7 +15,7 @@ same word list (bias-bench's ``bias_attribute_words.json``) and seed:
 Models: tiny random BERT and GPT-2, a tiny random GPT-2 carrying SmolLM2's tokenizer (the gender prefix is 13
 tokens there, the position bias-bench hard-codes for Self-Debias), and SmolLM2-135M-Instruct (Llama-style:
 bias-bench's hooks and GPT-2 wrapper methods applied to it). ``CCDA_BIASBENCH_REPORT=FILE`` writes the agreement
-figures (the README quotes them).
+figures (docs/baselines.md quotes them).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """benchmarks/gpu/run.py --smoke: the prepared GPU benchmark runs end to end on CPU (tiny shapes of the four
-families) and writes the JSON the README and ``ccda plan --throughput`` read, so it cannot rot unnoticed."""
+families) and writes the JSON docs/results.md and ``ccda plan --throughput`` read, so it cannot rot unnoticed."""
 
 from __future__ import annotations
 

@@ -73,13 +73,13 @@ def test_catalogue_bad_outputs_are_rejected_for_their_reason(case, lexicon):
 
 
 def test_catalogue_meaning_cases_pass_the_rules(lexicon):
-    """What only a judge can catch: the rules let these through (the README's figures say so)."""
+    """What only a judge can catch: the rules let these through (docs/augment.md's figures say so)."""
     meaning = [c for c in _catalogue() if c["kind"] == "meaning"]
     assert len(meaning) >= 4 and all(_review(c, lexicon).accepted for c in meaning)
 
 
 def test_catalogue_with_the_embedding_judge(lexicon):
-    """The README's 'with the embedding judge' figures: all-MiniLM-L6-v2 at the default threshold."""
+    """The 'with the embedding judge' figures of docs/augment.md: all-MiniLM-L6-v2 at the default threshold."""
     pytest.importorskip("transformers")
     from context_cda.generation.judges import EmbeddingJudge
 

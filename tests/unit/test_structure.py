@@ -163,6 +163,50 @@ def test_every_package_says_what_it_owns_and_imports_no_more():
     assert not wrong, "\n".join(wrong)
 
 
+def _house(text: str) -> list[list[str]]:
+    """The rooms of docs/architecture.md's picture of the house, bottom row first, left to right (``contract``:
+    the root's modules; other rows: the ``name/`` and ``name.py`` rooms of src/context_cda, remarks in brackets
+    left out)."""
+    block = text.split("## The house", 1)[1].split("```", 2)[1]
+    rows = []
+    for line in block.strip().splitlines()[::-1]:
+        kind, rest = line.split(None, 1)
+        rest = re.sub(r"\([^)]*\)", "", rest)
+        rows.append(rest.split() if kind == "contract" else re.findall(r"([a-z_]+)(?:/|\.py)", rest))
+    return rows
+
+
+def _against_the_house(graph: dict[str, set[str]], rows: list[list[str]]) -> list[str]:
+    place = {room: (r, c) for r, row in enumerate(rows) for c, room in enumerate(row)}
+    wrong = [f"{u} is not in the picture" for u in sorted(graph) if u not in place]
+    for a, bs in sorted(graph.items()):
+        for b in sorted(bs):
+            if a in place and b in place and place[b] >= place[a] and not (rows[0].count(a) and rows[0].count(b)):
+                wrong.append(f"{a} imports {b}, which the picture puts above it or to its right")
+    return wrong
+
+
+def test_the_house_in_the_architecture_doc_is_the_import_graph():
+    """docs/architecture.md opens with the house's layers; every room imports only rooms below it or to its left
+    in its row (the contract's modules import each other freely), and every package and root module is in it."""
+    from tests.helpers.imports import file_graph, unit_graph
+
+    graph = {a.split(".", 1)[1]: {b.split(".", 1)[1] for b in bs}
+             for a, bs in unit_graph(file_graph(SRC)).items() if "." in a and a != "context_cda.resources"}
+    rows = _house((ROOT / "docs" / "architecture.md").read_text())
+    assert {"layout", "steps"} <= set(rows[0]) and "cli" in rows[-1]
+    assert not _against_the_house(graph, rows), "\n".join(_against_the_house(graph, rows))
+
+
+def test_the_house_rule_sees_an_import_upward():
+    rows = [["errors", "io"], ["data", "models"], ["evaluate"]]
+    assert _against_the_house({"models": {"evaluate"}, "io": {"errors"}}, rows) == [
+        "models imports evaluate, which the picture puts above it or to its right"]
+    assert _against_the_house({"data": {"models"}}, rows) == [
+        "data imports models, which the picture puts above it or to its right"]
+    assert _against_the_house({"train": set()}, rows) == ["train is not in the picture"]
+
+
 def test_the_declared_imports_rule_sees_an_undeclared_one():
     assert _declared("Owns x.\nMay import: the run contract, data (its probes), models.") == CONTRACT | {"data", "models"}
     graph = {"scoring": {"models", "tracking", "layout"}}

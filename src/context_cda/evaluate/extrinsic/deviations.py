@@ -1,5 +1,5 @@
 """Deviations: the conditions under which a benchmark's numbers are not the published protocol's, one
-machine-readable list per benchmark (``deviations`` in its ``aggregate.json``), so the report and the README mark
+machine-readable list per benchmark (``deviations`` in its ``aggregate.json``), so the report and the docs mark
 every number computed under one (pure functions; no model code).
 
 Each deviation is ``{"code", "metrics", "detail"}``: ``metrics`` are the flat metric names it affects. Codes:
