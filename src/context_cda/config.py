@@ -763,8 +763,36 @@ class TrainConfig(Section):
     learning_rate: float = Field(5e-5, gt=0, le=1, description="Peak learning rate (AdamW, linear decay).")
     weight_decay: float = Field(0.01, ge=0, le=1, description="AdamW weight decay.")
     warmup_ratio: float = Field(0.0, ge=0, lt=1, description="Fraction of steps for linear warm-up.")
-    batch_size: int = Field(8, ge=1, description="Sequences per device step.")
-    grad_accum: int = Field(1, ge=1, description="Gradient accumulation steps.")
+    batch_size: int = Field(8, ge=1, description="Sequences per micro-batch (one forward pass of one process).")
+    grad_accum: int = Field(
+        1, ge=1, description="Micro-batches each process accumulates per optimizer step: an optimizer step sees "
+        "batch_size x grad_accum x processes sequences (under torchrun), unless global_batch_size is set.",
+    )
+    global_batch_size: int | None = Field(
+        None, ge=1, description="Sequences per optimizer step over all processes (a multiple of batch_size), "
+        "whatever the number of processes: each then accumulates its share of the global_batch_size / batch_size "
+        "micro-batches, so a run on 1, 2 or 16 GPUs takes the same optimizer steps and ends with the same weights "
+        "(to float rounding). null: batch_size x grad_accum x processes. Set grad_accum or this, not both.",
+    )
+    strategy: Literal["ddp", "fsdp"] = Field(
+        "ddp", description="How the processes of a distributed fine-tuning (torchrun, a Kubeflow TrainJob) share "
+        "the model: ddp, each GPU holds the whole model and gradients are averaged (accelerate's DDP); fsdp, "
+        "parameters, gradients and optimizer state are sharded across the GPUs (accelerate's "
+        "FullyShardedDataParallel, CUDA only), for targets whose training state does not fit one GPU. One "
+        "process: the same either way.",
+    )
+    dist_timeout_s: int = Field(
+        1800, ge=10, description="Seconds a process of a distributed fine-tuning waits in a collective (gradient "
+        "averaging, a barrier while rank 0 writes a checkpoint) before it gives up: a peer that died or hangs stops "
+        "the job instead of holding every GPU forever.",
+    )
+    launcher: Literal["pod", "trainjob"] = Field(
+        "pod", description="Kubeflow pipeline only: pod, the finetune task trains in its own pod (pipeline."
+        "accelerator_count GPUs, DDP inside it); trainjob, the task creates a Kubeflow Trainer TrainJob "
+        "(pipeline.trainjob: its runtime and node count, pipeline.accelerator_count GPUs per node), waits for it "
+        "and fails with its reason. The local runner, DVC and the stage command ignore it (run them under torchrun "
+        "for several processes).",
+    )
     max_seq_len: int = Field(128, ge=8, description="Truncate training sequences to this many tokens.")
     token_budget: int | None = Field(
         None, ge=1, description="Train every arm on the same number of tokens (null: the smallest arm's)."
@@ -802,6 +830,16 @@ class TrainConfig(Section):
     @classmethod
     def _arms(cls, v: list[str]) -> list[str]:
         return check_names(v)
+
+    @model_validator(mode="after")
+    def _global_batch(self) -> TrainConfig:
+        g = self.global_batch_size
+        if g is not None and g % self.batch_size:
+            raise ValueError(f"global_batch_size ({g}) must be a multiple of batch_size ({self.batch_size})")
+        if g is not None and self.grad_accum != 1:
+            raise ValueError("set grad_accum or global_batch_size, not both (global_batch_size fixes the "
+                             "micro-batches per optimizer step; each process accumulates its share)")
+        return self
 
     @field_validator("seeds")
     @classmethod
