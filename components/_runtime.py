@@ -195,14 +195,12 @@ def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, extra:
     shards and epochs stay in ``out_dir``, locks are released, and the task exits with code 143 and one line."""
     import sys
 
-    from context_cda import stages as T
     from context_cda import steps as E
     from context_cda.signals import Terminated
 
-    row = T.get(step)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    st = E.Step(row, row.keys_of(keys), out, {k: Path(v) for k, v in inputs.items()}, T.step_options(row, keys))
+    st = E.given(step, inputs, out, **keys)
     try:
         ran = E.run(st, config, check=False, **dict(extra or {}))
     except Terminated as e:
@@ -210,6 +208,27 @@ def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, extra:
               "task (or the pipeline run) to resume.", file=sys.stderr)
         raise SystemExit(e.exit_code) from None
     return json.dumps(ran.summary, default=str, sort_keys=True)
+
+
+def run_trainjob(config, config_yaml: str, cluster: str, artifacts: Mapping[str, Any], output, token_budget: int,
+                 **keys: Any) -> str:
+    """The finetune step as a TrainJob (:func:`context_cda.trainjob.launch`), inputs from ``artifacts``, the step
+    folder into ``output``; a SIGTERM (the run cancelled) deletes the TrainJob and exits 143 with one line."""
+    import sys
+
+    from context_cda.signals import Terminated, sigterm_raises
+    from context_cda.trainjob import Cluster, launch
+
+    output.metadata.update({"step": "finetune", **keys})
+    inputs = table_inputs("finetune", artifacts, keys, config, ("budget",))
+    try:
+        with sigterm_raises():
+            summary = launch(Cluster.from_json(cluster), config_yaml, inputs, output.path, keys, token_budget)
+    except Terminated as e:
+        print(f"error: finetune {keys} stopped by SIGTERM; its TrainJob was deleted, its finished epochs are kept on "
+              "the run volume; rerun the task (or the pipeline run) to resume.", file=sys.stderr)
+        raise SystemExit(e.exit_code) from None
+    return json.dumps(summary, default=str, sort_keys=True)
 
 
 def log_metrics(metrics, summary_json: str, prefix: str = "") -> None:

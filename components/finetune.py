@@ -1,5 +1,6 @@
 """budget and finetune: an arm's token budget (once per target and arm), then debias one target model on one arm's
-validated corpus with one seed; per-epoch metrics."""
+validated corpus with one seed; per-epoch metrics. ``finetune_trainjob`` is the same step handed to a Kubeflow
+Trainer TrainJob (train.launcher: trainjob; context_cda.trainjob)."""
 
 from kfp.dsl import Input, Metrics, Output
 
@@ -56,5 +57,33 @@ def finetune(
     summary = run_table_step("finetune", load_config(config_yaml, overrides),
                              {"cda": cda, "augmented": augmented, "filtered": filtered, "neutral": neutral},
                              checkpoint, given={"token_budget": token_budget}, target=target, arm=arm, seed=seed)
+    log_metrics(metrics, summary)
+    return summary
+
+
+@cpu_component
+def finetune_trainjob(
+    config_yaml: str,
+    target: str,
+    arm: str,
+    seed: int,
+    token_budget: int,
+    cluster: str,
+    checkpoint: Output[Checkpoint],
+    metrics: Output[Metrics],
+    cda: Input[Corpus] = None,
+    augmented: Input[Corpus] = None,
+    filtered: Input[FilteredCorpora] = None,
+    neutral: Input[Corpus] = None,
+) -> str:
+    """``finetune`` as a Kubeflow Trainer v2 TrainJob (context_cda.trainjob.launch): the inputs onto the run volume,
+    a TrainJob of ``cluster`` (the compiled cluster settings: runtime, image, nodes, GPUs per node, volumes,
+    secrets) created and waited for, the finished step folder copied into ``checkpoint``; fails with the TrainJob's
+    own reason."""
+    from components._runtime import load_config, log_metrics, run_trainjob
+
+    summary = run_trainjob(load_config(config_yaml), config_yaml, cluster,
+                           {"cda": cda, "augmented": augmented, "filtered": filtered, "neutral": neutral},
+                           checkpoint, token_budget, target=target, arm=arm, seed=seed)
     log_metrics(metrics, summary)
     return summary

@@ -141,6 +141,14 @@ class ClusterSettings:
         default_factory=lambda: {"app.kubernetes.io/part-of": "context-cda", "app.kubernetes.io/component": "pipeline-step"}
     )
     internet_label: tuple[str, str] = ("context-cda.io/egress", "internet")
+    #: train.launcher: pod (the finetune task trains in its GPU pod) or trainjob (it creates a Kubeflow Trainer
+    #: TrainJob and waits: context_cda.trainjob; the gpu variant only, kfp.local has no Trainer)
+    launcher: str = "pod"
+    trainjob_runtime: str = "ccda-torch-distributed"
+    trainjob_nodes: int = 1
+    runs_pvc: str = "ccda-runs"
+    runs_mount: str = "/runs"
+    trainjob_poll_s: float = 15.0
 
     @classmethod
     def from_config(cls, config: "Config", **overrides: Any) -> "ClusterSettings":
@@ -155,9 +163,31 @@ class ClusterSettings:
             **{k: getattr(p, k) for k in ("retries", "retry_backoff_s", "retry_backoff_factor", "default_timeout_s",
                                           "shm_size", "run_as_user", "run_as_group", "internet_egress")},
             "timeouts": dict(p.timeouts),
+            "launcher": config.train.launcher,
+            "trainjob_runtime": p.trainjob.runtime,
+            "trainjob_nodes": p.trainjob.nodes,
+            "runs_pvc": p.trainjob.volume,
+            "runs_mount": p.trainjob.mount_path,
+            "trainjob_poll_s": p.trainjob.poll_s,
         }
         values.update(overrides)
         return cls(**values)
+
+    def trainjob(self):
+        """The cluster as a finetune task's TrainJob sees it (:class:`context_cda.trainjob.Cluster`): the train
+        image, nodes x GPUs, the run volume and model cache, the Secrets and ConfigMap every GPU step gets, the
+        fine-tuning's timeout."""
+        from context_cda.trainjob import Cluster
+
+        return Cluster(namespace=self.namespace, runtime=self.trainjob_runtime, image=self.gpu_image,
+                       nodes=self.trainjob_nodes, gpus_per_node=self.accelerator_count,
+                       accelerator_type=self.accelerator_type, runs_pvc=self.runs_pvc, runs_mount=self.runs_mount,
+                       model_cache_pvc=self.model_cache_pvc, model_cache_mount=self.model_cache_mount,
+                       secrets={self.s3_secret: dict(self.s3_env), self.mlflow_secret: dict(self.mlflow_env),
+                                self.hf_secret: dict(self.hf_env)},
+                       optional_secrets=(self.mlflow_secret, self.hf_secret), config_map=self.config_map,
+                       config_map_env=tuple(self.config_map_env), memory=GPU_MEMORY_LIMIT,
+                       timeout_s=self.timeout("finetune"), poll_s=self.trainjob_poll_s)
 
     def generator_overrides(self) -> list[str]:
         """Config overrides for the generating steps (augment, entropy's sampler) on the cluster.
@@ -382,6 +412,10 @@ def _task_settings(variant: str, s: ClusterSettings, judged: set[str] = frozense
         if variant != "gpu":  # kfp.local's DockerRunner runs each task in this image (SubprocessRunner: ignored)
             task.set_container_image(s.gpu_image if GPU_STEPS.get(name) == "yes" else s.cpu_image)
             return task
+        if name == "finetune" and s.launcher == "trainjob":  # a CPU pod that creates the TrainJob and waits
+            _cpu_step(task, s, name)
+            kubernetes.mount_pvc(task, pvc_name=s.runs_pvc, mount_path=s.runs_mount)
+            return _hardening(task, s, name, False)
         kind = GPU_STEPS.get(name, "no")
         if kind == "generator":
             kind = "service" if s.augment_mode == "service" else "yes"
@@ -395,6 +429,8 @@ def _task_settings(variant: str, s: ClusterSettings, judged: set[str] = frozense
             kubernetes.use_secret_as_env(task, s.vllm_secret, dict(s.vllm_env))
         return _hardening(task, s, name, _may_download(s, name, kind, name in judged))
 
+    # the TrainJob a finetune task creates (train.launcher: trainjob, the cluster variant): its cluster settings
+    step.trainjob = s.trainjob().to_json() if variant == "gpu" and s.launcher == "trainjob" else None
     return step
 
 
@@ -508,8 +544,13 @@ def _arm_steps(w: _Wiring, step, wanted, config_yaml, target) -> None:
         w.add("budget", budget)
         if not wanted("finetune"):
             return
-        w.add("finetune", step(C.finetune(config_yaml=item.config, **keys, seed=item.seed,
-                                          token_budget=budget.outputs["Output"], **corpora), "finetune"))
+        if step.trainjob is not None:  # Kubeflow Trainer runs it (context_cda.trainjob)
+            task = C.finetune_trainjob(config_yaml=item.config, **keys, seed=item.seed, cluster=step.trainjob,
+                                       token_budget=budget.outputs["Output"], **corpora)
+        else:
+            task = C.finetune(config_yaml=item.config, **keys, seed=item.seed, token_budget=budget.outputs["Output"],
+                              **corpora)
+        w.add("finetune", step(task, "finetune"))
         if wanted("evaluate"):
             w.add("evaluate", step(C.evaluate(config_yaml=_own(item, "evaluate"), **keys, seed=item.seed,
                                               model=w.feed("evaluate", "model")), "evaluate"))

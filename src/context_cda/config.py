@@ -1043,6 +1043,26 @@ STEP_TIMEOUTS: dict[str, int] = {
 }
 
 
+class TrainJobSection(Section):
+    """The Kubeflow Trainer v2 ``TrainJob`` a finetune task creates with ``train.launcher: trainjob``
+    (:mod:`context_cda.trainjob`; the runtime's manifests: k8s/trainer)."""
+
+    runtime: str = Field(
+        "ccda-torch-distributed", description="ClusterTrainingRuntime the TrainJob runs on (k8s/trainer: Trainer's "
+        "torch-distributed with the train image's user, GPU node selector, /dev/shm and model cache).",
+    )
+    nodes: int = Field(1, ge=1, le=1024, description="Nodes per fine-tuning: each runs torchrun with one process per "
+                       "GPU (pipeline.accelerator_count per node; one process on a node without GPUs).")
+    volume: str = Field(
+        "ccda-runs", description="PersistentVolumeClaim (ReadWriteMany when nodes > 1) the finetune task and the "
+        "TrainJob's pods share: the task copies its inputs there, every node reads them and writes its checkpoints "
+        "there (a retried task resumes from them), and the task copies the finished step folder back into its "
+        "output artifact.",
+    )
+    mount_path: str = Field("/runs", pattern=r"^/[^\s]*$", description="Where that volume is mounted.")
+    poll_s: float = Field(15.0, gt=0, le=600, description="Seconds between two reads of the TrainJob's status.")
+
+
 class PipelineSection(Section):
     host: str | None = Field(None, description="Kubeflow Pipelines API host (for submit/schedule).")
     namespace: str = Field("kubeflow", description="Kubernetes namespace of the pipeline runs.")
@@ -1086,6 +1106,9 @@ class PipelineSection(Section):
     )
     run_as_user: int = Field(10001, ge=1, description="UID the task containers run as (the project's images: 10001).")
     run_as_group: int = Field(10001, ge=1, description="GID the task containers run as (the project's images: 10001).")
+    trainjob: TrainJobSection = Field(
+        default_factory=TrainJobSection, description="The TrainJob of a finetune task (train.launcher: trainjob)."
+    )
     internet_egress: Literal["downloads", "none", "all"] = Field(
         "downloads",
         description="Which task pods k8s/'s NetworkPolicies let reach the internet over https: downloads: the steps "
