@@ -186,7 +186,8 @@ class ClusterSettings:
                        secrets={self.s3_secret: dict(self.s3_env), self.mlflow_secret: dict(self.mlflow_env),
                                 self.hf_secret: dict(self.hf_env)},
                        optional_secrets=(self.mlflow_secret, self.hf_secret), config_map=self.config_map,
-                       config_map_env=tuple(self.config_map_env), memory=GPU_MEMORY_LIMIT,
+                       config_map_env=tuple(self.config_map_env), cpu=str(max(8, 4 * self.accelerator_count)),
+                       memory=f"{max(32, 16 * self.accelerator_count)}Gi",
                        timeout_s=self.timeout("finetune"), poll_s=self.trainjob_poll_s)
 
     def generator_overrides(self) -> list[str]:
