@@ -143,6 +143,9 @@ class ClusterSettings:
     internet_label: tuple[str, str] = ("context-cda.io/egress", "internet")
     #: train.launcher: pod (the finetune task trains in its GPU pod) or trainjob (it creates a Kubeflow Trainer
     #: TrainJob and waits: context_cda.trainjob; the gpu variant only, kfp.local has no Trainer)
+    #: GPUs of the tasks that run the generator in-process (augment_mode: in-process): augment.tensor_parallel_size
+    #: x pipeline_parallel_size when the tensor size is set, else None (accelerator_count; vLLM splits over them)
+    generator_gpus: int | None = None
     launcher: str = "pod"
     trainjob_runtime: str = "ccda-torch-distributed"
     trainjob_nodes: int = 1
@@ -163,6 +166,8 @@ class ClusterSettings:
             **{k: getattr(p, k) for k in ("retries", "retry_backoff_s", "retry_backoff_factor", "default_timeout_s",
                                           "shm_size", "run_as_user", "run_as_group", "internet_egress")},
             "timeouts": dict(p.timeouts),
+            "generator_gpus": (config.augment.tensor_parallel_size * config.augment.pipeline_parallel_size
+                               if config.augment.tensor_parallel_size else None),
             "launcher": config.train.launcher,
             "trainjob_runtime": p.trainjob.runtime,
             "trainjob_nodes": p.trainjob.nodes,
@@ -253,9 +258,10 @@ def _cpu_step(task: dsl.PipelineTask, s: ClusterSettings, name: str, memory: str
     return task
 
 
-def _gpu_step(task: dsl.PipelineTask, s: ClusterSettings, memory: str = GPU_MEMORY_LIMIT) -> dsl.PipelineTask:
+def _gpu_step(task: dsl.PipelineTask, s: ClusterSettings, memory: str = GPU_MEMORY_LIMIT,
+              gpus: int | None = None) -> dsl.PipelineTask:
     task.set_container_image(s.gpu_image)
-    task.set_accelerator_type(s.accelerator_type).set_accelerator_limit(s.accelerator_count)
+    task.set_accelerator_type(s.accelerator_type).set_accelerator_limit(s.accelerator_count if gpus is None else gpus)
     task.set_cpu_request("4").set_cpu_limit("8").set_memory_request("16Gi").set_memory_limit(memory)
     # NCCL and vLLM's workers exchange tensors through /dev/shm: memory-backed, counted against the memory limit
     kubernetes.empty_dir_mount(task, volume_name="dshm", mount_path="/dev/shm", medium="Memory",
@@ -420,8 +426,8 @@ def _task_settings(variant: str, s: ClusterSettings, judged: set[str] = frozense
         kind = GPU_STEPS.get(name, "no")
         if kind == "generator":
             kind = "service" if s.augment_mode == "service" else "yes"
-        if kind == "yes" and gpu:
-            _gpu_step(task, s)
+        if kind == "yes" and gpu:  # a generating task in-process: the GPUs of vLLM's tensor x pipeline parallelism
+            _gpu_step(task, s, gpus=s.generator_gpus if generates and s.augment_mode == "in-process" else None)
         elif kind == "service":
             _service_step(task, s)
         else:

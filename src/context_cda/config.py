@@ -391,8 +391,18 @@ class AugmentConfig(Section):
     )
     engine_args: dict[str, Any] = Field(
         default_factory=dict,
-        description="vllm backend: keyword arguments for vllm.LLM (max_model_len, gpu_memory_utilization, "
-        "tensor_parallel_size, ...).",
+        description="vllm backend: keyword arguments for vllm.LLM (max_model_len, gpu_memory_utilization, ...).",
+    )
+    tensor_parallel_size: int | None = Field(
+        None, ge=1, le=1024, description="vllm backend: GPUs each pipeline stage of the generator is split over "
+        "(vLLM's tensor parallelism, for generators that do not fit one GPU); null: the node's GPUs divided by "
+        "pipeline_parallel_size. On the cluster the in-process generating tasks request tensor x pipeline GPUs "
+        "(null: pipeline.accelerator_count); the vLLM server has its own (CCDA_VLLM_TENSOR_PARALLEL in "
+        "k8s/base/config/vllm.env: auto, the GPUs of its pod).",
+    )
+    pipeline_parallel_size: int = Field(
+        1, ge=1, le=64, description="vllm backend: pipeline stages the generator's layers are cut into (vLLM's "
+        "pipeline parallelism, e.g. across the GPUs of nodes without NVLink); 1: none.",
     )
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Sampling parameters.")
     openai: OpenAIServerConfig = Field(default_factory=OpenAIServerConfig, description="openai backend settings.")
