@@ -186,7 +186,7 @@ def config_json(config) -> str:
 
 
 def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, extra: Mapping[str, Any] | None = None,
-              **keys: Any) -> str:
+              body=None, **keys: Any) -> str:
     """Run step ``step`` (with fan-out ``keys``) in ``out_dir`` through the step envelope every door shares
     (:func:`context_cda.steps.run`: lock, SIGTERM guard, manifest, item-error policy, marker) and return its
     summary as JSON (the component's output). The input check is left out: the DAG hands each task its producer's
@@ -202,7 +202,7 @@ def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, extra:
     out.mkdir(parents=True, exist_ok=True)
     st = E.given(step, inputs, out, **keys)
     try:
-        ran = E.run(st, config, check=False, **dict(extra or {}))
+        ran = E.run(st, config, check=False, body=body, **dict(extra or {}))
     except Terminated as e:
         print(f"error: {st.name} stopped by SIGTERM; its finished shards and epochs are kept in {out}; rerun the "
               "task (or the pipeline run) to resume.", file=sys.stderr)
@@ -212,23 +212,15 @@ def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, extra:
 
 def run_trainjob(config, config_yaml: str, cluster: str, artifacts: Mapping[str, Any], output, token_budget: int,
                  **keys: Any) -> str:
-    """The finetune step as a TrainJob (:func:`context_cda.trainjob.launch`), inputs from ``artifacts``, the step
-    folder into ``output``; a SIGTERM (the run cancelled) deletes the TrainJob and exits 143 with one line."""
-    import sys
-
-    from context_cda.signals import Terminated, sigterm_raises
-    from context_cda.trainjob import Cluster, launch
+    """The finetune step as a TrainJob: inputs from ``artifacts``, the step folder into ``output``, through the step
+    envelope with the launcher as its body (:func:`context_cda.trainjob.run_launcher`; a SIGTERM deletes the
+    TrainJob, then the task exits 143 with one line, as :func:`run_stage`)."""
+    from context_cda.trainjob import run_launcher
 
     output.metadata.update({"step": "finetune", **keys})
     inputs = table_inputs("finetune", artifacts, keys, config, ("budget",))
-    try:
-        with sigterm_raises():
-            summary = launch(Cluster.from_json(cluster), config_yaml, inputs, output.path, keys, token_budget)
-    except Terminated as e:
-        print(f"error: finetune {keys} stopped by SIGTERM; its TrainJob was deleted, its finished epochs are kept on "
-              "the run volume; rerun the task (or the pipeline run) to resume.", file=sys.stderr)
-        raise SystemExit(e.exit_code) from None
-    return json.dumps(summary, default=str, sort_keys=True)
+    return run_stage("finetune", config, inputs, output.path, extra={"token_budget": int(token_budget),
+                     "cluster": cluster, "config_json": config_yaml}, body=run_launcher, **keys)
 
 
 def log_metrics(metrics, summary_json: str, prefix: str = "") -> None:

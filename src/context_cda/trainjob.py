@@ -309,8 +309,8 @@ def wait(api: Any, namespace: str, name: str, poll_s: float, timeout_s: float, w
 def launch(c: Cluster, config_json: str, inputs: Mapping[str, Path], out_dir: Path | str, keys: Mapping[str, Any],
            token_budget: int, api: Any = None, log: Callable[[str], None] = print) -> dict[str, Any]:
     """The finetune task with ``train.launcher: trainjob`` (see the module docstring): its inputs onto the run
-    volume, the TrainJob created and waited for, the finished step folder copied into ``out_dir``; returns the
-    step's summary (its manifest's)."""
+    volume, the TrainJob created and waited for (a SIGTERM deletes it), the finished step folder copied into
+    ``out_dir``; returns the step's manifest as rank 0 wrote it."""
     from .io import read_json
     from .signals import Terminated
 
@@ -336,9 +336,30 @@ def launch(c: Cluster, config_json: str, inputs: Mapping[str, Path], out_dir: Pa
         raise TrainJobFailed(f"{what}: TrainJob {c.namespace}/{name} completed but left no manifest in {step}.")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(step, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("checkpoints", ".*.tmp", "*.lock"))
+    shutil.copytree(step, out, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("checkpoints", ".*.tmp", "*.lock"))
+    done = dict(read_json(out / "manifest.json"))
     shutil.rmtree(job_dir, ignore_errors=True)  # its inputs, checkpoints and copy: the artifact holds the result
-    return dict(read_json(out / "manifest.json").get("summary") or {})
+    return {**done, "step_dir": str(step), "trainjob": {"name": name, "namespace": c.namespace, "nodes": c.nodes,
+                                                        "gpus_per_node": c.gpus_per_node, "runtime": c.runtime}}
+
+
+def run_launcher(config: Any, inputs: Mapping[str, Path], out_dir: Path | str, *, target: str, arm: str, seed: int,
+                 token_budget: int, cluster: str, config_json: str, api: Any = None, **_: Any) -> dict[str, Any]:
+    """The finetune step's body in the task of ``train.launcher: trainjob``, run by the step envelope like any
+    door's (its lock, SIGTERM guard, manifest, marker): :func:`launch`, then the envelope's record of what rank 0
+    recorded (counts, outputs, timings; the train image's library versions and the TrainJob in the summary)."""
+    from .steps import Counts, recorder
+
+    rec = recorder(out_dir)
+    done = launch(Cluster.from_json(cluster), config_json, inputs, out_dir, {"target": target, "arm": arm,
+                                                                             "seed": seed}, token_budget, api)
+    rec.timings.update({f"trainjob.{k}": v for k, v in (done.get("timings") or {}).items()})
+    summary = {**(done.get("summary") or {}), "trainjob": {**done["trainjob"], "versions": done.get("versions")}}
+    outputs = {k: Path(out_dir) / Path(v["path"]).relative_to(done["step_dir"])
+               for k, v in (done.get("outputs") or {}).items()}
+    rec.finish(Counts.of(done.get("counts")), outputs, summary)
+    return summary
 
 
 def run_task(path: Path | str) -> dict[str, Any]:

@@ -264,7 +264,10 @@ def _pods_work(obj: dict) -> None:
     (out / "final").mkdir(parents=True)
     (out / "final" / "model.safetensors").write_bytes(b"weights")
     (out / "checkpoints" / "epoch-1").mkdir(parents=True)  # the resume state: not copied back
-    (out / "manifest.json").write_text(json.dumps({"summary": {"steps": 7, "processes": 16, **task["keys"]}}))
+    (out / "manifest.json").write_text(json.dumps({
+        "summary": {"steps": 7, "processes": 16, **task["keys"]}, "counts": {"items_in": 30, "out": 28},
+        "outputs": {"final": {"path": str(out / "final")}}, "timings": {"train": 12.5},
+        "versions": {"torch": "2.13.0+cu128"}}))
     assert Path(task["inputs"]["cda"]).read_bytes() == b"PAR1 not read here"
 
 
@@ -275,8 +278,8 @@ def test_the_launcher_creates_waits_and_copies_the_result_back(tmp_path):
         name = TJ.job_name(TJ.job_key(config, KEYS, 950))
         k8s.script[name] = [None, RUNNING, RUNNING, _condition("Complete", "JobsCompleted")]
         k8s.work = _pods_work
-        summary = TJ.launch(cluster, config, inputs, tmp_path / "artifact", KEYS, 950, api=k8s.api(), log=lines.append)
-    assert summary == {"steps": 7, "processes": 16, **KEYS}
+        done = TJ.launch(cluster, config, inputs, tmp_path / "artifact", KEYS, 950, api=k8s.api(), log=lines.append)
+    assert done["summary"] == {"steps": 7, "processes": 16, **KEYS} and done["trainjob"]["name"] == name
     assert (tmp_path / "artifact" / "final" / "model.safetensors").read_bytes() == b"weights"
     assert not (tmp_path / "artifact" / "checkpoints").exists()
     assert not any((tmp_path / "runs" / "trainjobs").iterdir())  # the job folder is emptied once copied
@@ -359,3 +362,26 @@ def test_the_nodes_task_file_round_trips(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"config": {}}))
     with pytest.raises(TJ.ConfigError, match="not a finetune task"):
         TJ.read_task(tmp_path / "bad.json")
+
+
+def test_the_launcher_runs_in_the_step_envelope_and_records_what_rank_0_did(tmp_path):
+    """The Kubeflow task's door: the envelope (lock, SIGTERM guard, manifest, marker) around the launcher, its
+    manifest holding rank 0's counts, outputs and timings and the TrainJob."""
+    from context_cda import steps as E
+    from context_cda.config import load_config
+
+    cluster, inputs, _ = _setup(tmp_path)
+    cfg = load_config("tiny", ["tracking.enabled=false"], params_file=ROOT / "params.yaml")
+    config = json.dumps(cfg.to_dict())
+    with FakeTrainer() as k8s:
+        k8s.script[TJ.job_name(TJ.job_key(config, KEYS, 950))] = [RUNNING, _condition("Complete")]
+        k8s.work = _pods_work
+        step = E.given("finetune", inputs, tmp_path / "artifact", **KEYS)
+        ran = E.run(step, cfg, check=False, body=TJ.run_launcher, token_budget=950, cluster=cluster.to_json(),
+                    config_json=config, api=k8s.api())
+    manifest = json.loads((tmp_path / "artifact" / "manifest.json").read_text())
+    assert ran.summary["steps"] == 7 and ran.counts.out == 28 and manifest["counts"]["items_in"] == 30
+    assert manifest["outputs"]["final"]["path"] == str(tmp_path / "artifact" / "final")
+    assert manifest["outputs"]["final"]["sha256"] and manifest["timings"]["trainjob.train"] == 12.5
+    assert manifest["summary"]["trainjob"]["versions"] == {"torch": "2.13.0+cu128"}
+    assert E.read_marker(tmp_path / "artifact")["key"] == step.key(cfg)
