@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_raises():
             app(args=argv, standalone_mode=False)
     except Terminated as e:
-        typer.echo(f"error: {_rank()}{resume_hint(argv)}", err=True)
+        if not _rank():  # a distributed job is stopped as a whole: rank 0's line speaks for every rank
+            typer.echo(f"error: {resume_hint(argv)}", err=True)
         return e.exit_code
     except CCDAError as e:
         if not getattr(e, "quiet", False):  # a rank that stops because rank 0 failed: rank 0's line says why
