@@ -213,9 +213,9 @@ def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, extra:
 def run_trainjob(config, config_yaml: str, cluster: str, artifacts: Mapping[str, Any], output, token_budget: int,
                  **keys: Any) -> str:
     """The finetune step as a TrainJob: inputs from ``artifacts``, the step folder into ``output``, through the step
-    envelope with the launcher as its body (:func:`context_cda.trainjob.run_launcher`; a SIGTERM deletes the
+    envelope with the launcher as its body (:func:`context_cda.train.trainjob.run_launcher`; a SIGTERM deletes the
     TrainJob, then the task exits 143 with one line, as :func:`run_stage`)."""
-    from context_cda.trainjob import run_launcher
+    from context_cda.train.trainjob import run_launcher
 
     output.metadata.update({"step": "finetune", **keys})
     inputs = table_inputs("finetune", artifacts, keys, config, ("budget",))

@@ -1,6 +1,6 @@
 """budget and finetune: an arm's token budget (once per target and arm), then debias one target model on one arm's
 validated corpus with one seed; per-epoch metrics. ``finetune_trainjob`` is the same step handed to a Kubeflow
-Trainer TrainJob (train.launcher: trainjob; context_cda.trainjob)."""
+Trainer TrainJob (train.launcher: trainjob; context_cda.train.trainjob)."""
 
 from kfp.dsl import Input, Metrics, Output
 
@@ -76,7 +76,7 @@ def finetune_trainjob(
     filtered: Input[FilteredCorpora] = None,
     neutral: Input[Corpus] = None,
 ) -> str:
-    """``finetune`` as a Kubeflow Trainer v2 TrainJob (context_cda.trainjob.launch): the inputs onto the run volume,
+    """``finetune`` as a Kubeflow Trainer v2 TrainJob (context_cda.train.trainjob.launch): the inputs onto the run volume,
     a TrainJob of ``cluster`` (the compiled cluster settings: runtime, image, nodes, GPUs per node, volumes,
     secrets) created and waited for, the finished step folder copied into ``checkpoint``; fails with the TrainJob's
     own reason."""

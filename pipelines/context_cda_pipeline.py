@@ -142,7 +142,7 @@ class ClusterSettings:
     )
     internet_label: tuple[str, str] = ("context-cda.io/egress", "internet")
     #: train.launcher: pod (the finetune task trains in its GPU pod) or trainjob (it creates a Kubeflow Trainer
-    #: TrainJob and waits: context_cda.trainjob; the gpu variant only, kfp.local has no Trainer)
+    #: TrainJob and waits: context_cda.train.trainjob; the gpu variant only, kfp.local has no Trainer)
     #: GPUs of the tasks that run the generator in-process (augment_mode: in-process): augment.tensor_parallel_size
     #: x pipeline_parallel_size when the tensor size is set, else None (accelerator_count; vLLM splits over them)
     generator_gpus: int | None = None
@@ -179,10 +179,10 @@ class ClusterSettings:
         return cls(**values)
 
     def trainjob(self):
-        """The cluster as a finetune task's TrainJob sees it (:class:`context_cda.trainjob.Cluster`): the train
+        """The cluster as a finetune task's TrainJob sees it (:class:`context_cda.train.trainjob.Cluster`): the train
         image, nodes x GPUs, the run volume and model cache, the Secrets and ConfigMap every GPU step gets, the
         fine-tuning's timeout."""
-        from context_cda.trainjob import Cluster
+        from context_cda.train.trainjob import Cluster
 
         return Cluster(namespace=self.namespace, runtime=self.trainjob_runtime, image=self.gpu_image,
                        nodes=self.trainjob_nodes, gpus_per_node=self.accelerator_count,
@@ -551,7 +551,7 @@ def _arm_steps(w: _Wiring, step, wanted, config_yaml, target) -> None:
         w.add("budget", budget)
         if not wanted("finetune"):
             return
-        if step.trainjob is not None:  # Kubeflow Trainer runs it (context_cda.trainjob)
+        if step.trainjob is not None:  # Kubeflow Trainer runs it (context_cda.train.trainjob)
             task = C.finetune_trainjob(config_yaml=item.config, **keys, seed=item.seed, cluster=step.trainjob,
                                        token_budget=budget.outputs["Output"], **corpora)
         else:

@@ -1055,7 +1055,7 @@ STEP_TIMEOUTS: dict[str, int] = {
 
 class TrainJobSection(Section):
     """The Kubeflow Trainer v2 ``TrainJob`` a finetune task creates with ``train.launcher: trainjob``
-    (:mod:`context_cda.trainjob`; the runtime's manifests: k8s/trainer)."""
+    (:mod:`context_cda.train.trainjob`; the runtime's manifests: k8s/trainer)."""
 
     runtime: str = Field(
         "ccda-torch-distributed", description="ClusterTrainingRuntime the TrainJob runs on (k8s/trainer: Trainer's "

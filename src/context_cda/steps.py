@@ -173,7 +173,7 @@ def make(config: Config, step: str, layout: L.RunLayout | None = None, inputs: M
 def given(step: str, inputs: Mapping[str, Any], out: Path | str, **keys: Any) -> Step:
     """The step ``step`` with fan-out ``keys`` whose inputs and folder are given, not looked up in the run layout:
     a Kubeflow task's artifacts (components/_runtime.py), a TrainJob's copies on its run volume
-    (:mod:`context_cda.trainjob`). Run it with ``check=False``: its DAG handed it its producers' outputs."""
+    (:mod:`context_cda.train.trainjob`). Run it with ``check=False``: its DAG handed it its producers' outputs."""
     row = T.get(step)
     return Step(row, row.keys_of(keys), Path(out), {k: Path(v) for k, v in inputs.items() if v is not None},
                 T.step_options(row, keys))

@@ -239,7 +239,7 @@ def test_network_policies_limit_the_pipeline_pods_egress(which: str):
 
 @ALL
 def test_servers_accept_only_the_pods_that_need_them(which: str):
-    from context_cda.trainjob import POD_LABELS
+    from context_cda.train.trainjob import POD_LABELS
 
     labels, _ = _pipeline_pod_labels()
     step = {"podSelector": {"matchLabels": {"app.kubernetes.io/component": labels["app.kubernetes.io/component"]}}}

@@ -3,7 +3,7 @@
 * The objects: the ClusterTrainingRuntime of k8s/trainer and the TrainJob the compiled paper pipeline's finetune task
   creates validate against Trainer's CRD schema, vendored with its version (k8s/trainer/crds/v2.3.0), strictly and
   with its CEL rules (tests/helpers/trainer_crd.py); a malformed object is refused by the same check.
-* The launcher (context_cda.trainjob.launch) against a fake Kubernetes API server on 127.0.0.1 speaking the real
+* The launcher (context_cda.train.trainjob.launch) against a fake Kubernetes API server on 127.0.0.1 speaking the real
   REST paths (/apis/trainer.kubeflow.org/v1alpha1/namespaces/NS/trainjobs), through the ``kubernetes`` client:
   created, waited for, the step folder copied back; Failed -> the task fails with the TrainJob's reason and
   message; a retry takes over a running TrainJob and replaces a failed one; a refused object, a vanished one and a
@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE.parents[1] / "helpers"))
 
 from trainer_crd import CRDS, problems  # noqa: E402
 
-from context_cda import trainjob as TJ  # noqa: E402
+from context_cda.train import trainjob as TJ  # noqa: E402
 
 pytest.importorskip("celpy")
 kubernetes = pytest.importorskip("kubernetes")

@@ -69,7 +69,7 @@ def finetune(
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if task is not None:
-        from ..trainjob import run_task
+        from ..train.trainjob import run_task
 
         summary = run_task(task)
         print_summary(f"finetune {summary.get('target')}/{summary.get('arm')}/seed-{summary.get('seed')}", summary)

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CCDAError, ConfigError, ServiceError
+from ..errors import CCDAError, ConfigError, ServiceError
 
 GROUP, VERSION, PLURAL, KIND = "trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"
 #: the Kubeflow Trainer release whose CRDs k8s/trainer/crds vendors: the schema every TrainJob made here is checked
@@ -96,7 +96,7 @@ class Cluster:
 def job_key(task_config: str, keys: Mapping[str, Any], token_budget: int) -> str:
     """What the task's output depends on, hashed (the same inputs as its Kubeflow cache key): its job folder and
     its TrainJob's name, so a retry finds both."""
-    from .io import json_hash
+    from ..io import json_hash
 
     return json_hash({"config": json.loads(task_config), "keys": dict(keys), "token_budget": int(token_budget)})
 
@@ -160,7 +160,7 @@ def write_task(job_dir: Path, config_json: str, inputs: Mapping[str, Path], keys
                token_budget: int) -> Path:
     """Copy the task's inputs into ``job_dir/inputs`` (a retry copies them again: same content) and write
     ``task.json``: the config, the inputs' paths there, the step folder (``job_dir/out``), the keys, the budget."""
-    from .io import write_json
+    from ..io import write_json
 
     copied: dict[str, str] = {}
     for name, src in inputs.items():
@@ -178,8 +178,8 @@ def write_task(job_dir: Path, config_json: str, inputs: Mapping[str, Path], keys
 
 def read_task(path: Path | str) -> tuple[Any, dict[str, Path], Path, dict[str, Any], int]:
     """(config, inputs, step folder, keys, token budget) of a ``task.json`` (:func:`write_task`)."""
-    from .config import Config
-    from .io import read_json
+    from ..config import Config
+    from ..io import read_json
 
     data = read_json(path)
     try:
@@ -311,8 +311,8 @@ def launch(c: Cluster, config_json: str, inputs: Mapping[str, Path], out_dir: Pa
     """The finetune task with ``train.launcher: trainjob`` (see the module docstring): its inputs onto the run
     volume, the TrainJob created and waited for (a SIGTERM deletes it), the finished step folder copied into
     ``out_dir``; returns the step's manifest as rank 0 wrote it."""
-    from .io import read_json
-    from .signals import Terminated
+    from ..io import read_json
+    from ..signals import Terminated
 
     what = f"finetune[{keys.get('target')}/{keys.get('arm')}/seed-{keys.get('seed')}]"
     key = job_key(config_json, keys, token_budget)
@@ -349,7 +349,7 @@ def run_launcher(config: Any, inputs: Mapping[str, Path], out_dir: Path | str, *
     """The finetune step's body in the task of ``train.launcher: trainjob``, run by the step envelope like any
     door's (its lock, SIGTERM guard, manifest, marker): :func:`launch`, then the envelope's record of what rank 0
     recorded (counts, outputs, timings; the train image's library versions and the TrainJob in the summary)."""
-    from .steps import Counts, recorder
+    from ..steps import Counts, recorder
 
     rec = recorder(out_dir)
     done = launch(Cluster.from_json(cluster), config_json, inputs, out_dir, {"target": target, "arm": arm,
@@ -366,7 +366,7 @@ def run_task(path: Path | str) -> dict[str, Any]:
     """What every process of every node of the TrainJob runs (``ccda finetune --task``): the finetune step of
     ``task.json`` through the step envelope, inputs and folder as given (the Kubeflow door: no provenance check,
     the DAG handed the task its producers' artifacts)."""
-    from . import steps as E
+    from .. import steps as E
 
     config, inputs, out, keys, budget = read_task(path)
     if not config.run.targets:
