@@ -21,7 +21,7 @@ if not os.environ.get("_KFP_RUNTIME"):
     from components.entropy import entropy, sample
     from components.evaluate import evaluate, evaluate_posthoc, evaluate_target
     from components.filter import filter  # noqa: A004
-    from components.finetune import budget, finetune, finetune_trainjob
+    from components.finetune import budget, finetune
     from components.ingest import ingest
     from components.merge import augment_merge, sample_merge
     from components.neutral import neutral
@@ -69,7 +69,6 @@ __all__ = [
     "evaluate_target",
     "filter",
     "finetune",
-    "finetune_trainjob",
     "ingest",
     "matrix",
     "neutral",

@@ -551,13 +551,9 @@ def _arm_steps(w: _Wiring, step, wanted, config_yaml, target) -> None:
         w.add("budget", budget)
         if not wanted("finetune"):
             return
-        if step.trainjob is not None:  # Kubeflow Trainer runs it (context_cda.train.trainjob)
-            task = C.finetune_trainjob(config_yaml=item.config, **keys, seed=item.seed, cluster=step.trainjob,
-                                       token_budget=budget.outputs["Output"], **corpora)
-        else:
-            task = C.finetune(config_yaml=item.config, **keys, seed=item.seed, token_budget=budget.outputs["Output"],
-                              **corpora)
-        w.add("finetune", step(task, "finetune"))
+        trainjob = {"cluster": step.trainjob} if step.trainjob else {}  # Kubeflow Trainer runs it (train.trainjob)
+        w.add("finetune", step(C.finetune(config_yaml=item.config, **keys, seed=item.seed,
+                                          token_budget=budget.outputs["Output"], **corpora, **trainjob), "finetune"))
         if wanted("evaluate"):
             w.add("evaluate", step(C.evaluate(config_yaml=_own(item, "evaluate"), **keys, seed=item.seed,
                                               model=w.feed("evaluate", "model")), "evaluate"))

@@ -103,10 +103,12 @@ def _compiled_trainjob(tmp_path: Path, *sets: str) -> tuple[dict, dict]:
     for comp in package["components"].values():
         walk(comp.get("dag") or {})
     walk(package["root"]["dag"])
-    assert "finetune" not in tasks  # the pod launcher's task is replaced, not kept beside
-    task = tasks["finetune-trainjob"]
+    task = tasks["finetune"]
     cluster = TJ.Cluster.from_json(task["inputs"]["parameters"]["cluster"]["runtimeValue"]["constant"])
-    executor = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-finetune-trainjob"]
+    executor = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-finetune"]
+    container = package["deploymentSpec"]["executors"]["exec-finetune"]["container"]
+    assert "accelerator" not in container.get("resources", {})  # the launcher is a CPU pod: the GPUs are the job's
+    assert container["image"].startswith("ghcr.io/context-cda/context-cda-cpu:")
     return TJ.manifest(cluster, TJ.job_name("0123456789abcdef"), "/runs/trainjobs/0123456789abcdef/task.json",
                        {"context-cda.io/target": "bert-base-uncased"}), executor
 
