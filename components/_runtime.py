@@ -186,7 +186,7 @@ def config_json(config) -> str:
 
 
 def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, extra: Mapping[str, Any] | None = None,
-              **keys: Any) -> str:
+              body=None, **keys: Any) -> str:
     """Run step ``step`` (with fan-out ``keys``) in ``out_dir`` through the step envelope every door shares
     (:func:`context_cda.steps.run`: lock, SIGTERM guard, manifest, item-error policy, marker) and return its
     summary as JSON (the component's output). The input check is left out: the DAG hands each task its producer's
@@ -195,21 +195,32 @@ def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, extra:
     shards and epochs stay in ``out_dir``, locks are released, and the task exits with code 143 and one line."""
     import sys
 
-    from context_cda import stages as T
     from context_cda import steps as E
     from context_cda.signals import Terminated
 
-    row = T.get(step)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    st = E.Step(row, row.keys_of(keys), out, {k: Path(v) for k, v in inputs.items()}, T.step_options(row, keys))
+    st = E.given(step, inputs, out, **keys)
     try:
-        ran = E.run(st, config, check=False, **dict(extra or {}))
+        ran = E.run(st, config, check=False, body=body, **dict(extra or {}))
     except Terminated as e:
         print(f"error: {st.name} stopped by SIGTERM; its finished shards and epochs are kept in {out}; rerun the "
               "task (or the pipeline run) to resume.", file=sys.stderr)
         raise SystemExit(e.exit_code) from None
     return json.dumps(ran.summary, default=str, sort_keys=True)
+
+
+def run_trainjob(config, config_yaml: str, cluster: str, artifacts: Mapping[str, Any], output, token_budget: int,
+                 **keys: Any) -> str:
+    """The finetune step as a TrainJob: inputs from ``artifacts``, the step folder into ``output``, through the step
+    envelope with the launcher as its body (:func:`context_cda.train.trainjob.run_launcher`; a SIGTERM deletes the
+    TrainJob, then the task exits 143 with one line, as :func:`run_stage`)."""
+    from context_cda.train.trainjob import run_launcher
+
+    output.metadata.update({"step": "finetune", **keys})
+    inputs = table_inputs("finetune", artifacts, keys, config, ("budget",))
+    return run_stage("finetune", config, inputs, output.path, extra={"token_budget": int(token_budget),
+                     "cluster": cluster, "config_json": config_yaml}, body=run_launcher, **keys)
 
 
 def log_metrics(metrics, summary_json: str, prefix: str = "") -> None:

@@ -7,6 +7,10 @@
 #                      does, read from the environment so the key is not on the command line, where ps shows it);
 #                      in Kubernetes it comes from Secret ccda-vllm-api-key, the key the pipeline's client sends.
 #                      CCDA_VLLM_NO_API_KEY=1 serves without a key (a private test machine only).
+#   CCDA_VLLM_TENSOR_PARALLEL    vLLM's --tensor-parallel-size: auto (default) = the pod's GPUs / the pipeline
+#                                stages (NVIDIA_VISIBLE_DEVICES, else nvidia-smi), or a number
+#   CCDA_VLLM_PIPELINE_PARALLEL  vLLM's --pipeline-parallel-size (default 1); both are passed only when above 1,
+#                                and not when the arguments already hold them
 # Any arguments are passed on to `vllm serve` (e.g. --max-model-len 4096 --gpu-memory-utilization 0.9).
 set -eu
 
@@ -26,6 +30,40 @@ case "$MODEL" in
       echo "ccda-vllm-serve: model folder $MODEL not found on the volume; copy the model there first" >&2
       exit 2
     fi
+    ;;
+esac
+
+gpus() {
+  case "${NVIDIA_VISIBLE_DEVICES:-}" in
+    "" | all | void | none)
+      if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true; else echo 0; fi ;;
+    *) echo "$NVIDIA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c . ;;
+  esac
+}
+number() {  # $1 name, $2 value: a whole number >= 1, or exit 2 naming the variable
+  case "$2" in
+    "" | *[!0-9]* | 0*) echo "ccda-vllm-serve: $1=$2: expected a whole number >= 1" >&2; exit 2 ;;
+  esac
+}
+case " $* " in
+  *" --tensor-parallel-size"* | *" -tp "* | *" --pipeline-parallel-size"* | *" -pp "*) ;;  # given: as given
+  *)
+    pp="${CCDA_VLLM_PIPELINE_PARALLEL:-1}"
+    number CCDA_VLLM_PIPELINE_PARALLEL "$pp"
+    tp="${CCDA_VLLM_TENSOR_PARALLEL:-auto}"
+    n=$(gpus)
+    if [ "$tp" = auto ]; then
+      tp=$((n / pp))
+      [ "$tp" -ge 1 ] || tp=1
+    fi
+    number CCDA_VLLM_TENSOR_PARALLEL "$tp"
+    if [ "$n" -gt 0 ] && [ $((tp * pp)) -gt "$n" ]; then
+      echo "ccda-vllm-serve: $tp x $pp GPUs asked (CCDA_VLLM_TENSOR_PARALLEL x CCDA_VLLM_PIPELINE_PARALLEL), the pod" \
+        "has $n: raise nvidia.com/gpu in the Deployment or lower them" >&2
+      exit 2
+    fi
+    [ "$pp" -gt 1 ] && set -- --pipeline-parallel-size "$pp" "$@"
+    [ "$tp" -gt 1 ] && set -- --tensor-parallel-size "$tp" "$@"
     ;;
 esac
 

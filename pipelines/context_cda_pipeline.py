@@ -141,6 +141,17 @@ class ClusterSettings:
         default_factory=lambda: {"app.kubernetes.io/part-of": "context-cda", "app.kubernetes.io/component": "pipeline-step"}
     )
     internet_label: tuple[str, str] = ("context-cda.io/egress", "internet")
+    #: train.launcher: pod (the finetune task trains in its GPU pod) or trainjob (it creates a Kubeflow Trainer
+    #: TrainJob and waits: context_cda.train.trainjob; the gpu variant only, kfp.local has no Trainer)
+    #: GPUs of the tasks that run the generator in-process (augment_mode: in-process): augment.tensor_parallel_size
+    #: x pipeline_parallel_size when the tensor size is set, else None (accelerator_count; vLLM splits over them)
+    generator_gpus: int | None = None
+    launcher: str = "pod"
+    trainjob_runtime: str = "ccda-torch-distributed"
+    trainjob_nodes: int = 1
+    runs_pvc: str = "ccda-runs"
+    runs_mount: str = "/runs"
+    trainjob_poll_s: float = 15.0
 
     @classmethod
     def from_config(cls, config: "Config", **overrides: Any) -> "ClusterSettings":
@@ -155,9 +166,34 @@ class ClusterSettings:
             **{k: getattr(p, k) for k in ("retries", "retry_backoff_s", "retry_backoff_factor", "default_timeout_s",
                                           "shm_size", "run_as_user", "run_as_group", "internet_egress")},
             "timeouts": dict(p.timeouts),
+            "generator_gpus": (config.augment.tensor_parallel_size * config.augment.pipeline_parallel_size
+                               if config.augment.tensor_parallel_size else None),
+            "launcher": config.train.launcher,
+            "trainjob_runtime": p.trainjob.runtime,
+            "trainjob_nodes": p.trainjob.nodes,
+            "runs_pvc": p.trainjob.volume,
+            "runs_mount": p.trainjob.mount_path,
+            "trainjob_poll_s": p.trainjob.poll_s,
         }
         values.update(overrides)
         return cls(**values)
+
+    def trainjob(self):
+        """The cluster as a finetune task's TrainJob sees it (:class:`context_cda.train.trainjob.Cluster`): the train
+        image, nodes x GPUs, the run volume and model cache, the Secrets and ConfigMap every GPU step gets, the
+        fine-tuning's timeout."""
+        from context_cda.train.trainjob import Cluster
+
+        return Cluster(namespace=self.namespace, runtime=self.trainjob_runtime, image=self.gpu_image,
+                       nodes=self.trainjob_nodes, gpus_per_node=self.accelerator_count,
+                       accelerator_type=self.accelerator_type, runs_pvc=self.runs_pvc, runs_mount=self.runs_mount,
+                       model_cache_pvc=self.model_cache_pvc, model_cache_mount=self.model_cache_mount,
+                       secrets={self.s3_secret: dict(self.s3_env), self.mlflow_secret: dict(self.mlflow_env),
+                                self.hf_secret: dict(self.hf_env)},
+                       optional_secrets=(self.mlflow_secret, self.hf_secret), config_map=self.config_map,
+                       config_map_env=tuple(self.config_map_env), cpu=str(max(8, 4 * self.accelerator_count)),
+                       memory=f"{max(32, 16 * self.accelerator_count)}Gi",
+                       timeout_s=self.timeout("finetune"), poll_s=self.trainjob_poll_s)
 
     def generator_overrides(self) -> list[str]:
         """Config overrides for the generating steps (augment, entropy's sampler) on the cluster.
@@ -222,9 +258,10 @@ def _cpu_step(task: dsl.PipelineTask, s: ClusterSettings, name: str, memory: str
     return task
 
 
-def _gpu_step(task: dsl.PipelineTask, s: ClusterSettings, memory: str = GPU_MEMORY_LIMIT) -> dsl.PipelineTask:
+def _gpu_step(task: dsl.PipelineTask, s: ClusterSettings, memory: str = GPU_MEMORY_LIMIT,
+              gpus: int | None = None) -> dsl.PipelineTask:
     task.set_container_image(s.gpu_image)
-    task.set_accelerator_type(s.accelerator_type).set_accelerator_limit(s.accelerator_count)
+    task.set_accelerator_type(s.accelerator_type).set_accelerator_limit(s.accelerator_count if gpus is None else gpus)
     task.set_cpu_request("4").set_cpu_limit("8").set_memory_request("16Gi").set_memory_limit(memory)
     # NCCL and vLLM's workers exchange tensors through /dev/shm: memory-backed, counted against the memory limit
     kubernetes.empty_dir_mount(task, volume_name="dshm", mount_path="/dev/shm", medium="Memory",
@@ -382,11 +419,15 @@ def _task_settings(variant: str, s: ClusterSettings, judged: set[str] = frozense
         if variant != "gpu":  # kfp.local's DockerRunner runs each task in this image (SubprocessRunner: ignored)
             task.set_container_image(s.gpu_image if GPU_STEPS.get(name) == "yes" else s.cpu_image)
             return task
+        if name == "finetune" and s.launcher == "trainjob":  # a CPU pod that creates the TrainJob and waits
+            _cpu_step(task, s, name)
+            kubernetes.mount_pvc(task, pvc_name=s.runs_pvc, mount_path=s.runs_mount)
+            return _hardening(task, s, name, False)
         kind = GPU_STEPS.get(name, "no")
         if kind == "generator":
             kind = "service" if s.augment_mode == "service" else "yes"
-        if kind == "yes" and gpu:
-            _gpu_step(task, s)
+        if kind == "yes" and gpu:  # a generating task in-process: the GPUs of vLLM's tensor x pipeline parallelism
+            _gpu_step(task, s, gpus=s.generator_gpus if generates and s.augment_mode == "in-process" else None)
         elif kind == "service":
             _service_step(task, s)
         else:
@@ -395,6 +436,8 @@ def _task_settings(variant: str, s: ClusterSettings, judged: set[str] = frozense
             kubernetes.use_secret_as_env(task, s.vllm_secret, dict(s.vllm_env))
         return _hardening(task, s, name, _may_download(s, name, kind, name in judged))
 
+    # the TrainJob a finetune task creates (train.launcher: trainjob, the cluster variant): its cluster settings
+    step.trainjob = s.trainjob().to_json() if variant == "gpu" and s.launcher == "trainjob" else None
     return step
 
 
@@ -508,8 +551,9 @@ def _arm_steps(w: _Wiring, step, wanted, config_yaml, target) -> None:
         w.add("budget", budget)
         if not wanted("finetune"):
             return
+        trainjob = {"cluster": step.trainjob} if step.trainjob else {}  # Kubeflow Trainer runs it (train.trainjob)
         w.add("finetune", step(C.finetune(config_yaml=item.config, **keys, seed=item.seed,
-                                          token_budget=budget.outputs["Output"], **corpora), "finetune"))
+                                          token_budget=budget.outputs["Output"], **corpora, **trainjob), "finetune"))
         if wanted("evaluate"):
             w.add("evaluate", step(C.evaluate(config_yaml=_own(item, "evaluate"), **keys, seed=item.seed,
                                               model=w.feed("evaluate", "model")), "evaluate"))

@@ -52,7 +52,8 @@ def _setup_logging() -> None:
     log = logging.getLogger("context_cda")
     if not log.handlers:
         log.addHandler(handler)
-    log.setLevel(os.environ.get("CCDA_LOG_LEVEL", "INFO"))
+    # the other ranks of a distributed job (torchrun) log warnings only: rank 0 speaks for the job
+    log.setLevel(os.environ.get("CCDA_LOG_LEVEL", "INFO") if os.environ.get("RANK", "0") == "0" else "WARNING")
     log.propagate = False
     _for_a_log()
 
@@ -108,6 +109,14 @@ def _tracking_refusal(e: Exception) -> str | None:
     return None
 
 
+def _rank() -> str:
+    """``rank N of M: `` before an error line of a process other than rank 0 of a distributed job (torchrun)."""
+    import os
+
+    rank, size = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
+    return f"rank {rank} of {size}: " if rank != "0" else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one message and exit 2 (75: retry later; see
     :mod:`context_cda.errors`), never a traceback; a SIGTERM stops the command cleanly with exit code 143 and
@@ -121,10 +130,12 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_raises():
             app(args=argv, standalone_mode=False)
     except Terminated as e:
-        typer.echo(f"error: {resume_hint(argv)}", err=True)
+        if not _rank():  # a distributed job is stopped as a whole: rank 0's line speaks for every rank
+            typer.echo(f"error: {resume_hint(argv)}", err=True)
         return e.exit_code
     except CCDAError as e:
-        typer.echo(f"error: {e}", err=True)
+        if not getattr(e, "quiet", False):  # a rank that stops because rank 0 failed: rank 0's line says why
+            typer.echo(f"error: {_rank()}{e}", err=True)
         return e.exit_code
     except OSError as e:  # the machine's, not the code's: a read-only or full disk, a file where a folder goes
         refused = _tracking_refusal(e)  # requests' HTTPError is an OSError too (MLflow's artifact uploads)

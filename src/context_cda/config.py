@@ -391,8 +391,18 @@ class AugmentConfig(Section):
     )
     engine_args: dict[str, Any] = Field(
         default_factory=dict,
-        description="vllm backend: keyword arguments for vllm.LLM (max_model_len, gpu_memory_utilization, "
-        "tensor_parallel_size, ...).",
+        description="vllm backend: keyword arguments for vllm.LLM (max_model_len, gpu_memory_utilization, ...).",
+    )
+    tensor_parallel_size: int | None = Field(
+        None, ge=1, le=1024, description="vllm backend: GPUs each pipeline stage of the generator is split over "
+        "(vLLM's tensor parallelism, for generators that do not fit one GPU); null: the node's GPUs divided by "
+        "pipeline_parallel_size. On the cluster the in-process generating tasks request tensor x pipeline GPUs "
+        "(null: pipeline.accelerator_count); the vLLM server has its own (CCDA_VLLM_TENSOR_PARALLEL in "
+        "k8s/base/config/vllm.env: auto, the GPUs of its pod).",
+    )
+    pipeline_parallel_size: int = Field(
+        1, ge=1, le=64, description="vllm backend: pipeline stages the generator's layers are cut into (vLLM's "
+        "pipeline parallelism, e.g. across the GPUs of nodes without NVLink); 1: none.",
     )
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Sampling parameters.")
     openai: OpenAIServerConfig = Field(default_factory=OpenAIServerConfig, description="openai backend settings.")
@@ -763,8 +773,36 @@ class TrainConfig(Section):
     learning_rate: float = Field(5e-5, gt=0, le=1, description="Peak learning rate (AdamW, linear decay).")
     weight_decay: float = Field(0.01, ge=0, le=1, description="AdamW weight decay.")
     warmup_ratio: float = Field(0.0, ge=0, lt=1, description="Fraction of steps for linear warm-up.")
-    batch_size: int = Field(8, ge=1, description="Sequences per device step.")
-    grad_accum: int = Field(1, ge=1, description="Gradient accumulation steps.")
+    batch_size: int = Field(8, ge=1, description="Sequences per micro-batch (one forward pass of one process).")
+    grad_accum: int = Field(
+        1, ge=1, description="Micro-batches each process accumulates per optimizer step: an optimizer step sees "
+        "batch_size x grad_accum x processes sequences (under torchrun), unless global_batch_size is set.",
+    )
+    global_batch_size: int | None = Field(
+        None, ge=1, description="Sequences per optimizer step over all processes (a multiple of batch_size), "
+        "whatever the number of processes: each then accumulates its share of the global_batch_size / batch_size "
+        "micro-batches, so a run on 1, 2 or 16 GPUs takes the same optimizer steps and ends with the same weights "
+        "(to float rounding). null: batch_size x grad_accum x processes. Set grad_accum or this, not both.",
+    )
+    strategy: Literal["ddp", "fsdp"] = Field(
+        "ddp", description="How the processes of a distributed fine-tuning (torchrun, a Kubeflow TrainJob) share "
+        "the model: ddp, each GPU holds the whole model and gradients are averaged (accelerate's DDP); fsdp, "
+        "parameters, gradients and optimizer state are sharded across the GPUs (accelerate's "
+        "FullyShardedDataParallel, CUDA only), for targets whose training state does not fit one GPU. One "
+        "process: the same either way.",
+    )
+    dist_timeout_s: int = Field(
+        1800, ge=10, description="Seconds a process of a distributed fine-tuning waits in a collective (gradient "
+        "averaging, a barrier while rank 0 writes a checkpoint) before it gives up: a peer that died or hangs stops "
+        "the job instead of holding every GPU forever.",
+    )
+    launcher: Literal["pod", "trainjob"] = Field(
+        "pod", description="Kubeflow pipeline only: pod, the finetune task trains in its own pod (pipeline."
+        "accelerator_count GPUs, DDP inside it); trainjob, the task creates a Kubeflow Trainer TrainJob "
+        "(pipeline.trainjob: its runtime and node count, pipeline.accelerator_count GPUs per node), waits for it "
+        "and fails with its reason. The local runner, DVC and the stage command ignore it (run them under torchrun "
+        "for several processes).",
+    )
     max_seq_len: int = Field(128, ge=8, description="Truncate training sequences to this many tokens.")
     token_budget: int | None = Field(
         None, ge=1, description="Train every arm on the same number of tokens (null: the smallest arm's)."
@@ -802,6 +840,16 @@ class TrainConfig(Section):
     @classmethod
     def _arms(cls, v: list[str]) -> list[str]:
         return check_names(v)
+
+    @model_validator(mode="after")
+    def _global_batch(self) -> TrainConfig:
+        g = self.global_batch_size
+        if g is not None and g % self.batch_size:
+            raise ValueError(f"global_batch_size ({g}) must be a multiple of batch_size ({self.batch_size})")
+        if g is not None and self.grad_accum != 1:
+            raise ValueError("set grad_accum or global_batch_size, not both (global_batch_size fixes the "
+                             "micro-batches per optimizer step; each process accumulates its share)")
+        return self
 
     @field_validator("seeds")
     @classmethod
@@ -1005,6 +1053,26 @@ STEP_TIMEOUTS: dict[str, int] = {
 }
 
 
+class TrainJobSection(Section):
+    """The Kubeflow Trainer v2 ``TrainJob`` a finetune task creates with ``train.launcher: trainjob``
+    (:mod:`context_cda.train.trainjob`; the runtime's manifests: k8s/trainer)."""
+
+    runtime: str = Field(
+        "ccda-torch-distributed", description="ClusterTrainingRuntime the TrainJob runs on (k8s/trainer: Trainer's "
+        "torch-distributed with the train image's user, GPU node selector, /dev/shm and model cache).",
+    )
+    nodes: int = Field(1, ge=1, le=1024, description="Nodes per fine-tuning: each runs torchrun with one process per "
+                       "GPU (pipeline.accelerator_count per node; one process on a node without GPUs).")
+    volume: str = Field(
+        "ccda-runs", description="PersistentVolumeClaim (ReadWriteMany when nodes > 1) the finetune task and the "
+        "TrainJob's pods share: the task copies its inputs there, every node reads them and writes its checkpoints "
+        "there (a retried task resumes from them), and the task copies the finished step folder back into its "
+        "output artifact.",
+    )
+    mount_path: str = Field("/runs", pattern=r"^/[^\s]*$", description="Where that volume is mounted.")
+    poll_s: float = Field(15.0, gt=0, le=600, description="Seconds between two reads of the TrainJob's status.")
+
+
 class PipelineSection(Section):
     host: str | None = Field(None, description="Kubeflow Pipelines API host (for submit/schedule).")
     namespace: str = Field("kubeflow", description="Kubernetes namespace of the pipeline runs.")
@@ -1048,6 +1116,9 @@ class PipelineSection(Section):
     )
     run_as_user: int = Field(10001, ge=1, description="UID the task containers run as (the project's images: 10001).")
     run_as_group: int = Field(10001, ge=1, description="GID the task containers run as (the project's images: 10001).")
+    trainjob: TrainJobSection = Field(
+        default_factory=TrainJobSection, description="The TrainJob of a finetune task (train.launcher: trainjob)."
+    )
     internet_egress: Literal["downloads", "none", "all"] = Field(
         "downloads",
         description="Which task pods k8s/'s NetworkPolicies let reach the internet over https: downloads: the steps "

@@ -48,12 +48,16 @@ class _State:
         self.pending: int | None = None  # a signal that arrived inside one
         self.raised = False  # Terminated was raised once: further signals are ignored
         self.async_run: _AsyncRun | None = None  # an event loop running under run_async
+        self.signum: int | None = None  # the signal Terminated was raised for
+        self.quiet = False  # stopping for another reason (stopping()): a SIGTERM now is ignored without a word
 
 
 _state = _State()
 
 
 def _handler(signum: int, _frame: object) -> None:
+    if _state.quiet:
+        return
     if _state.raised:
         logger.warning("%s again: already stopping (finished work is kept)", signal.Signals(signum).name)
         return
@@ -63,7 +67,7 @@ def _handler(signum: int, _frame: object) -> None:
     if _state.async_run is not None:  # inside run_async: cancelled in the loop, raised after it
         _state.async_run.stop(signum)
         return
-    _state.raised = True
+    _state.raised, _state.signum = True, signum
     raise Terminated(signum)
 
 
@@ -75,7 +79,7 @@ def sigterm_raises() -> Iterator[None]:
         yield
         return
     previous = signal.signal(signal.SIGTERM, _handler)
-    _state.raised, _state.pending = False, None
+    _state.raised, _state.pending, _state.signum, _state.quiet = False, None, None, False
     try:
         yield
     finally:
@@ -92,8 +96,18 @@ def deferred() -> Iterator[None]:
         _state.depth -= 1
     if _state.depth == 0 and _state.pending is not None and not _state.raised:
         signum, _state.pending = _state.pending, None
-        _state.raised = True
+        _state.raised, _state.signum = True, signum
         raise Terminated(signum)
+
+
+def stopping() -> int | None:
+    """The command is stopping for another reason (a process of its distributed job is gone): a SIGTERM from now
+    on (the launcher stopping this process too) is ignored without a word, so the reason is the one line said.
+    Returns the SIGTERM that came first, if one did (held in a :func:`deferred` block, or raised): then that is
+    the reason."""
+    signum = _state.pending if _state.pending is not None else (_state.signum if _state.raised else None)
+    _state.quiet = True
+    return signum
 
 
 def run_async(main: Coroutine[Any, Any, T]) -> T:

@@ -98,6 +98,9 @@ class Stage:
     # fan-out lists the row reads beyond its own value (the budget step: every arm of its budget group): DVC tracks
     # them whole
     reads_lists: tuple[str, ...] = ()
+    # in a distributed job (torchrun, a Kubeflow TrainJob): "all", every rank runs the body (the fine-tuning; rank 0
+    # writes); "main", rank 0 runs it while the others wait (context_cda.steps.run)
+    ranks: str = "main"
 
     def keys_of(self, values: Mapping[str, Any]) -> dict[str, Any]:
         missing = [k for k in self.fanout if k not in values]
@@ -229,7 +232,7 @@ TABLE: tuple[Stage, ...] = (
           code=("train", "cda", "evaluate", "arms.py", *_MODEL),
           artifact="checkpoint", outs=(L.FINAL_DIR, L.TRAIN_ROWS_FILE, REJECTED, L.EPOCH_PREDICTIONS_DIR),
           metrics=(L.CORPUS_STATS_FILE,), plots=(L.METRICS_FILE,), view="context_cda.train:finetune_view",
-          corpus="arm", product=True, persist=True),
+          corpus="arm", product=True, persist=True, ranks="all"),
     Stage("evaluate-vanilla", "evaluate", "context_cda.evaluate:run_evaluate",
           ("run.device", "run.targets.{target}", "evaluate"), fanout=("target",), gpu="yes",
           code=("evaluate", *_MODEL), artifact="evaluation", when="evaluate.after_training",

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -171,6 +170,15 @@ def make(config: Config, step: str, layout: L.RunLayout | None = None, inputs: M
     return Step(row, keys, folder, found, T.step_options(row, keys))
 
 
+def given(step: str, inputs: Mapping[str, Any], out: Path | str, **keys: Any) -> Step:
+    """The step ``step`` with fan-out ``keys`` whose inputs and folder are given, not looked up in the run layout:
+    a Kubeflow task's artifacts (components/_runtime.py), a TrainJob's copies on its run volume
+    (:mod:`context_cda.train.trainjob`). Run it with ``check=False``: its DAG handed it its producers' outputs."""
+    row = T.get(step)
+    return Step(row, row.keys_of(keys), Path(out), {k: Path(v) for k, v in inputs.items() if v is not None},
+                T.step_options(row, keys))
+
+
 def detached(config: Config, step: str, out: Path | str, inputs: Mapping[str, Any]) -> Step:
     """A step of ``step``'s kind outside the run's table (``ccda evaluate --model REF``: a model no target names),
     with its folder and inputs given; its key holds the row's config keys that name no fan-out key. Run it with
@@ -260,9 +268,19 @@ class Ran:
     counts: Counts
 
 
-def _main_rank() -> bool:
-    """Under DDP every rank runs the command; only the main one locks, records and marks."""
-    return os.environ.get("RANK", "0") == "0"
+def _world(config: Config):
+    """The job's processes (:mod:`context_cda.distributed`): one, or torchrun's N, whose process group is opened
+    here with ``train.dist_timeout_s``. Every rank runs the command; only rank 0 locks, records and marks."""
+    from . import distributed
+
+    return distributed.init(config.train.dist_timeout_s, config.run.device)
+
+
+def agreed_fresh(step: Step, config: Config) -> bool:
+    """:func:`is_fresh`, rank 0's answer on every process of a distributed job (so none of them runs a step the
+    others skip)."""
+    world = _world(config)
+    return bool(world.agree(is_fresh(step, config) if world.main else None))
 
 
 @contextlib.contextmanager
@@ -277,13 +295,26 @@ def run(step: Step, config: Config, check: bool = True, body: Any = None, **extr
     """Run ``step`` inside the envelope (see the module docstring); ``extra`` goes to the stage function
     (``body``: another function of the same shape than the row's, e.g. a test's stage with its own generator).
     ``check`` False skips :func:`check_inputs` (the Kubeflow door: its DAG hands each task its producer's
-    artifact)."""
+    artifact). In a distributed job (torchrun) a row that runs on every rank (``Stage.ranks``: the fine-tuning)
+    runs its body on each, rank 0 alone writing; any other step runs on rank 0 while the others wait for its
+    outcome (:func:`_on_rank0`)."""
+    from . import distributed
+
+    world = _world(config)
+    if world.distributed and step.row.ranks != "all":
+        return _on_rank0(step, config, world, check, body, extra)
+    guard = distributed.collective_errors(step.name, str(step.out_dir)) if world.distributed \
+        else contextlib.nullcontext()
+    with guard:
+        return _run(step, config, world.main, check, body, extra)
+
+
+def _run(step: Step, config: Config, main: bool, check: bool, body: Any, extra: Mapping[str, Any]) -> Ran:
     from .progress import activity
     from .progress import step as progress_step
     from .signals import sigterm_raises
 
     fn = body or T.get_stage(step.row.step)
-    main = _main_rank()
     with (lock(step.out_dir, step.name) if main else contextlib.nullcontext()), sigterm_raises(), \
             progress_step(step.name), activity(step.name):
         if main:
@@ -306,6 +337,26 @@ def run(step: Step, config: Config, check: bool = True, body: Any = None, **extr
                                                "hash_rule": HASH_RULE,
                                                "inputs": input_hashes(step)})
     return Ran(summary if isinstance(summary, dict) else {}, rec.counts)
+
+
+def _on_rank0(step: Step, config: Config, world, check: bool, body: Any, extra: Mapping[str, Any]) -> Ran:
+    """A step that is not distributed (the token budget), in a distributed job: rank 0 runs it; the other ranks
+    wait for its outcome, then carry its summary, or stop without a word of their own when it failed (rank 0's
+    line says why)."""
+    from .distributed import RankZeroFailed
+
+    if world.main:
+        try:
+            ran = _run(step, config, True, check, body, extra)
+        except BaseException as e:
+            world.agree(("failed", getattr(e, "exit_code", 1)))
+            raise
+        world.agree(("done", ran.summary, asdict(ran.counts)))
+        return ran
+    outcome = world.agree(None)
+    if outcome[0] == "failed":
+        raise RankZeroFailed(f"{step.name} failed on rank 0", exit_code=int(outcome[1]))
+    return Ran(dict(outcome[1]), Counts(**outcome[2]))
 
 
 def _record(step: Step, config: Config, rec: Recorder, summary: Any) -> None:

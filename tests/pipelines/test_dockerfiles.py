@@ -403,3 +403,42 @@ def test_pipeline_images_ship_components_on_pythonpath():
     for name in ("Dockerfile.cpu", "Dockerfile.train"):
         text = (root / "docker" / name).read_text()
         assert "COPY components /opt/ccda/components" in text and "PYTHONPATH=/opt/ccda" in text
+
+
+def _model(tmp_path: Path) -> str:
+    model = tmp_path / "models" / "gen"
+    model.mkdir(parents=True, exist_ok=True)
+    return str(model)
+
+
+@pytest.mark.parametrize(("gpus", "tensor", "pipeline", "want"), [
+    ("0,1,2,3", None, None, ["--tensor-parallel-size", "4"]),  # auto: every GPU of the pod
+    ("GPU-a,GPU-b,GPU-c,GPU-d", "auto", "2", ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]),
+    ("0,1", "1", None, []),  # one GPU per replica asked: vLLM's default, nothing passed
+    ("0", None, None, []),
+    (None, None, None, []),  # no GPU visible (and no nvidia-smi): vLLM decides
+])
+def test_entrypoint_sets_vllms_parallelism_from_the_pods_gpus(fake_vllm, tmp_path, gpus, tensor, pipeline, want):
+    env = {k: v for k, v in (("NVIDIA_VISIBLE_DEVICES", gpus), ("CCDA_VLLM_TENSOR_PARALLEL", tensor),
+                              ("CCDA_VLLM_PIPELINE_PARALLEL", pipeline)) if v is not None}
+    proc = _serve(fake_vllm, MODEL=_model(tmp_path), **env)
+    assert proc.returncode == 0, proc.stderr
+    args = proc.stdout.split()
+    got = [a for i, a in enumerate(args) if "parallel" in a or (i and "parallel" in args[i - 1])]
+    assert got == want
+    assert args[-2:] == ["--max-model-len", "2048"]  # the caller's arguments still come last
+
+
+def test_entrypoint_refuses_more_gpus_than_the_pod_has_and_bad_numbers(fake_vllm, tmp_path):
+    too_many = _serve(fake_vllm, MODEL=_model(tmp_path), NVIDIA_VISIBLE_DEVICES="0,1", CCDA_VLLM_TENSOR_PARALLEL="4")
+    assert too_many.returncode == 2 and "the pod has 2" in too_many.stderr and not too_many.stdout
+    bad = _serve(fake_vllm, MODEL=_model(tmp_path), CCDA_VLLM_PIPELINE_PARALLEL="two")
+    assert bad.returncode == 2 and "CCDA_VLLM_PIPELINE_PARALLEL=two" in bad.stderr
+
+
+def test_entrypoint_leaves_parallelism_given_as_arguments(fake_vllm, tmp_path):
+    full = {"PATH": f"{fake_vllm}{os.pathsep}{os.environ['PATH']}", "VLLM_API_KEY": "sk-test",
+            "MODEL": _model(tmp_path), "NVIDIA_VISIBLE_DEVICES": "0,1,2,3"}
+    proc = subprocess.run(["sh", str(DOCKER / "vllm-entrypoint.sh"), "--tensor-parallel-size", "2"],
+                          capture_output=True, text=True, env=full, timeout=30)
+    assert proc.returncode == 0 and proc.stdout.split().count("--tensor-parallel-size") == 1

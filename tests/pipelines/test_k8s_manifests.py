@@ -179,7 +179,8 @@ def test_pipeline_runner_role_is_least_privilege():
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
         assert not {"create", "delete", "deletecollection", "list", "update"} & set(rule["verbs"]) or \
-            rule["resources"] == ["workflowtaskresults"], rule
+            rule["resources"] == ["workflowtaskresults"] or \
+            (rule["resources"] == ["trainjobs"] and set(rule["verbs"]) == {"create", "get", "delete"}), rule
         if "secrets" in rule["resources"] or "configmaps" in rule["resources"]:
             assert rule.get("resourceNames") and rule["verbs"] == ["get"], rule
     assert not objects("base", "ClusterRole") and not objects("base", "ClusterRoleBinding")
@@ -238,12 +239,16 @@ def test_network_policies_limit_the_pipeline_pods_egress(which: str):
 
 @ALL
 def test_servers_accept_only_the_pods_that_need_them(which: str):
+    from context_cda.train.trainjob import POD_LABELS
+
     labels, _ = _pipeline_pod_labels()
-    for name, port in (("ccda-vllm", 8000), ("ccda-mlflow", 5000)):
+    step = {"podSelector": {"matchLabels": {"app.kubernetes.io/component": labels["app.kubernetes.io/component"]}}}
+    trainjob = {"podSelector": {"matchLabels": {"app.kubernetes.io/component": POD_LABELS["app.kubernetes.io/component"]}}}
+    # vLLM: the generating steps; MLflow: the steps and the nodes of a fine-tuning TrainJob (rank 0 logs)
+    for name, port, peers in (("ccda-vllm", 8000, [step]), ("ccda-mlflow", 5000, [step, trainjob])):
         (rule,) = get(which, "NetworkPolicy", name)["spec"]["ingress"]
         assert [p["port"] for p in rule["ports"]] == [port]
-        assert rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/component": labels[
-            "app.kubernetes.io/component"]}}}], name  # not `podSelector: {}`: other pods of the namespace stay out
+        assert rule["from"] == peers, name  # not `podSelector: {}`: other pods of the namespace stay out
     for p in objects(which, "NetworkPolicy"):
         for r in p["spec"].get("ingress", []):
             assert {"podSelector": {}} not in r.get("from", []), p["metadata"]["name"]

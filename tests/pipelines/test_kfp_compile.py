@@ -366,9 +366,14 @@ def test_augment_service_mode_uses_the_vllm_service_without_gpu(gpu):
 
 
 def test_augment_in_process_mode_runs_vllm_on_a_gpu_node(tmp_path):
-    spec, platform = _compile(tmp_path, "gpu", _config(pipeline={"augment_mode": "in-process"}))
+    spec, platform = _compile(tmp_path, "gpu", _config(pipeline={"augment_mode": "in-process"},
+                                                       augment={"tensor_parallel_size": 2, "pipeline_parallel_size": 2}))
     res = _executors(spec)["exec-augment"]["container"]["resources"]
     assert res["accelerator"]["resourceType"] == "nvidia.com/gpu"
+    # the generating tasks request vLLM's tensor x pipeline GPUs, the others pipeline.accelerator_count
+    counts = {name: ex["container"]["resources"]["accelerator"]["resourceCount"]
+              for name, ex in _executors(spec).items() if "accelerator" in ex["container"].get("resources", {})}
+    assert counts["exec-augment"] == counts["exec-sample"] == "4" and counts["exec-finetune"] == "1", counts
     assert "nodeSelector" in _k8s(platform)["exec-augment"]
     overrides = _all_tasks(spec)["augment"]["inputs"]["parameters"]["overrides"]["runtimeValue"]["constant"]
     assert overrides == ["augment.backend=vllm"]

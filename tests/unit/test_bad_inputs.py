@@ -1989,6 +1989,11 @@ def _(t):
     return plan(t, "--gpus", "0")
 
 
+@case("plan --gpus 1,x", r"plan --gpus 1,x: expected a number of GPUs, or several separated by commas")
+def _(t):
+    return plan(t, "--gpus", "1,x")
+
+
 @case("throughput peak_flops NaN", r"throughput\.json: gpu\.peak_flops must be a positive number, got nan")
 def _(t):
     return plan(t, throughput=throughput(gpu__peak_flops=float("nan")))

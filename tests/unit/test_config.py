@@ -94,7 +94,8 @@ def test_cross_field_validation(tmp_path):
         load_config(None, ["ingest.min_words=10", "ingest.max_words=5"], params_file=write(tmp_path / "p.yaml", {}))
 
 
-@pytest.mark.parametrize("profile", ["demo", "paper", "tiny", "demo-race", "demo-religion", "paper-race", "paper-religion"])
+@pytest.mark.parametrize("profile", ["demo", "paper", "tiny", "demo-race", "demo-religion", "paper-race", "paper-religion",
+                                     "paper-8b"])
 def test_shipped_profiles_resolve(profile):
     cfg = load_config(profile, None, params_file=ROOT / "params.yaml")
     assert cfg.profile == profile and cfg.run.targets

@@ -256,3 +256,40 @@ def test_plan_prints_hours_and_seconds_under_36():
     assert _hours(16.5 / 3600) == "16.5 s"
     assert _hours(35.9 / 3600) == "35.9 s" and _hours(36 / 3600) == "0.01"
     assert _hours(0.31) == "0.31" and _hours(1234.5) == "1,234.50"
+
+
+def test_a_fine_tuning_spreads_over_the_gpus_its_runs_leave_and_a_large_one_needs_several():
+    from context_cda.tools.costs import StepCost, efficiency, least_gpus, step_wall
+
+    a = Assumptions()
+    ft = StepCost("finetune", 2, "", 10.0, spread=True)
+    assert step_wall(ft, 1, a) == (pytest.approx(10.0), 1, 1)
+    assert step_wall(ft, 2, a) == (pytest.approx(5.0), 2, 1)
+    wall, side, per = step_wall(ft, 16, a)  # two runs side by side, 8 GPUs each inside a node
+    assert (side, per) == (2, 8) and wall == pytest.approx(5.0 / (8 * a.within_node_efficiency))
+    wall, _, per = step_wall(StepCost("finetune", 1, "", 10.0, spread=True), 16, a)  # one run across two nodes
+    assert per == 16 and wall == pytest.approx(10.0 / (16 * a.across_nodes_efficiency))
+    big = StepCost("finetune", 1, "", 10.0, gpus_per_task=2, spread=True)
+    assert step_wall(big, 1, a)[0] == float("inf")
+    assert step_wall(big, 2, a)[0] == pytest.approx(10.0 / (2 * a.within_node_efficiency))
+    fixed = StepCost("augment", 1, "", 4.0)  # one generation part: more GPUs do not help
+    assert step_wall(fixed, 16, a)[0] == pytest.approx(4.0) and efficiency(1, a) == 1.0
+    table = {"gpu": {"memory_bytes": 80e9}}
+    assert least_gpus(8.03e9, a.train_state_bytes, table, a) == 3  # 128 GB of AdamW state over 64 GB usable each
+    assert least_gpus(8.03e9, a.weight_bytes, table, a) == 1  # its bf16 weights fit one GPU
+    assert least_gpus(1.24e8, a.train_state_bytes, table, a) == 1
+
+
+def test_plan_prices_the_paper_and_the_8b_profiles_on_1_8_and_16_gpus(capsys):
+    from context_cda.cli import main
+
+    assert main(["plan", "--profile", "paper-8b", "--gpus", "1,8,16"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(estimate)") == 3 and "does not fit" in out
+    assert "on 1 GPU(s): finetune does not fit: one run needs at least 2 GPUs" in out
+    assert "on 16 GPU(s): finetune: 2 run(s), 2 side by side, torchrun over 8 GPUs each" in out
+    assert "on 8 GPU(s): augment: 8 vLLM engine(s) side by side" in out
+    assert main(["plan", "--profile", "paper", "--gpus", "1,8,16"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(estimate)") == 3 and "on 16 GPU(s): finetune: 12 run(s), 12 side by side" in out
+    assert "pipeline.generation_shards=1: 16 would use every GPU" in out

@@ -253,6 +253,7 @@ def plan(config: Any, out_dir: Path, rec: Recorder, generator: Generator | None 
                 held["g"] = make_generator(
                     a.backend, a.model, device=config.run.device, model_cache=config.run.model_cache,
                     batch_size=a.batch_size, openai=a.openai, engine_args=a.engine_args,
+                    tensor_parallel_size=a.tensor_parallel_size, pipeline_parallel_size=a.pipeline_parallel_size,
                 )
         return held["g"]
 

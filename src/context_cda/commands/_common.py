@@ -92,7 +92,7 @@ def run_step(cfg: Config, step: str, overrides: dict[str, Any] | None = None, ou
     st = E.make(cfg, step, layout, overrides, out, **keys)
     if inputs is not None:
         st.inputs = {k: Path(v) for k, v in inputs.items()}
-    if not force and E.is_fresh(st, cfg):
+    if not force and E.agreed_fresh(st, cfg):
         from rich.markup import escape
 
         console().print(escape(f"{st.name}: up to date, skipped ({st.out_dir}; --force runs it again)"),
@@ -166,11 +166,15 @@ LOG_WIDTH = 120
 
 
 def console():
-    """stdout; off a terminal, lines are not wrapped at 80 columns (a log reads one event per line)."""
+    """stdout; off a terminal, lines are not wrapped at 80 columns (a log reads one event per line). The other
+    ranks of a distributed job (torchrun) print nothing: rank 0 speaks for the job."""
+    import os
     import sys
 
     from rich.console import Console
 
+    if os.environ.get("RANK", "0") != "0":
+        return Console(file=open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the console
     return Console() if sys.stdout.isatty() else Console(width=LOG_WIDTH, soft_wrap=True)
 
 

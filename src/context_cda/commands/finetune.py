@@ -52,14 +52,28 @@ def finetune(
     budget_only: Annotated[bool, typer.Option("--budget", help="Only resolve each arm's token budget (the budget "
                                               "step; it runs first anyway).")] = False,
     force: ForceOpt = False,
+    task: Annotated[
+        Path | None,
+        typer.Option("--task", callback=given_file, help="Run the fine-tuning a Kubeflow TrainJob was given: the "
+                     "task.json its launcher wrote on the run volume (config, inputs, folder, keys, token budget; "
+                     "train.launcher=trainjob). Alone: no other option applies."),
+    ] = None,
 ) -> None:
     """Fine-tune each target on each arm's (validated) corpus; kill and rerun to resume from the last epoch.
 
     Each arm's token budget (the smallest corpus of its budget group, or train.token_budget) is resolved first,
-    once per target and arm (the budget step; --budget runs only that)."""
+    once per target and arm (the budget step; --budget runs only that). One process, or N under torchrun
+    (`torchrun --nproc-per-node N [--nnodes M ...] --no-python ccda finetune ...`): each rank trains its share of
+    every optimizer step and scores its share of each epoch's benchmarks; rank 0 writes."""
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if task is not None:
+        from ..train.trainjob import run_task
+
+        summary = run_task(task)
+        print_summary(f"finetune {summary.get('target')}/{summary.get('arm')}/seed-{summary.get('seed')}", summary)
+        return
     cfg = resolve_config(profile, sets, run_dir, params,
                          train={"epochs": epochs, "token_budget": token_budget, "max_steps": max_steps})
     from ..errors import ConfigError

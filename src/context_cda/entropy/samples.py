@@ -174,7 +174,9 @@ class Models:
             backend, ref = c.sample_generator()
             self.generator = make_generator(backend, ref, device=c.run.device, model_cache=c.run.model_cache,
                                             batch_size=c.entropy.batch_size, openai=c.augment.openai,
-                                            engine_args=c.augment.engine_args)
+                                            engine_args=c.augment.engine_args,
+                                            tensor_parallel_size=c.augment.tensor_parallel_size,
+                                            pipeline_parallel_size=c.augment.pipeline_parallel_size)
             self.own_generator = True
         return self.generator
 

@@ -33,6 +33,7 @@ from .registry import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config, EvaluateConfig
+    from ..distributed import World
     from ..scoring import Scorer
 
 __all__ = [
@@ -102,9 +103,14 @@ def evaluate_scorer(
     data_cache: str | None = None,
     per_epoch_only: bool = False,
     loaded: Mapping[str, list[Any]] | None = None,
+    world: World | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Run every configured benchmark (``per_epoch_only``: the cheap ones; ``loaded``: items already parsed by
-    :func:`load_benchmarks`): ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``."""
+    :func:`load_benchmarks`): ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``.
+
+    ``world`` (:class:`context_cda.distributed.World`, a collective over the job's processes): each process scores
+    its contiguous share of every benchmark's items (the scores of an item do not depend on the others scored
+    beside it), rank 0 gathers the rows in item order, aggregates and returns the results; the others return {}."""
     from ..progress import Progress
 
     results: dict[str, dict[str, Any]] = {}
@@ -114,16 +120,29 @@ def evaluate_scorer(
     with Progress(len(names), "benchmarks", "benchmark", bar=False) as bar:
         for name in names:
             bar.set_postfix_str(name)
-            results[name] = _score_one(scorer, cfg, name, loaded[name])
+            res = _score_one(scorer, cfg, name, loaded[name], world)
+            if res is not None:
+                results[name] = res
             bar.update(1)
     return results
 
 
-def _score_one(scorer: Scorer, cfg: EvaluateConfig, name: str, items: list[Any]) -> dict[str, Any]:
-    """One benchmark: its (parsed) items scored and aggregated."""
+def _score_one(scorer: Scorer, cfg: EvaluateConfig, name: str, items: list[Any],
+               world: World | None = None) -> dict[str, Any] | None:
+    """One benchmark: its (parsed) items scored and aggregated (under several processes, this process's share
+    scored and, on rank 0, every share gathered and aggregated; None on the other ranks)."""
     bench = get_benchmark(name)
     t0 = time.perf_counter()
-    rows, rejected, info = bench.score(scorer, items, cfg)
+    if world is None or not world.distributed:
+        rows, rejected, info = bench.score(scorer, items, cfg)
+    else:
+        share = list(world.part(items))
+        parts = world.gather((*bench.score(scorer, share, cfg), len(share)))
+        if parts is None:
+            return None
+        rows = [r for part in parts for r in part[0]]
+        rejected = [r for part in parts for r in part[1]]
+        info = next((part[2] for part in parts if part[3]), parts[0][2])  # how it was scored: the same everywhere
     secs = time.perf_counter() - t0
     agg = bench.aggregate(rows, cfg)
     agg.update({k: v for k, v in info.items() if k not in agg})
@@ -139,19 +158,21 @@ def evaluate_model(
     batch_size: int | None = None,
     progress: bool = False,
     with_predictions: bool = False,
+    world: World | None = None,
 ) -> dict[str, float] | tuple[dict[str, float], dict[str, dict[str, Any]]]:
     """The per-epoch benchmarks of a loaded model, flat: stereoset_ss/lms/icat, crows_cs/stereo/antistereo,
     next_token_* with their bootstrap intervals (``<name>_ci_low`` / ``_ci_high``; the benchmarks that fine-tune
     a head are skipped: the evaluate stage runs them). ``with_predictions``: (flat, {benchmark: result}), each
     result as :func:`evaluate_scorer` gives it (per-item ``rows`` among them) with its reuse ``fingerprint``.
 
-    The model is left in eval mode; callers in a training loop switch it back to train()."""
+    ``world``: score under several processes, as :func:`evaluate_scorer` does (rank 0 gets the metrics, the
+    others ``{}``). The model is left in eval mode; callers in a training loop switch it back to train()."""
     from ..scoring import scorer_for
     from .reuse import fingerprint
 
     scorer = scorer_for(model, tokenizer, batch_size=batch_size or cfg.batch_size, progress=progress)
     loaded = load_benchmarks(cfg, data_cache=data_cache, per_epoch_only=True)
-    results = evaluate_scorer(scorer, cfg, data_cache=data_cache, loaded=loaded)
+    results = evaluate_scorer(scorer, cfg, data_cache=data_cache, loaded=loaded, world=world)
     flat: dict[str, float] = {}
     for name, res in results.items():
         flat.update(get_benchmark(name).flat(res["aggregate"]))

@@ -111,8 +111,6 @@ def _score_next_token(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig)
 
     if not items:
         return [], [], {}
-    from .extrinsic import deviations
-
     words, nt = items[0][1], cfg.next_token
     vocab = next_token.gender_vocab(scorer.tokenizer, words, scorer.family, nt.candidates)
     rows = next_token.next_token_distributions(
@@ -126,15 +124,18 @@ def _score_next_token(scorer: Scorer, items: Sequence[Any], cfg: EvaluateConfig)
         r["top_probs"] = [float(p) for _, _, p in top]
     info = {"top_k": nt.top_k, "words_source": words.source, "candidates": nt.candidates,
             "word_boundary": nt.word_boundary if nt.candidates == "sequence" else None,
-            "male_words": vocab.n_male, "female_words": vocab.n_female, "vocab": vocab.summary(),
-            "deviations": deviations.next_token(next_token.aggregate(rows, nt.top_k), cfg)}
+            "male_words": vocab.n_male, "female_words": vocab.n_female, "vocab": vocab.summary()}
     return rows, [], info
 
 
 def _agg_next_token(rows: list[dict], cfg: EvaluateConfig) -> dict[str, Any]:
+    """The aggregate and its deviations from the published protocol (a function of every row: scored in shares,
+    the rows are gathered first)."""
     from . import next_token
+    from .extrinsic import deviations
 
-    return next_token.aggregate(rows, cfg.next_token.top_k)
+    agg = next_token.aggregate(rows, cfg.next_token.top_k)
+    return {**agg, "deviations": deviations.next_token(agg, cfg)}
 
 
 def _choice(name: str) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:

@@ -46,7 +46,8 @@ class GeneratorOptions:
 
     * ``hf``: ``device``, ``model_cache``, ``batch_size`` (prompts per ``generate`` call); ``loaded``: an
       already loaded ``(model, tokenizer)`` pair to generate with instead of loading ``model`` again.
-    * ``vllm``: ``model_cache``, ``engine_args`` (``vllm.LLM`` keyword arguments).
+    * ``vllm``: ``model_cache``, ``engine_args`` (``vllm.LLM`` keyword arguments), ``tensor_parallel_size`` (None:
+      the node's GPUs over the pipeline stages) and ``pipeline_parallel_size``.
     * ``openai``: ``openai`` (endpoint, concurrency, timeouts, retry policy); the model is the served name.
     """
 
@@ -55,6 +56,8 @@ class GeneratorOptions:
     batch_size: int = 16
     openai: OpenAIServerConfig | None = None
     engine_args: dict[str, Any] = field(default_factory=dict)
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int = 1
     loaded: tuple[Any, Any] | None = None
 
 

@@ -31,14 +31,44 @@ def import_vllm() -> Any:
     return vllm
 
 
+def visible_gpus() -> int:
+    """The CUDA devices this process sees (0 without CUDA: vLLM's CPU build)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - vllm brings torch
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def parallel_sizes(tensor: int | None, pipeline: int, engine_args: dict[str, Any], gpus: int) -> dict[str, int]:
+    """vLLM's ``tensor_parallel_size`` and ``pipeline_parallel_size`` for ``augment.tensor_parallel_size`` /
+    ``pipeline_parallel_size`` on a node with ``gpus`` GPUs: the configured sizes, else the GPUs divided over the
+    pipeline stages (at least 1; without GPUs 1). ``engine_args`` may name a size itself when the config leaves it
+    open; both naming different sizes, or more GPUs asked than the node has, is a :class:`ConfigError`."""
+    from ..errors import ConfigError
+
+    pipeline = int(engine_args.get("pipeline_parallel_size", pipeline)) if pipeline == 1 else pipeline
+    given = engine_args.get("tensor_parallel_size")
+    if tensor is not None and given is not None and int(given) != tensor:
+        raise ConfigError(f"augment.tensor_parallel_size={tensor} and augment.engine_args.tensor_parallel_size="
+                          f"{given} disagree: set augment.tensor_parallel_size only.")
+    tensor = tensor if tensor is not None else (int(given) if given is not None else max(gpus // pipeline, 1))
+    if gpus and tensor * pipeline > gpus:
+        raise ConfigError(f"the generator asks for {tensor} x {pipeline} GPUs (augment.tensor_parallel_size x "
+                          f"pipeline_parallel_size) and this node has {gpus}: lower them, or give the task more GPUs.")
+    return {"tensor_parallel_size": tensor, "pipeline_parallel_size": pipeline}
+
+
 class VLLMGenerator:
     backend = "vllm"
 
     @classmethod
     def from_options(cls, model: str, opts: Any) -> VLLMGenerator:
-        return cls(model, model_cache=opts.model_cache, engine_args=opts.engine_args)
+        return cls(model, model_cache=opts.model_cache, engine_args=opts.engine_args,
+                   tensor_parallel_size=opts.tensor_parallel_size, pipeline_parallel_size=opts.pipeline_parallel_size)
 
-    def __init__(self, model: str, *, model_cache: str | None = None, engine_args: dict[str, Any] | None = None):
+    def __init__(self, model: str, *, model_cache: str | None = None, engine_args: dict[str, Any] | None = None,
+                 tensor_parallel_size: int | None = None, pipeline_parallel_size: int = 1):
         vllm = import_vllm()
         from ..models import resolve_pretrained
 
@@ -46,6 +76,7 @@ class VLLMGenerator:
         self._vllm = vllm
         path = resolve_pretrained(model, model_cache)
         args = {"dtype": "auto", "enable_prefix_caching": True, **(engine_args or {})}
+        args.update(parallel_sizes(tensor_parallel_size, pipeline_parallel_size, args, visible_gpus()))
         try:
             self.llm = vllm.LLM(model=path, **args)
         except Exception as e:  # vllm raises many kinds; name the model and the args

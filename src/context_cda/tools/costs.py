@@ -53,9 +53,22 @@ class Assumptions:
     crows_tokens: int = 18  # a CrowS sentence, specials included: 12.5 words measured x ~1.3 subwords + 2
     crows_differing_tokens: float = 2.3  # tokens the two sentences of a pair do not share: 1.8 words measured
     extrinsic_examples: int = 20_000  # head training examples per extrinsic task (order of magnitude)
+    # several GPUs (:func:`step_wall`): what each GPU of a task keeps of one GPU's rate, and memory
+    gpus_per_node: int = 8  # an 8-GPU node (HGX H100/H200)
+    within_node_efficiency: float = 0.90  # DDP/FSDP over NVLink, the gradient's all-reduce overlapped with backward
+    across_nodes_efficiency: float = 0.80  # over the nodes' network (InfiniBand/RoCE)
+    train_state_bytes: float = 16.0  # per parameter: bf16 weights and gradients, fp32 master weights and AdamW m, v
+    weight_bytes: float = 2.0  # per parameter of a generator served in bf16
+    usable_memory: float = 0.8  # of a GPU's memory for the training state (the rest: activations, buffers)
+    gpu_memory: float = 80e9  # bytes, when the throughput table does not say (an 80 GB H100)
 
     def sources(self) -> dict[str, str]:
         return {
+            "within_node_efficiency": "assumed (not measured here: no GPU): data parallelism keeps ~90 % of each "
+                                      "GPU's rate inside an NVLink node for models this size",
+            "across_nodes_efficiency": "assumed (not measured here): ~80 % across nodes on a 200-400 Gb/s fabric",
+            "train_state_bytes": "mixed-precision AdamW: 2 + 2 (bf16 weights, gradients) + 12 (fp32 master, m, v) "
+                                 "bytes per parameter (the ZeRO paper's accounting); FSDP shards them over the GPUs",
             "corpus_sentences": "news-commentary: statmt.org size (~600k lines); wikitext-2: measured",
             "gendered_share": "measured on WikiText-2 test (ingest keeps 24.8 % of sentences)",
             "acceptance": "assumed per attempt for an 8B instruct generator; not measured (the demo's SmolLM2-135M, "
@@ -77,6 +90,8 @@ class StepCost:
     work: str  # human-readable count of the work
     gpu_hours: float
     detail: dict[str, Any] = field(default_factory=dict)
+    gpus_per_task: int = 1  # the fewest GPUs one task runs on (its model's memory: FSDP, vLLM's tensor parallelism)
+    spread: bool = False  # one task may use more GPUs than that (a fine-tuning under torchrun / a TrainJob)
 
 
 def load_throughput(path: Path | str | None = None) -> dict[str, Any]:
@@ -289,7 +304,8 @@ def _augment(config, table, a, c) -> StepCost:
     hours = (tokens / per_s + prefill_s) / 3600
     shards = max(1, config.pipeline.generation_shards)
     return StepCost("augment", shards, f"{gens:,.0f} generations ({c['items']:,.0f} items)", hours,
-                    {"model": model, "tokens": tokens, "rate": per_s, "source": src})
+                    {"model": model, "tokens": tokens, "rate": per_s, "source": src},
+                    gpus_per_task=engine_gpus(config, model, table, a))
 
 
 def _neutral(config, table, a, c) -> StepCost:
@@ -303,7 +319,8 @@ def _neutral(config, table, a, c) -> StepCost:
     hours = (gens * a.completion_tokens / per_s + gens * a.prompt_tokens / (per_s * table["gpu"]["prefill_speedup"])
              ) / 3600
     return StepCost("neutral", 1, f"{gens:,.0f} generations ({items:,.0f} sentences)", hours,
-                    {"model": config.augment.model, "rate": per_s, "source": src})
+                    {"model": config.augment.model, "rate": per_s, "source": src},
+                    gpus_per_task=engine_gpus(config, config.augment.model, table, a))
 
 
 def _sample(config, table, a, c) -> StepCost:
@@ -320,7 +337,8 @@ def _sample(config, table, a, c) -> StepCost:
     seconds += calls * 2 * a.sentence_tokens / j_rate
     return StepCost("sample", max(1, config.pipeline.generation_shards),
                     f"{n * m:,.0f} samples ({n:,.0f} items x M = {m}), {calls:,.0f} judge calls", seconds / 3600,
-                    {"generator": gen_model, "rate": g_rate, "source": g_src, "samples": n * m, "judge_calls": calls})
+                    {"generator": gen_model, "rate": g_rate, "source": g_src, "samples": n * m, "judge_calls": calls},
+                    gpus_per_task=engine_gpus(config, gen_model, table, a))
 
 
 def _entropy(config, table, a, c) -> StepCost:
@@ -356,10 +374,32 @@ def _finetune(config, table, a, c) -> StepCost:
         hours += n * budget * t.epochs / r_train / 3600
         evals += (n * per_run + 1) * benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) \
             / r_score / 3600
+    per_param = a.weight_bytes if t.lora.enabled else a.train_state_bytes  # LoRA: frozen weights, tiny adapters
+    least = max((least_gpus(p, per_param, table, a) for p in _params(table, config.run.targets.values()) if p), default=1)
     return StepCost("finetune", runs,
                     f"{budget:,.0f} tokens x {t.epochs} epochs x {runs} runs ({len(config.run.targets)} targets)",
                     hours + evals, {"train_hours": hours, "per_epoch_eval_hours": evals,
-                                    "evaluations_per_target": n_evals})
+                                    "evaluations_per_target": n_evals}, gpus_per_task=least, spread=True)
+
+
+def _params(table: Mapping[str, Any], refs: Any) -> list[float]:
+    """The parameter counts the table (else the packaged one) gives the models ``refs`` (0: unknown)."""
+    out = []
+    for ref in refs:
+        found = next((t.get("models", {}).get(ref, {}).get("params") for t in (table, load_throughput())
+                      if t.get("models", {}).get(ref, {}).get("params")), 0)
+        out.append(float(found or 0))
+    return out
+
+
+def engine_gpus(config: Config, model: str, table: Mapping[str, Any], a: Assumptions) -> int:
+    """GPUs of one in-process vLLM engine: augment.tensor_parallel_size x pipeline_parallel_size, else the fewest
+    that hold the generator's bf16 weights."""
+    g = config.augment
+    if g.tensor_parallel_size:
+        return g.tensor_parallel_size * g.pipeline_parallel_size
+    (params,) = _params(table, [model])
+    return least_gpus(params, a.weight_bytes, table, a) * g.pipeline_parallel_size if params else 1
 
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] (BERT), never masked: crows._score_masked skips the tokenizer's specials
@@ -493,6 +533,37 @@ _STEPS = {"augment": _augment, "neutral": _neutral, "sample": _sample, "entropy"
           "evaluate": _evaluate, "evaluate-posthoc": _evaluate_posthoc}
 
 
-def wall_hours(costs: list[StepCost], gpus: int) -> float:
-    """Wall time on ``gpus`` GPUs: each step spreads over min(gpus, its parallel tasks); steps run in order."""
-    return sum(c.gpu_hours / max(1, min(gpus, c.tasks)) for c in costs)
+def gpu_memory(table: Mapping[str, Any], a: Assumptions) -> float:
+    """Bytes of memory of the table's GPU (``gpu.memory_bytes``), else the assumption's."""
+    return float(table.get("gpu", {}).get("memory_bytes") or a.gpu_memory)
+
+
+def least_gpus(params: float, bytes_per_param: float, table: Mapping[str, Any], a: Assumptions) -> int:
+    """The fewest GPUs whose usable memory holds ``params`` x ``bytes_per_param`` (the state sharded over them)."""
+    return max(1, math.ceil(params * bytes_per_param / (gpu_memory(table, a) * a.usable_memory)))
+
+
+def efficiency(gpus: int, a: Assumptions) -> float:
+    """The share of one GPU's rate each of ``gpus`` GPUs of one task keeps (1 alone; within a node; across)."""
+    if gpus <= 1:
+        return 1.0
+    return a.within_node_efficiency if gpus <= a.gpus_per_node else a.across_nodes_efficiency
+
+
+def step_wall(c: StepCost, gpus: int, a: Assumptions | None = None) -> tuple[float, int, int]:
+    """(wall hours, tasks side by side, GPUs per task) of step ``c`` on ``gpus`` GPUs: as many tasks side by side
+    as the GPUs hold (each on at least ``gpus_per_task``), and a task that can spread (a fine-tuning: DDP / FSDP)
+    over the GPUs left to it, each GPU keeping :func:`efficiency` of its rate. Wall time is infinite when one task
+    needs more GPUs than there are."""
+    a = a or Assumptions()
+    if gpus < c.gpus_per_task:
+        return math.inf, 0, c.gpus_per_task
+    side = max(1, min(c.tasks, gpus // c.gpus_per_task))
+    per = max(c.gpus_per_task, gpus // side) if c.spread else c.gpus_per_task
+    one = c.gpu_hours / max(c.tasks, 1)  # one task's hours at one GPU's rate
+    return one * max(c.tasks, 1) / side / (per * efficiency(per, a)), side, per
+
+
+def wall_hours(costs: list[StepCost], gpus: int, a: Assumptions | None = None) -> float:
+    """Wall time on ``gpus`` GPUs: each step as :func:`step_wall` spreads it; steps run in order."""
+    return sum(step_wall(c, gpus, a)[0] for c in costs)

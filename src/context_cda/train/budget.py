@@ -127,7 +127,8 @@ def budget_view(view: Config, config: Config, keys: Mapping[str, Any]) -> Config
 
 
 def finetune_view(view: Config, config: Config, keys: Mapping[str, Any]) -> Config:
-    """A fine-tuning sees its own arm (step_view), the corpus settings that arm reads, the dropout settings when it
+    """A fine-tuning sees its own arm (step_view), the corpus settings that arm reads (not ``train.launcher``: the
+    Kubeflow pipeline is compiled with it, and the result is the same either way), the dropout settings when it
     is the dropout arm, and the per-epoch evaluation settings of its arm (:func:`per_epoch_settings`): adding a
     benchmark that is not scored per epoch (WinoGender, GLUE ...) or another arm's benchmark list retrains
     nothing."""
@@ -135,6 +136,7 @@ def finetune_view(view: Config, config: Config, keys: Mapping[str, Any]) -> Conf
 
     arm = str(keys["arm"])
     _unread(view, _reads([arm], config.train.k))
+    view.train.launcher = Config().train.launcher  # how the pipeline runs it (compiled in), not what it makes
     if arm != "dropout":
         view.baselines.dropout = Config().baselines.dropout
     view.evaluate = _with_decontamination_files(per_epoch_settings(view.evaluate), view.evaluate)

@@ -56,19 +56,22 @@ EvaluateFn = Callable[[Any, Any, Any], Mapping[str, float]]
 def default_evaluate_fn(config: Config) -> EvaluateFn | None:
     """:func:`context_cda.evaluate.evaluate_model` (StereoSet + CrowS-Pairs, ``config.evaluate``), or None when
     the benchmarks cannot be imported. The function keeps its last results in ``.predictions`` (``{benchmark:
-    result}``, the per-item rows among them), which the per-epoch evaluation saves for epoch 0 and the last epoch."""
+    result}``, the per-item rows among them), which the per-epoch evaluation saves for epoch 0 and the last epoch.
+    It is ``sharded``: under several processes each scores its share of the items (``world``), and rank 0 gets
+    every item's scores, in order, and the metrics (the others get ``{}``)."""
     try:
         from ..evaluate import evaluate_model
     except ImportError as e:
         logger.warning("context_cda.evaluate unavailable (%s)", e)
         return None
 
-    def evaluate(model, tokenizer, eval_config) -> Mapping[str, float]:
+    def evaluate(model, tokenizer, eval_config, world=None) -> Mapping[str, float]:
         flat, evaluate.predictions = evaluate_model(model, tokenizer, eval_config, data_cache=config.run.data_cache,
-                                                    with_predictions=True)
+                                                    with_predictions=True, world=world)
         return flat
 
     evaluate.predictions = None  # type: ignore[attr-defined]
+    evaluate.sharded = True  # type: ignore[attr-defined]
     return evaluate
 
 
@@ -351,11 +354,11 @@ def _train(config, model, tok, family, corpus: _Corpus, out: Path, target, arm, 
 
     tcfg = config.train
     acc = make_accelerator(tcfg, config.run.device)
-    main = acc.is_main_process  # under DDP only the main process logs and writes files
+    main = acc.is_main_process  # under torchrun only the main process logs and writes files
     if main:
         _remove_leftovers(out, say)
     tracker = tracker_for(config, target=target, arm=arm, seed=seed) if main else NullTracker()
-    fingerprint = data_fingerprint(corpus.examples, tcfg, seed, family)
+    fingerprint = data_fingerprint(corpus.examples, tcfg, seed, family, acc.num_processes)
     ckpt = last_checkpoint(out)
     if ckpt is not None and checkpoint_fingerprint(ckpt[1]) != fingerprint:
         say(f"finetune {target}/{arm}: checkpoints in {out} belong to other data or settings; starting afresh")
@@ -406,15 +409,22 @@ def _epoch_evaluator(config, evaluate_fn, evaluate: bool, vanilla_metrics, metri
     if fn is None:
         return None
 
-    def on_eval(m, t, epoch: int) -> dict[str, float]:
+    def on_eval(m, t, epoch: int, world=None) -> dict[str, float] | None:
+        """One epoch's scores; under several processes (``world``) each scores its share of the items and rank 0
+        alone writes metrics.csv, the predictions and the MLflow metrics (a function that is not ``sharded``
+        runs on rank 0 only)."""
+        main = world is None or world.main
         if epoch == 0 and vanilla_metrics is not None:
             metrics = dict(vanilla_metrics)
-        else:
+        elif main or getattr(fn, "sharded", False):
             if hasattr(fn, "predictions"):
                 fn.predictions = None
-            metrics = dict(fn(m, t, config.evaluate if epoch == 0 else eval_cfg))  # epoch 0: the vanilla model
-            if getattr(fn, "predictions", None):
+            cfg = config.evaluate if epoch == 0 else eval_cfg  # epoch 0: the vanilla model
+            metrics = dict(fn(m, t, cfg, world=world) if world is not None else fn(m, t, cfg))
+            if main and getattr(fn, "predictions", None):
                 save_epoch_predictions(metrics_log.path.parent, epoch, fn.predictions)
+        if not main:
+            return None
         metrics_log.add(epoch, metrics)
         tracker.log_metrics(metrics, step=epoch)
         say(f"finetune {label} epoch {epoch}: {headline(metrics)}")
@@ -469,6 +479,8 @@ def _summary(target, arm, seed, family, corpus: _Corpus, result, metrics_log: Me
         "token_budget": corpus.budget,
         "epochs": result.epochs_done,
         "steps": result.global_step,
+        "processes": result.processes,
+        "global_batch": result.global_batch,
         "resumed_from_epoch": result.resumed_from,
         "final_loss": result.epoch_losses.get(max(result.epoch_losses)) if result.epoch_losses else None,
         "metrics": {k: (None if v != v else v) for k, v in last_row.items() if k not in ID_COLUMNS},

@@ -1,9 +1,17 @@
 """The fine-tuning loop: one loop for every model family, on ``accelerate``.
 
-* Single process on CPU or one GPU, or several processes under ``accelerate launch`` / ``torchrun`` (DDP): each
-  process takes every ``world_size``-th batch of the epoch's (seeded) batch order.
-* Gradient accumulation (``grad_accum`` micro-batches per optimizer step, gradients synchronised once per step),
-  mixed precision (bf16/fp16 on GPU), gradient clipping, AdamW with linear warm-up and decay.
+* Single process on CPU or one GPU, or several processes under ``torchrun`` / ``accelerate launch`` / a Kubeflow
+  TrainJob (:mod:`context_cda.distributed`; DDP, or FSDP with ``train.strategy``). An optimizer step takes the
+  next :func:`micro_per_step` micro-batches of the epoch's seeded batch order, wherever they run: micro-batch i of
+  a step goes to process ``i mod world``, every process makes the same number of passes (one short of micro-batches
+  pads with a pass of weight 0), and the weights make the averaged gradient the mean over the step's micro-batches
+  (:func:`rank_share`). Masking and dropout are seeded per micro-batch by (seed, epoch, batch), so 1 process and N
+  at the same global batch (``train.global_batch_size``, or ``grad_accum`` x processes) take the same steps and
+  end with the same weights, to float rounding of the gradient's reduction.
+* Gradient accumulation (``grad_accum`` micro-batches per process and optimizer step, gradients synchronised once
+  per step), mixed precision (bf16/fp16 on GPU), gradient clipping, AdamW with linear warm-up and decay.
+* Per-epoch evaluation on every process, each scoring its share of each benchmark's items (gathered on rank 0,
+  which writes; :mod:`context_cda.train.finetune`), with FSDP's parameters gathered for it.
 * A checkpoint after every epoch (after that epoch's evaluation) in ``checkpoints/epoch-N`` (model, optimizer,
   scheduler and RNG states through ``accelerator.save_state``, then ``state.json`` as the completion marker);
   :func:`train` resumes from the last complete checkpoint. Batch order and masking depend only on (seed, epoch,
@@ -48,19 +56,23 @@ class TrainingDiverged(ConfigError):
 
 STATE_FILE = "state.json"
 
-# evaluate(model, tokenizer, epoch) -> metrics; called on the main process with the model in eval mode
-EpochEval = Callable[[Any, Any, int], dict[str, float]]
+# evaluate(model, tokenizer, epoch[, world]) -> metrics, with the model in eval mode: one process, or under FSDP
+# rank 0 alone with a whole copy of the model, scores every item; under DDP every process is called with the
+# job's world (context_cda.distributed.World) and scores its share, rank 0 gathering (its metrics count)
+EpochEval = Callable[..., dict[str, float] | None]
 
 
 @dataclass
 class TrainResult:
-    model: Any  # the unwrapped trained model
+    model: Any  # the unwrapped trained model (FSDP: a whole copy on rank 0, None on the other processes)
     epochs_done: int
     global_step: int
     resumed_from: int | None
-    losses: list[float] = field(default_factory=list)  # per optimizer step (this process's micro-batch mean)
+    losses: list[float] = field(default_factory=list)  # per optimizer step: its mean over the micro-batches
     epoch_losses: dict[int, float] = field(default_factory=dict)
     tokens: int = 0
+    processes: int = 1  # of the job (torchrun's WORLD_SIZE)
+    global_batch: int = 0  # sequences per optimizer step over all processes
 
 
 def precision_for(precision: str, device: str) -> str:
@@ -78,31 +90,64 @@ def precision_for(precision: str, device: str) -> str:
 
 
 def make_accelerator(tcfg, device: str = "auto"):
+    """accelerate's Accelerator for ``train``: mixed precision, CPU or GPU, and under several processes the
+    strategy of ``train.strategy`` (:func:`fsdp_plugin`); the process group is :mod:`context_cda.distributed`'s,
+    opened here when the step envelope has not opened it yet."""
     from accelerate import Accelerator
 
+    from .. import distributed
     from ..models import pick_device
 
     dev = pick_device(device)
-    return Accelerator(mixed_precision=precision_for(tcfg.precision, dev), cpu=dev == "cpu")
+    world = distributed.init(tcfg.dist_timeout_s, dev)
+    plugin = fsdp_plugin(tcfg, dev) if world.distributed and tcfg.strategy == "fsdp" else None
+    return Accelerator(mixed_precision=precision_for(tcfg.precision, dev), cpu=dev == "cpu", fsdp_plugin=plugin)
 
 
-def shard_batches(batches: list[list[int]], rank: int, world: int) -> list[tuple[int, list[int]]]:
-    """This process's share of the epoch's batches (same count on every process, so DDP never waits forever)."""
-    if world == 1:
-        return list(enumerate(batches))
-    n = max(len(batches) // world, 1)
-    out = []
-    for j in range(n):
-        b = (j * world + rank) % len(batches)
-        out.append((b, batches[b]))
-    return out
+def fsdp_plugin(tcfg, device: str):
+    """accelerate's FSDP settings for ``train.strategy=fsdp``: parameters, gradients and optimizer state fully
+    sharded, each of the model's repeated blocks (its ``_no_split_modules``: read by accelerate from the model, never
+    from its name) one shard unit, sharded checkpoints (every rank writes its part; a resume needs the same number
+    of processes, which the checkpoint's fingerprint records). accelerate runs FSDP on GPUs only."""
+    if not device.startswith("cuda"):
+        raise ConfigError(f"train.strategy=fsdp shards the model across GPUs and needs CUDA (run.device is {device}); "
+                          "use train.strategy=ddp on CPU.")
+    from accelerate.utils import FullyShardedDataParallelPlugin
+
+    return FullyShardedDataParallelPlugin(reshard_after_forward="FULL_SHARD", auto_wrap_policy="transformer_based_wrap",
+                                          state_dict_type="SHARDED_STATE_DICT", use_orig_params=True,
+                                          cpu_ram_efficient_loading=False)
+
+
+def micro_per_step(tcfg, world: int = 1) -> int:
+    """Micro-batches (of ``train.batch_size`` sequences) per optimizer step over all processes:
+    ``global_batch_size / batch_size``, else ``grad_accum`` x processes."""
+    if tcfg.global_batch_size is not None:
+        return max(tcfg.global_batch_size // tcfg.batch_size, 1)
+    return tcfg.grad_accum * world
+
+
+def step_plan(n_examples: int, tcfg, seed: int, epoch: int, world: int = 1) -> list[list[tuple[int, list[int]]]]:
+    """The epoch's optimizer steps: each the list of its micro-batches, ``(batch number, example indices)``, the
+    next :func:`micro_per_step` of the epoch's seeded batch order (the last step may have fewer)."""
+    batches = list(enumerate(epoch_batches(n_examples, tcfg.batch_size, seed, epoch)))
+    m = micro_per_step(tcfg, world)
+    return [batches[i : i + m] for i in range(0, len(batches), m)]
+
+
+def rank_share(step: Sequence[tuple[int, list[int]]], rank: int, world: int) -> list[tuple[int, list[int], bool]]:
+    """Process ``rank``'s passes of one optimizer step, ``(batch number, example indices, real)``: micro-batch i
+    goes to process ``i mod world``; every process makes ``ceil(k / world)`` passes, one with fewer micro-batches
+    than that padding with the step's first micro-batch, not real (weight 0: DDP and FSDP need every process in
+    every collective). A real pass's loss is weighted ``world / k``, so the average of the processes' gradients is
+    the mean over the step's k micro-batches, as one process computes it."""
+    passes = math.ceil(len(step) / world)
+    mine = [(b, idx, True) for b, idx in step[rank::world]]
+    return mine + [(step[0][0], step[0][1], False)] * (passes - len(mine))
 
 
 def steps_per_epoch(n_examples: int, tcfg, world: int = 1) -> int:
-    n_batches = math.ceil(n_examples / tcfg.batch_size)
-    if world > 1:
-        n_batches = max(n_batches // world, 1)
-    return math.ceil(n_batches / tcfg.grad_accum)
+    return math.ceil(math.ceil(n_examples / tcfg.batch_size) / micro_per_step(tcfg, world))
 
 
 def last_checkpoint(out_dir: Path | str) -> tuple[int, Path] | None:
@@ -121,17 +166,27 @@ def last_checkpoint(out_dir: Path | str) -> tuple[int, Path] | None:
     return best
 
 
-def data_fingerprint(examples: Sequence[dict[str, list[int]]], tcfg, seed: int, family: str) -> str:
+#: train settings that do not change a run's trajectory nor its checkpoints' format (left out of the fingerprint);
+#: grad_accum and global_batch_size enter through the micro-batches per step they make (:func:`micro_per_step`)
+_NOT_TRAJECTORY = {"eval_every", "arms", "seeds", "k", "min_rows", "keep_checkpoints", "keep_epoch_weights",
+                   "keep_resume_state", "launcher", "dist_timeout_s", "grad_accum", "global_batch_size"}
+
+
+def data_fingerprint(examples: Sequence[dict[str, list[int]]], tcfg, seed: int, family: str, world: int = 1) -> str:
     """Hash of what determines the training trajectory: the token rows, the train settings (except how often
-    to evaluate), the seed and the family. A checkpoint resumes only a run with the same fingerprint."""
+    to evaluate), the micro-batches per optimizer step, the seed and the family; with FSDP also the number of
+    processes (its checkpoints are sharded per process). A checkpoint resumes only a run with the same
+    fingerprint: a DDP checkpoint resumes on any number of processes that makes the same global batch."""
     import hashlib
 
     h = hashlib.sha256()
     for ex in examples:
         h.update(np.asarray(ex["input_ids"], dtype=np.int64).tobytes())
         h.update(b"|")
-    settings = tcfg.model_dump(mode="json", exclude={"eval_every", "arms", "seeds", "k", "min_rows",
-                                                     "keep_checkpoints", "keep_epoch_weights", "keep_resume_state"})
+    settings = tcfg.model_dump(mode="json", exclude=_NOT_TRAJECTORY)
+    settings["micro_per_step"] = micro_per_step(tcfg, world)
+    if tcfg.strategy == "fsdp" and world > 1:
+        settings["processes"] = world
     h.update(json.dumps([settings, seed, family], sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -173,6 +228,7 @@ class _Session:
     objective: Objective
     world: int
     rank: int
+    fsdp: bool = False  # train.strategy=fsdp under several processes: the parameters are sharded
     start_epoch: int = 1
     global_step: int = 0
     resumed: int | None = None
@@ -221,7 +277,7 @@ def train(
     run = _prepare(acc, model, tokenizer, family, tcfg, len(examples))
     _resume(run, out, fingerprint, say)
     if run.resumed is None and evaluate is not None:
-        _run_eval(acc, run.model, tokenizer, evaluate, 0)
+        _run_eval(run, tokenizer, evaluate, 0)
     epochs_done = run.start_epoch - 1
     for epoch in range(run.start_epoch, tcfg.epochs + 1):
         if tcfg.max_steps is not None and run.global_step >= tcfg.max_steps:
@@ -230,7 +286,7 @@ def train(
         say(f"epoch {epoch}: loss {run.epoch_losses[epoch]:.4f} (step {run.global_step})")
         last = epoch == tcfg.epochs or (tcfg.max_steps is not None and run.global_step >= tcfg.max_steps)
         if evaluate is not None and evaluates_after(epoch, tcfg.eval_every, last):
-            _run_eval(acc, run.model, tokenizer, evaluate, epoch)
+            _run_eval(run, tokenizer, evaluate, epoch)
         with deferred():  # a SIGTERM waits until the epoch's checkpoint is complete and the old ones pruned
             if not last or last_state:
                 _save_checkpoint(acc, out, epoch, run.global_step, {"epoch_losses": run.epoch_losses}, fingerprint)
@@ -240,13 +296,15 @@ def train(
         epochs_done = epoch
     acc.wait_for_everyone()
     return TrainResult(
-        model=acc.unwrap_model(run.model),
+        model=full_copy(acc, run.model) if run.fsdp else acc.unwrap_model(run.model),
         epochs_done=epochs_done,
         global_step=run.global_step,
         resumed_from=run.resumed,
         losses=run.losses,
         epoch_losses=dict(run.epoch_losses),
         tokens=sum(len(e["input_ids"]) for e in examples),
+        processes=run.world,
+        global_batch=micro_per_step(tcfg, run.world) * tcfg.batch_size,
     )
 
 
@@ -269,8 +327,13 @@ def _prepare(acc, model, tokenizer, family: str, tcfg, n_examples: int) -> _Sess
     optimizer = torch.optim.AdamW(param_groups(model, tcfg.weight_decay), lr=tcfg.learning_rate)
     # accelerate's prepared scheduler advances num_processes times per optimizer step: scale the schedule
     scheduler = linear_schedule(optimizer, int(tcfg.warmup_ratio * total_steps) * world, total_steps * world)
+    fsdp = world > 1 and tcfg.strategy == "fsdp"
+    if fsdp and hasattr(model, "peft_config"):
+        raise ConfigError("train.strategy=fsdp with train.lora: LoRA's trainable weights are small, so train it with "
+                          "train.strategy=ddp.")
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
-    return _Session(acc, model, optimizer, scheduler, objective, world, rank, keep_weights=tcfg.keep_epoch_weights)
+    return _Session(acc, model, optimizer, scheduler, objective, world, rank, fsdp,
+                    keep_weights=tcfg.keep_epoch_weights)
 
 
 def remove_partial(out_dir: Path | str, keep_weights: bool = False) -> list[Path]:
@@ -319,19 +382,19 @@ def _resume(run: _Session, out: Path, fingerprint: str | None, say: Callable[[st
 
 def _train_epoch(run: _Session, examples, tcfg, seed: int, epoch: int, max_grad_norm: float,
                  on_step: Callable[[int, int], None] | None) -> None:
-    """One epoch of optimizer steps (``grad_accum`` micro-batches each); batch order and masking depend only on
-    (seed, epoch, batch). The main process reports its progress (:mod:`context_cda.progress`)."""
+    """One epoch of optimizer steps (:func:`step_plan`, this process's passes of each: :func:`rank_share`); batch
+    order, masking and dropout depend only on (seed, epoch, batch). The main process reports its progress
+    (:mod:`context_cda.progress`)."""
     from ..progress import Progress
 
     run.model.train()
-    mine = shard_batches(epoch_batches(len(examples), tcfg.batch_size, seed, epoch), run.rank, run.world)
-    groups = [mine[i : i + tcfg.grad_accum] for i in range(0, len(mine), tcfg.grad_accum)]
+    steps = step_plan(len(examples), tcfg, seed, epoch, run.world)
     ep_loss, ep_n = 0.0, 0
     main = run.acc.is_main_process
-    with Progress(len(groups), f"train epoch {epoch}/{tcfg.epochs}", "step", bar=main,
+    with Progress(len(steps), f"train epoch {epoch}/{tcfg.epochs}", "step", bar=main,
                   every=None if main else 0) as bar:
-        for group in groups:
-            step_loss = _optimizer_step(run, examples, group, seed, epoch, tcfg, max_grad_norm)
+        for step in steps:
+            step_loss = _optimizer_step(run, examples, step, seed, epoch, tcfg, max_grad_norm)
             ep_loss, ep_n = ep_loss + step_loss, ep_n + 1
             bar.update(1)
             bar.set_postfix(loss=f"{step_loss:.3f}", step=run.global_step)
@@ -342,20 +405,33 @@ def _train_epoch(run: _Session, examples, tcfg, seed: int, epoch: int, max_grad_
     run.epoch_losses[epoch] = ep_loss / max(ep_n, 1)
 
 
-def _optimizer_step(run: _Session, examples, group, seed: int, epoch: int, tcfg, max_grad_norm: float) -> float:
-    """One optimizer step over the micro-batches of ``group``; returns its loss."""
+def micro_seed(seed: int, epoch: int, batch: int) -> int:
+    """The torch seed of one micro-batch's forward pass (dropout): the same on whichever process runs it."""
+    return int(np.random.SeedSequence([seed, epoch, batch, 1]).generate_state(1)[0])
+
+
+def _optimizer_step(run: _Session, examples, step, seed: int, epoch: int, tcfg, max_grad_norm: float) -> float:
+    """One optimizer step over the micro-batches of ``step`` (this process's passes: :func:`rank_share`); returns
+    its loss, the mean over the step's micro-batches (averaged over the processes)."""
+    import torch
+
     acc, model = run.acc, run.model
+    passes = rank_share(step, run.rank, run.world)
     step_loss = 0.0
-    for j, (b, idx) in enumerate(group):
+    for j, (b, idx, real) in enumerate(passes):
         rng = np.random.default_rng([seed, epoch, b])
         batch = run.objective.collate([examples[i] for i in idx], rng)
         batch = {k: v.to(acc.device) for k, v in batch.items()}
-        sync = j == len(group) - 1
+        sync = j == len(passes) - 1
         ctx = contextlib.nullcontext() if sync or run.world == 1 else acc.no_sync(model)
+        torch.manual_seed(micro_seed(seed, epoch, b))
         with ctx, acc.autocast():
-            loss = model(**batch).loss / len(group)
+            loss = model(**batch).loss
+            loss = loss * run.world / len(step) if real else loss * 0.0
             acc.backward(loss)
         step_loss += float(loss.detach())
+    if run.world > 1:  # every process the same figure: the step's mean loss (and the same verdict on NaN)
+        step_loss = float(acc.reduce(torch.tensor(step_loss, device=acc.device), reduction="mean"))
     check_finite(step_loss, epoch, run.global_step + 1, tcfg)
     if max_grad_norm and max_grad_norm > 0:
         acc.clip_grad_norm_(model.parameters(), max_grad_norm)
@@ -379,17 +455,47 @@ def check_finite(loss: float, epoch: int, step: int, tcfg) -> None:
                            f"run diverged. {hint[0].upper() + hint[1:]}; the finished epochs' checkpoints are kept.")
 
 
-def _run_eval(acc, model, tokenizer, evaluate: EpochEval, epoch: int) -> None:
+def _run_eval(run: _Session, tokenizer, evaluate: EpochEval, epoch: int) -> None:
+    """Evaluate with the RNG streams untouched: one process scores everything; under DDP every process scores its
+    share (``evaluate(..., world)``); under FSDP rank 0 scores a whole copy of the model (:func:`full_copy`) while
+    the others wait."""
     import torch
 
-    if acc.is_main_process:
-        inner = acc.unwrap_model(model)
-        was_training = inner.training
-        inner.eval()
-        with preserved_rng(), torch.no_grad():
-            evaluate(inner, tokenizer, epoch)
-        inner.train(was_training)
+    from .. import distributed
+
+    acc = run.acc
+    with preserved_rng(), torch.no_grad():
+        if run.fsdp:
+            whole = full_copy(acc, run.model)
+            if whole is not None:
+                evaluate(whole.eval(), tokenizer, epoch)
+        else:
+            inner = acc.unwrap_model(run.model)
+            was_training = inner.training
+            inner.eval()
+            world = distributed.current()
+            if world.distributed:
+                evaluate(inner, tokenizer, epoch, world)
+            elif acc.is_main_process:
+                evaluate(inner, tokenizer, epoch)
+            inner.train(was_training)
     acc.wait_for_everyone()
+
+
+def full_copy(acc, model):
+    """FSDP: every process takes part in gathering the whole state dict; rank 0 gets a plain (unsharded) copy of
+    the model with it, on its device, for evaluation and the final save; the other processes get None."""
+    import torch
+
+    state = acc.get_state_dict(model)
+    if not acc.is_main_process:
+        return None
+    inner = acc.unwrap_model(model)
+    with torch.device("meta"):
+        whole = type(inner)(inner.config)
+    whole.load_state_dict(state, strict=False, assign=True)
+    whole.tie_weights()
+    return whole.to(acc.device)
 
 
 def _save_checkpoint(
@@ -412,7 +518,8 @@ def _save_checkpoint(
     acc.wait_for_everyone()
 
 
-WEIGHT_FILES = ("model*.safetensors", "pytorch_model*.bin")
+#: an epoch folder's model weights (FSDP: the folder of each process's shards)
+WEIGHT_FILES = ("model*.safetensors", "pytorch_model*.bin", "pytorch_model_fsdp_*")
 
 
 def prune_checkpoints(out_dir: Path | str, keep: int = 1, keep_weights: bool = False) -> list[Path]:
@@ -443,7 +550,7 @@ def drop_resume_state(out_dir: Path | str, keep_weights: bool = False) -> int:
     for tmp in root.glob(".epoch-*.tmp"):  # a save killed half-way
         shutil.rmtree(tmp, ignore_errors=True)
     prune_checkpoints(out_dir, keep=0, keep_weights=keep_weights)
-    if not any(root.rglob("*.safetensors")) and not any(root.rglob("*.bin")):
+    if not any(any(root.rglob(p)) for p in ("*.safetensors", "*.bin", "*.distcp")):
         shutil.rmtree(root, ignore_errors=True)
     after = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
     return before - after

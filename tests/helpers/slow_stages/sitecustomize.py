@@ -30,14 +30,15 @@ if _SPEC:
             if fn is None:
                 return None
 
-            def evaluate(model, tokenizer, eval_config):
+            def evaluate(model, tokenizer, eval_config, world=None):
                 time.sleep(_DELAYS["finetune"])
                 fn.predictions = evaluate.predictions
-                out = fn(model, tokenizer, eval_config)
+                out = fn(model, tokenizer, eval_config, world=world)
                 evaluate.predictions = fn.predictions
                 return out
 
             evaluate.predictions = None
+            evaluate.sharded = True  # under torchrun every process scores its share, as the wrapped function does
             return evaluate
 
         _finetune.default_evaluate_fn = _slow_evaluate_fn
