@@ -61,11 +61,11 @@ def _setup_logging() -> None:
 def _for_a_log() -> None:
     """Output that reads well in a log file or a pod's log: stdout written line by line (the step banners and
     summaries arrive in order with the stderr progress lines), library progress bars off off a terminal (ours
-    write lines instead: :mod:`context_cda.progress`), and the third-party warnings that mean nothing to a user
+    write lines instead: :mod:`context_cda.runtime.progress`), and the third-party warnings that mean nothing to a user
     filtered (said once, by name)."""
     import os
 
-    from .progress import on_terminal, quiet_library_noise
+    from .runtime.progress import on_terminal, quiet_library_noise
 
     if not sys.stdout.isatty() and hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)
@@ -120,10 +120,10 @@ def _rank() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one message and exit 2 (75: retry later; see
     :mod:`context_cda.errors`), never a traceback; a SIGTERM stops the command cleanly with exit code 143 and
-    says how to resume (:mod:`context_cda.signals`)."""
+    says how to resume (:mod:`context_cda.runtime.signals`)."""
     import errno
 
-    from .signals import Terminated, resume_hint, sigterm_raises
+    from .runtime.signals import Terminated, resume_hint, sigterm_raises
 
     _setup_logging()
     try:

@@ -4,7 +4,7 @@ Exit codes: 2 for everything the user must fix (a config key, an input file, a m
 answers with an error), 75 (``EX_TEMPFAIL`` of sysexits.h: "try again later") for :class:`RetryLater` — items
 that failed for a transient reason, or a run folder another process is working in. Rerunning the same command
 later is the fix for those; nothing that finished is redone. 143 (128 + SIGTERM): the command was stopped by
-SIGTERM (:mod:`context_cda.signals`): finished work is kept, rerunning resumes; 130: stopped by Ctrl-C.
+SIGTERM (:mod:`context_cda.runtime.signals`): finished work is kept, rerunning resumes; 130: stopped by Ctrl-C.
 """
 
 from __future__ import annotations

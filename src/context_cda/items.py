@@ -153,11 +153,11 @@ def run_items(run: ItemRun[T], items: Sequence[T], process: Callable[[list[T], A
 
 
 def _bar(run: ItemRun[Any], total: int) -> Any:
-    """A bar on a terminal when ``run.progress``, else a progress line every interval (:mod:`context_cda.progress`:
+    """A bar on a terminal when ``run.progress``, else a progress line every interval (:mod:`context_cda.runtime.progress`:
     done, rate, ETA, the stage's postfix), so a log shows this work too."""
     if not total:
         return None
-    from .progress import Progress
+    from .runtime.progress import Progress
 
     return Progress(total, run.what, run.unit, bar=run.progress)
 

@@ -29,7 +29,7 @@ from . import steps as E
 from .config import Config
 from .errors import ConfigError, InputError, ItemErrors
 from .layout import RunLayout
-from .signals import Terminated
+from .runtime.signals import Terminated
 from .steps import Counts, Step, is_fresh
 
 __all__ = ["Step", "StepResult", "is_fresh", "plan", "run_pipeline", "select", "to_run", "with_errors"]

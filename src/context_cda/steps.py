@@ -7,7 +7,7 @@ repro``) and the Kubeflow components (``components/_runtime.py``) run a step of 
 1. takes the step's inputs from the table (:func:`make`; a door may replace some: ``--input``, a component's
    input artifacts) and its folder from the run layout;
 2. holds the step folder's lock (:func:`lock`): a second process in the same folder is refused, naming the holder;
-3. holds the SIGTERM guard (:func:`context_cda.signals.sigterm_raises`): a SIGTERM stops the stage at the next
+3. holds the SIGTERM guard (:func:`context_cda.runtime.signals.sigterm_raises`): a SIGTERM stops the stage at the next
    Python instruction; finished shards and epochs are on disk already, the lock is released on the way out;
 4. checks that every table it reads came from this run's producer step (:func:`check_inputs`);
 5. hands the stage body a :class:`Recorder` (:func:`recorder`), to which the body reports its timings, outputs,
@@ -269,9 +269,9 @@ class Ran:
 
 
 def _world(config: Config):
-    """The job's processes (:mod:`context_cda.distributed`): one, or torchrun's N, whose process group is opened
+    """The job's processes (:mod:`context_cda.runtime.distributed`): one, or torchrun's N, whose process group is opened
     here with ``train.dist_timeout_s``. Every rank runs the command; only rank 0 locks, records and marks."""
-    from . import distributed
+    from .runtime import distributed
 
     return distributed.init(config.train.dist_timeout_s, config.run.device)
 
@@ -298,7 +298,7 @@ def run(step: Step, config: Config, check: bool = True, body: Any = None, **extr
     artifact). In a distributed job (torchrun) a row that runs on every rank (``Stage.ranks``: the fine-tuning)
     runs its body on each, rank 0 alone writing; any other step runs on rank 0 while the others wait for its
     outcome (:func:`_on_rank0`)."""
-    from . import distributed
+    from .runtime import distributed
 
     world = _world(config)
     if world.distributed and step.row.ranks != "all":
@@ -310,9 +310,9 @@ def run(step: Step, config: Config, check: bool = True, body: Any = None, **extr
 
 
 def _run(step: Step, config: Config, main: bool, check: bool, body: Any, extra: Mapping[str, Any]) -> Ran:
-    from .progress import activity
-    from .progress import step as progress_step
-    from .signals import sigterm_raises
+    from .runtime.progress import activity
+    from .runtime.progress import step as progress_step
+    from .runtime.signals import sigterm_raises
 
     fn = body or T.get_stage(step.row.step)
     with (lock(step.out_dir, step.name) if main else contextlib.nullcontext()), sigterm_raises(), \
@@ -343,7 +343,7 @@ def _on_rank0(step: Step, config: Config, world, check: bool, body: Any, extra: 
     """A step that is not distributed (the token budget), in a distributed job: rank 0 runs it; the other ranks
     wait for its outcome, then carry its summary, or stop without a word of their own when it failed (rank 0's
     line says why)."""
-    from .distributed import RankZeroFailed
+    from .runtime.distributed import RankZeroFailed
 
     if world.main:
         try:

@@ -2,7 +2,7 @@
 (augment, finetune), `ccda run` (inside sample, entropy and finetune) and a Kubeflow task's own process (sample,
 finetune; ``slow``). Each stops within seconds with exit code 143 and one line saying how to resume, keeps every
 finished shard / epoch, releases its locks, marks its MLflow run KILLED, and the next run finishes the work with
-nothing lost and nothing done twice (:mod:`context_cda.signals`, the step envelope :mod:`context_cda.steps`)."""
+nothing lost and nothing done twice (:mod:`context_cda.runtime.signals`, the step envelope :mod:`context_cda.steps`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from fake_openai import FakeOpenAIServer  # noqa: E402
 
 from context_cda import layout as L  # noqa: E402
 from context_cda import schemas as S  # noqa: E402
-from context_cda.signals import EXIT_CODE  # noqa: E402
+from context_cda.runtime.signals import EXIT_CODE  # noqa: E402
 from context_cda.steps import MARKER  # noqa: E402
 
 STOP_WITHIN_S = 15.0  # signal to the closing line, under the load of a shared 2-core machine (seen: under 1 s)

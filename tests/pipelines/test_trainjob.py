@@ -339,7 +339,7 @@ def test_a_refused_or_vanished_trainjob_is_one_error(tmp_path):
 def test_sigterm_to_the_task_deletes_its_trainjob(tmp_path):
     import os
 
-    from context_cda.signals import Terminated, sigterm_raises
+    from context_cda.runtime.signals import Terminated, sigterm_raises
 
     cluster, inputs, config = _setup(tmp_path)
     with FakeTrainer() as k8s:

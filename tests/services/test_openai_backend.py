@@ -208,7 +208,7 @@ def test_sigterm_while_requests_are_in_flight_stops_cleanly(capfd):
     import threading
     import time
 
-    from context_cda.signals import Terminated, sigterm_raises
+    from context_cda.runtime.signals import Terminated, sigterm_raises
 
     rng = random.Random(7)
     with FakeOpenAIServer() as srv:

@@ -1,4 +1,4 @@
-"""Progress an operator can read (context_cda.progress): a line every N seconds off a terminal with what the bar
+"""Progress an operator can read (context_cda.runtime.progress): a line every N seconds off a terminal with what the bar
 shows (done / total, rate, ETA, postfix), nested work on its outer work's line, a note when nothing moved, no
 lines under a bar, the step's name first; and for real, in a process whose output goes to a file."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from context_cda import progress as P
+from context_cda.runtime import progress as P
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,7 +113,7 @@ def test_lines_come_on_their_own_in_a_process_writing_to_a_file(tmp_path):
     """The ticker thread writes while the work is busy in one long call (a generation batch, a model load): the
     log is never silent for longer than the interval."""
     code = ("import time; from context_cda.cli import _setup_logging; _setup_logging()\n"
-            "from context_cda.progress import Progress\n"
+            "from context_cda.runtime.progress import Progress\n"
             "with Progress(4, 'augment', 'item') as p:\n"
             "    time.sleep(2.6); p.update(1); time.sleep(2.6)\n")
     log = tmp_path / "out.log"

@@ -405,7 +405,7 @@ def test_sigterm_in_a_step_stops_the_run_and_the_rerun_resumes_from_it(cfg, call
     """A real SIGTERM while the runner is inside a step (under the CLI's handler): the run stops there, the step's
     lock is released, the pipeline's MLflow run is marked KILLED, the step gets no up-to-date marker; the next
     run skips the steps that finished and starts from the interrupted one."""
-    from context_cda.signals import EXIT_CODE, Terminated, sigterm_raises
+    from context_cda.runtime.signals import EXIT_CODE, Terminated, sigterm_raises
 
     fake = stages.get_stage
     seen: list[str] = []
@@ -440,7 +440,7 @@ def test_sigterm_in_a_step_stops_the_run_and_the_rerun_resumes_from_it(cfg, call
 
 
 def test_sigterm_waits_for_a_deferred_block_and_a_second_one_is_ignored():
-    from context_cda.signals import Terminated, deferred, sigterm_raises
+    from context_cda.runtime.signals import Terminated, deferred, sigterm_raises
 
     done = []
     with sigterm_raises(), pytest.raises(Terminated):
@@ -470,7 +470,7 @@ def test_sigterm_inside_an_event_loop_cancels_it_and_raises_after(monkeypatch, w
     CLI's handler is in place again."""
     import asyncio
 
-    from context_cda.signals import Terminated, run_async, sigterm_raises
+    from context_cda.runtime.signals import Terminated, run_async, sigterm_raises
 
     done: list[str] = []
 

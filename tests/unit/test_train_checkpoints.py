@@ -200,7 +200,7 @@ def test_a_checkpoint_being_written_is_finished_before_a_sigterm_stops_training(
     """A SIGTERM that arrives while epoch 1's checkpoint is written waits until it is complete (and pruned)."""
     import signal
 
-    from context_cda.signals import Terminated, sigterm_raises
+    from context_cda.runtime.signals import Terminated, sigterm_raises
     from context_cda.train import run_finetune
 
     real = loop._save_checkpoint

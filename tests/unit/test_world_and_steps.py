@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from context_cda import distributed as D
 from context_cda.config import Config, TrainConfig
 from context_cda.errors import ConfigError
 from context_cda.generation.vllm import parallel_sizes
+from context_cda.runtime import distributed as D
 from context_cda.train import loop
 
 

@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         cfg = resolve_config(profile, sets, run_dir, params, run={"allow_errors": allow_errors})
         tlist = [t.strip() for t in targets.split(",")] if targets else None
         olist = [s.strip() for s in only.split(",")] if only else None
-        from ..progress import filtered_note
+        from ..runtime.progress import filtered_note
 
         c = console()
         c.print(f"[bold]context-cda run[/] profile={cfg.profile or '-'} run_dir={cfg.run_dir()}")

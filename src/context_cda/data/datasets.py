@@ -656,7 +656,7 @@ def _download(url: str, dest: Path, timeout: float = 120.0) -> None:
     """Stream ``url`` into the (temporary) file ``dest``. A module global: tests replace it to stay offline."""
     import httpx
 
-    from ..progress import Progress
+    from ..runtime.progress import Progress
 
     with httpx.stream("GET", url, follow_redirects=True, timeout=timeout) as r:
         r.raise_for_status()

@@ -33,7 +33,7 @@ from .registry import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config, EvaluateConfig
-    from ..distributed import World
+    from ..runtime.distributed import World
     from ..scoring import Scorer
 
 __all__ = [
@@ -108,10 +108,10 @@ def evaluate_scorer(
     """Run every configured benchmark (``per_epoch_only``: the cheap ones; ``loaded``: items already parsed by
     :func:`load_benchmarks`): ``{name: {"rows", "rejected", "aggregate", "info", "seconds", "n_items"}}``.
 
-    ``world`` (:class:`context_cda.distributed.World`, a collective over the job's processes): each process scores
+    ``world`` (:class:`context_cda.runtime.distributed.World`, a collective over the job's processes): each process scores
     its contiguous share of every benchmark's items (the scores of an item do not depend on the others scored
     beside it), rank 0 gathers the rows in item order, aggregates and returns the results; the others return {}."""
-    from ..progress import Progress
+    from ..runtime.progress import Progress
 
     results: dict[str, dict[str, Any]] = {}
     check_names(cfg.benchmarks)
@@ -217,7 +217,7 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
               progress: bool, spec: Any, target: str | None, arm: str | None = None) -> dict[str, Any]:
     from ..errors import ModelError
     from ..models import parse_ref
-    from ..progress import activity
+    from ..runtime.progress import activity
     from ..scoring import load_scorer
     from ..steps import recorder
     from . import posthoc, reuse

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelError, out_of_memory
-from ..progress import iterate
+from ..runtime.progress import iterate
 from .base import (
     EMPTY_PROMPT,
     PROMPT_TOO_LONG,
@@ -286,7 +286,7 @@ class HFGenerator:
         running = set(slots)
         window = max(8, 2 * max((len(s) for s in stop_strings), default=0))
         tok = self.tokenizer
-        # decoding a batch can take minutes on a CPU: its tokens are progress too (context_cda.progress)
+        # decoding a batch can take minutes on a CPU: its tokens are progress too (context_cda.runtime.progress)
         for step in iterate(range(params.max_tokens), f"generate {len(ids)} prompt(s) x {params.n}", "token",
                             bar=False):
             uniforms = None

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError, ServiceError
-from ..signals import run_async
+from ..runtime.signals import run_async
 from .base import (
     PROMPT_TOO_LONG,
     Conversation,

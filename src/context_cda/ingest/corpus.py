@@ -265,7 +265,7 @@ def _read_sentences(files: list[Path], config: Config, sel: _Selection, stats: C
     """Every line of every file: normalised, split into sentences, each kept or rejected."""
     import pysbd
 
-    from ..progress import iterate
+    from ..runtime.progress import iterate
 
     segmenter = pysbd.Segmenter(language="en", clean=False)
     for path in files:

@@ -215,8 +215,8 @@ class Scorer(abc.ABC):
         return [list(map(int, ids)) for ids in out]
 
     def _progress(self, total: int, desc: str):
-        """A bar on a terminal with ``progress``, else a line every few seconds (:mod:`context_cda.progress`)."""
-        from ..progress import Progress
+        """A bar on a terminal with ``progress``, else a line every few seconds (:mod:`context_cda.runtime.progress`)."""
+        from ..runtime.progress import Progress
 
         return Progress(total, desc, "seq", bar=self.progress)
 

@@ -297,7 +297,7 @@ def check_inputs(config: Config, inputs: Mapping[str, Path | str], target: str, 
 
 def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: int, token_budget, evaluate_fn,
               evaluate: bool, vanilla_metrics, on_step, say) -> dict[str, Any]:
-    from ..progress import activity
+    from ..runtime.progress import activity
 
     rec = recorder(out, versions=("torch", "transformers", "accelerate", "peft"))
     with rec.timed("load"), activity(f"load {config.run.targets[target]}"):
@@ -528,7 +528,7 @@ def _record(rec: Recorder, out: Path, corpus: _Corpus, summary: dict[str, Any], 
 
 @contextlib.contextmanager
 def _mark_failed_on_error(tracker) -> Iterator[None]:
-    from ..signals import Terminated
+    from ..runtime.signals import Terminated
 
     try:
         yield

@@ -1,7 +1,7 @@
 """The fine-tuning loop: one loop for every model family, on ``accelerate``.
 
 * Single process on CPU or one GPU, or several processes under ``torchrun`` / ``accelerate launch`` / a Kubeflow
-  TrainJob (:mod:`context_cda.distributed`; DDP, or FSDP with ``train.strategy``). An optimizer step takes the
+  TrainJob (:mod:`context_cda.runtime.distributed`; DDP, or FSDP with ``train.strategy``). An optimizer step takes the
   next :func:`micro_per_step` micro-batches of the epoch's seeded batch order, wherever they run: micro-batch i of
   a step goes to process ``i mod world``, every process makes the same number of passes (one short of micro-batches
   pads with a pass of weight 0), and the weights make the averaged gradient the mean over the step's micro-batches
@@ -21,7 +21,7 @@
   (default 1: resuming needs the last one only); an older epoch's folder is deleted, or with
   ``train.keep_epoch_weights`` reduced to its model weights (``state.json`` goes first, so a half-pruned folder
   is never taken for a resumable one, and the next start finishes the pruning: :func:`remove_partial`).
-* Interruptions: a SIGTERM (:mod:`context_cda.signals`) stops the epoch in flight, but never the writing or
+* Interruptions: a SIGTERM (:mod:`context_cda.runtime.signals`) stops the epoch in flight, but never the writing or
   pruning of a checkpoint (deferred until it is complete); a training loss that is not finite stops the step
   with :class:`TrainingDiverged` naming the key to change, before the optimizer writes NaN into the weights.
 """
@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..io import write_json
 from ..models.optim import epoch_batches, linear_schedule, param_groups
-from ..signals import deferred
+from ..runtime.signals import deferred
 from .epochs import evaluates_after
 from .objectives import Objective
 
@@ -58,7 +58,7 @@ STATE_FILE = "state.json"
 
 # evaluate(model, tokenizer, epoch[, world]) -> metrics, with the model in eval mode: one process, or under FSDP
 # rank 0 alone with a whole copy of the model, scores every item; under DDP every process is called with the
-# job's world (context_cda.distributed.World) and scores its share, rank 0 gathering (its metrics count)
+# job's world (context_cda.runtime.distributed.World) and scores its share, rank 0 gathering (its metrics count)
 EpochEval = Callable[..., dict[str, float] | None]
 
 
@@ -91,12 +91,12 @@ def precision_for(precision: str, device: str) -> str:
 
 def make_accelerator(tcfg, device: str = "auto"):
     """accelerate's Accelerator for ``train``: mixed precision, CPU or GPU, and under several processes the
-    strategy of ``train.strategy`` (:func:`fsdp_plugin`); the process group is :mod:`context_cda.distributed`'s,
+    strategy of ``train.strategy`` (:func:`fsdp_plugin`); the process group is :mod:`context_cda.runtime.distributed`'s,
     opened here when the step envelope has not opened it yet."""
     from accelerate import Accelerator
 
-    from .. import distributed
     from ..models import pick_device
+    from ..runtime import distributed
 
     dev = pick_device(device)
     world = distributed.init(tcfg.dist_timeout_s, dev)
@@ -384,8 +384,8 @@ def _train_epoch(run: _Session, examples, tcfg, seed: int, epoch: int, max_grad_
                  on_step: Callable[[int, int], None] | None) -> None:
     """One epoch of optimizer steps (:func:`step_plan`, this process's passes of each: :func:`rank_share`); batch
     order, masking and dropout depend only on (seed, epoch, batch). The main process reports its progress
-    (:mod:`context_cda.progress`)."""
-    from ..progress import Progress
+    (:mod:`context_cda.runtime.progress`)."""
+    from ..runtime.progress import Progress
 
     run.model.train()
     steps = step_plan(len(examples), tcfg, seed, epoch, run.world)
@@ -461,7 +461,7 @@ def _run_eval(run: _Session, tokenizer, evaluate: EpochEval, epoch: int) -> None
     the others wait."""
     import torch
 
-    from .. import distributed
+    from ..runtime import distributed
 
     acc = run.acc
     with preserved_rng(), torch.no_grad():

@@ -19,7 +19,7 @@ pod that hands the fine-tuning to Kubeflow Trainer, the cluster's engine for dis
    last one left on the volume. A SIGTERM to the task (the run cancelled) deletes its TrainJob, whose ranks then
    stop cleanly keeping their finished epochs.
 
-Every node runs the same step envelope and loop as one pod (:mod:`context_cda.distributed`): only rank 0 writes.
+Every node runs the same step envelope and loop as one pod (:mod:`context_cda.runtime.distributed`): only rank 0 writes.
 The Kubernetes API is reached with the ``kubernetes`` client (what kfp itself depends on), in-cluster.
 """
 
@@ -312,7 +312,7 @@ def launch(c: Cluster, config_json: str, inputs: Mapping[str, Path], out_dir: Pa
     volume, the TrainJob created and waited for (a SIGTERM deletes it), the finished step folder copied into
     ``out_dir``; returns the step's manifest as rank 0 wrote it."""
     from ..io import read_json
-    from ..signals import Terminated
+    from ..runtime.signals import Terminated
 
     what = f"finetune[{keys.get('target')}/{keys.get('arm')}/seed-{keys.get('seed')}]"
     key = job_key(config_json, keys, token_budget)

@@ -190,7 +190,7 @@ def fine_tune(
     import torch
 
     from ...models.optim import epoch_batches, linear_schedule, param_groups
-    from ...progress import Progress
+    from ...runtime.progress import Progress
 
     if not train:
         raise ModelError(f"{desc}: no training examples.")
@@ -255,7 +255,7 @@ def predict(
     import numpy as np
     import torch
 
-    from ...progress import Progress
+    from ...runtime.progress import Progress
 
     seqs = encode(tokenizer, examples, max_len)
     out = np.zeros((len(seqs), model.config.num_labels), dtype=np.float32)

@@ -10,7 +10,7 @@ scoring, the extrinsic heads) reports through :class:`Progress`::
 
 * On a terminal (stderr is a TTY) and with ``bar=True``, it is a tqdm bar.
 * Otherwise (a log file, a Kubernetes pod, a CI job, or ``bar=False``: ``--no-progress``) it writes one line to the
-  ``context_cda.progress`` logger every ``$CCDA_PROGRESS_INTERVAL`` seconds (default 30; 0 turns the lines off)
+  ``context_cda.runtime.progress`` logger every ``$CCDA_PROGRESS_INTERVAL`` seconds (default 30; 0 turns the lines off)
   with what the bar shows: done / total, the share, the rate, the ETA and the postfix, e.g.
   ``augment[part-0] · augment: 32/96 items (33%), 0.41 item/s, ETA 2m36s, accepted=20 rejected=12``.
   A line comes even when nothing finished since the last one (it says so), so a log is never silent for longer
@@ -45,7 +45,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-log = logging.getLogger("context_cda.progress")
+log = logging.getLogger("context_cda.runtime.progress")
 
 INTERVAL_ENV = "CCDA_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL_S = 30.0

@@ -18,7 +18,7 @@ What the processes share, and who does what:
   rank 0's (:func:`World.agree`), so the ranks never take different paths through a command.
 
 A collective that fails because a peer is gone (gloo: "Connection closed by peer"; a timeout) is turned into one
-:class:`ProcessLost` line by :func:`collective_errors`, or into :class:`~context_cda.signals.Terminated` when a
+:class:`ProcessLost` line by :func:`collective_errors`, or into :class:`~context_cda.runtime.signals.Terminated` when a
 SIGTERM is what stopped the job; finished epochs are on disk, and the same command resumes from them.
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .errors import RetryLater
+from ..errors import RetryLater
 
 T = TypeVar("T")
 
@@ -166,7 +166,7 @@ def _lost(exc: BaseException) -> bool:
 def collective_errors(what: str, where: str) -> Iterator[None]:
     """For the block: a collective that failed because another process of the job is gone raises one
     :class:`ProcessLost` line naming ``what`` (the step) and ``where`` (what is kept), or
-    :class:`~context_cda.signals.Terminated` when a SIGTERM (the launcher stopping the job) came first."""
+    :class:`~context_cda.runtime.signals.Terminated` when a SIGTERM (the launcher stopping the job) came first."""
     w = current()
     try:
         yield
