@@ -196,7 +196,7 @@ def run_stage(step: str, config, inputs: Mapping[str, Any], out_dir: str, extra:
     import sys
 
     from context_cda import steps as E
-    from context_cda.signals import Terminated
+    from context_cda.runtime.signals import Terminated
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

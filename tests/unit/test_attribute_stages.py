@@ -175,10 +175,12 @@ def test_ingest_counts_a_religion_sentence_left_alone_as_a_unit(tmp_path):
     from context_cda.ingest.corpus import run_ingest
 
     corpus = tmp_path / "c.txt"
-    corpus.write_text("Christians celebrate Easter every spring.\nThe mosque opened in 1990.\n")
+    corpus.write_text("The Catholic church opened a school.\nThe mosque opened in 1990.\n"
+                      "Christians celebrate Easter every spring.\n")
     cfg = load_config(overrides=["run.attribute=religion", "ingest.min_words=3", f"run.run_dir={tmp_path}"],
                       params_file=ROOT / "params.yaml")
     s = run_ingest(cfg, {"corpus": corpus}, tmp_path / "ingest")
     rej = pd.read_parquet(tmp_path / "ingest" / "rejected.parquet")
-    assert rej["reason"].tolist() == ["no-religion-term: left alone: Christians (bound), Easter (no-counterpart)"]
-    assert s["rows_out"] == 1 and s["left_alone"] == {"bound": 1, "no-counterpart": 1}
+    assert rej["reason"].tolist() == ["no-religion-term: left alone: church (bound), Catholic (no-counterpart)"]
+    # an observance with its group is no longer left alone (issue 47): Easter swaps with Christians
+    assert s["rows_out"] == 2 and s["left_alone"] == {"bound": 1, "no-counterpart": 1}

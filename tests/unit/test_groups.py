@@ -27,6 +27,7 @@ from data import SKIP_REASON, mirrored  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 LABELLED = ROOT / "tests" / "fixtures" / "cda" / "labelled_groups.jsonl"
 RANDOM = ROOT / "tests" / "fixtures" / "cda" / "random_groups.jsonl"
+CLASSES = ROOT / "tests" / "fixtures" / "cda" / "class_groups.jsonl"
 BIAS_BENCH = mirrored("bias-bench-words")
 
 
@@ -71,6 +72,34 @@ def test_the_random_set_not_written_with_the_rules_passes_at_95_percent():
     accuracy = 1 - len(misses) / len(rows)
     print(f"random set: {len(rows) - len(misses)}/{len(rows)} = {accuracy:.1%}; per stratum: "
           + ", ".join(f"{k} {g}/{n}" for k, (n, g) in per.items()) + "\n" + "\n".join(misses))
+    assert accuracy >= 0.95, "\n".join(misses)
+
+
+def test_the_random_set_of_the_three_dropped_classes_passes_at_95_percent():
+    """Sentences drawn by a seeded script (tests/fixtures/cda/draw_class_groups.py) from the demos' corpora and the
+    benchmarks they evaluate on, a group adjective before a word for people or before another word, for every group
+    of both attributes, labelled by hand: the first counterfactual, or none. At least 150, each group with sentences
+    of people and of things; every miss is printed, and the accuracy per draw (draw 2: drawn after the rules)."""
+    rows = labelled(CLASSES)
+    assert len(rows) >= 150
+    groups = {a: set(DEFAULT_GROUPS[a]) for a in ("race", "religion")}
+    for a, names in groups.items():
+        for g in names:
+            assert {"people", "thing"} <= {r["class"] for r in rows if (r["attribute"], r["group"]) == (a, g)}, g
+    sws = {a: swapper(a) for a in groups}
+    misses, per = [], {}
+    for r in rows:
+        got = first(sws[r["attribute"]], r["text"])
+        ok = got == r["first"]
+        for key in (f"draw {r['draw']}", r["class"]):
+            n, good = per.get(key, (0, 0))
+            per[key] = (n + 1, good + ok)
+        if not ok:
+            misses.append(f"[{r['attribute']}, {r['group']}, {r['class']}] {r['text']!r}: got {got!r}, want "
+                          f"{r['first']!r} ({r['note']})")
+    accuracy = 1 - len(misses) / len(rows)
+    print(f"class set: {len(rows) - len(misses)}/{len(rows)} = {accuracy:.1%}; "
+          + ", ".join(f"{k} {g}/{n}" for k, (n, g) in sorted(per.items())) + "\n" + "\n".join(misses))
     assert accuracy >= 0.95, "\n".join(misses)
 
 
@@ -296,14 +325,12 @@ def test_blacks_and_whites_as_tones_or_things_are_left_alone(text):
 
 @pytest.mark.parametrize(("text", "bound"), [
     ("The Catholic church opened a school.", "Catholic"),
-    ("Christians celebrate Easter every spring.", "Easter"),
-    ("The Jewish family celebrated Passover at home.", "Passover"),
-    ("Muslims fast during Ramadan.", "Ramadan"),
     ("The rabbi studied the Talmud.", "Talmud"),
     ("The bishop entered the church.", "bishop"),
     ("It was a Conservative synagogue.", "Conservative synagogue"),
     ("He was a rabbi at Temple Beth Israel.", "Temple Beth"),
-    ("During Lent the church was quiet.", "Lent"),
+    ("The Christian audience knew the kosher laws.", "kosher"),
+    ("The Muslim woman wore a hijab.", "hijab"),
 ])
 def test_a_sentence_bound_to_one_group_is_left_alone_and_counted(text, bound):
     """Never a Catholic mosque, never Muslims celebrating Easter: a word with no counterpart in the other groups
@@ -336,7 +363,45 @@ def test_a_group_word_in_a_name_binds_the_same_groups_words():
 
 def test_the_bound_list_is_configurable():
     lex = load_groups("religion", LexiconConfig(bound=[]))
-    assert first(GroupSwapper(lex), "Christians celebrate Easter.") == "Muslims celebrate Easter."
+    assert first(GroupSwapper(lex), "The Catholic church opened.") == "The Catholic mosque opened."
     lex = load_groups("religion", LexiconConfig(bound=["harvest festival"]))
     assert first(GroupSwapper(lex), "Christians held a Harvest Festival.") is None
-    assert first(GroupSwapper(lex), "Christians celebrate Easter.") == "Muslims celebrate Easter."
+    assert first(GroupSwapper(lex), "The Catholic church opened.") == "The Catholic mosque opened."
+
+
+@pytest.mark.parametrize(("text", "k1", "k2"), [
+    # an observance with a counterpart is swapped with its sentence's groups, consistently
+    ("Jews celebrate Passover every spring.", "Christians celebrate Easter every spring.",
+     "Muslims celebrate Eid al-Adha every spring."),
+    ("Christians celebrate Easter and Christmas.", "Muslims celebrate Eid al-Adha and Eid al-Fitr.",
+     "Jews celebrate Passover and Hanukkah."),
+    ("Muslims fast during Ramadan.", "Jews fast during Yom Kippur.", "Christians fast during Lent."),
+    ("The Jewish family celebrated Passover at home.", "The Christian family celebrated Easter at home.",
+     "The Muslim family celebrated Eid al-Adha at home."),
+    ("Many Muslim families celebrate Eid al-Fitr together.", "Many Jewish families celebrate Hanukkah together.",
+     "Many Christian families celebrate Christmas together."),
+    ("During Lent the church was quiet.", "During Ramadan the mosque was quiet.",
+     "During Yom Kippur the synagogue was quiet."),
+    ("Jews do not celebrate Christmas.", "Christians do not celebrate Eid al-Fitr.", "Muslims do not celebrate Hanukkah."),
+    # one without a counterpart stays as written beside its swapped group word
+    ("Jewish children dress up for Purim.", "Christian children dress up for Purim.",
+     "Muslim children dress up for Purim."),
+    ("Muslim pilgrims returned from the hajj.", "Jewish pilgrims returned from the hajj.",
+     "Christian pilgrims returned from the hajj."),
+])
+def test_an_observance_is_swapped_with_its_group_or_stays(text, k1, k2):
+    """A group word with a religious observance in the same sentence is no longer left alone as a unit: the
+    observance is swapped consistently where it has a counterpart (Passover / Easter / Eid al-Adha, Hanukkah /
+    Christmas / Eid al-Fitr, Yom Kippur / Lent / Ramadan), and stays as written where it has none."""
+    cfs, skipped = swapper("religion").counterfactuals(text, "r")
+    assert [c.result.text for c in cfs] == [k1, k2] and not skipped
+
+
+@pytest.mark.parametrize("text", ["The Christmas single reached number one in 1994.", "Easter fell early that year.",
+                                  "He lent her the money for Passover."])
+def test_an_observance_alone_names_no_group(text):
+    """An observance is a companion of a group word, never a trigger: a sentence that names no group is no religion
+    sentence (nothing to swap, nothing reported as left alone); ``lent`` in lower case is the verb."""
+    sw = swapper("religion")
+    assert sw.counterfactuals(text, "r") == ([], []) and sw.find_terms(text) == []
+    assert first(sw, "They lent the Jewish school a hall.") == "They lent the Christian school a hall."

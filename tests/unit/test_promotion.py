@@ -199,8 +199,8 @@ def test_seeds_biased_in_opposite_directions_do_not_cancel():
     assert not d.promote, d.reasons
     assert d.verdict == "refused: worse"
     assert any(r.startswith("SS (gender) vs vanilla: SS 50.00") and "the seeds disagree in direction" in r
-               and "seed 0 (of 2)'s estimate 30.00 lies as far past 50 as vanilla was" in r
-               and r.endswith("overshoots 50, not less biased") for r in d.reasons), d.reasons
+               and "seed 1 (of 2) shifted away from 50 (-10.00, p<0.001 vs 0.025" in r
+               and r.endswith("significantly more biased") for r in d.reasons), d.reasons
     # stored with the registered version and read back as the champion's evidence: the seeds survive
     back = from_table(to_table(arm))
     assert len(back.items["stereoset"].runs) == 2

@@ -87,7 +87,9 @@ def test_the_gate_marks_the_gate_metrics():
     assert ev.mark("t", "cda", "stereoset_ss") == " ▲" and ev.mark("t", "cda", "crows_cs") == ""
     ev = _judged(0.60, 0.65)  # 60 -> 65: shifted away from 50
     assert ev.mark("t", "cda", "stereoset_ss") == " ▼"
-    ev = _judged(0.62, 0.38)  # as far past 50 as vanilla was: an overshoot, marked against it
+    ev = _judged(0.62, 0.38)  # as far past 50 as vanilla was, no evidence of an overshoot: no reduction, no mark
+    assert ev.mark("t", "cda", "stereoset_ss") == ""
+    ev = _judged(0.62, 0.10)  # significantly farther past 50 than vanilla's distance: an overshoot shown
     assert ev.mark("t", "cda", "stereoset_ss") == " ▼"
     ev = _judged(0.62, 0.50, lms_lost=24)  # LMS 90 vs 100: significantly lower, beyond the margin
     assert ev.mark("t", "cda", "stereoset_lms") == " ▼"

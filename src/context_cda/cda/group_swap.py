@@ -31,14 +31,21 @@ Which occurrences count (``permutations`` only; ``cda.ambiguous`` = ``person``, 
   ``white wine``, ``a black cat``, ``black-and-white film`` and ``White House`` stay.
 
 * an **origin adjective** (the lexicon's ``origin``: ``African``, ``European``, ``Asian``) counts unless it qualifies a
-  thing or a place: it counts standing alone (``an Asian``), before a word for people or ancestry (past a list of
-  group and nationality words: ``European, American and African collectors``) or in ``-born``; ``Asian elephants``
-  and ``European waters`` stay. The people nouns ``blacks`` / ``whites`` count unless they are tones or things
-  (``the whites of``, ``egg whites``, a sentence about paint, light or images: :data:`COLOUR_CONTEXT`);
+  thing or a place: it counts standing alone (``an Asian``, ``the japanese asian went``), before a word for people
+  or ancestry (past a list of group and nationality words: ``European, American and African collectors``; past one
+  or two modifiers: ``the Asian medical student``), before a community's place or thing (:data:`COMMUNITY`: ``the
+  African shop``, ``an Asian neighbourhood``), after a copula with a person for its subject (``he is Asian and
+  nerdy``) or in ``-born``; ``Asian elephants``, ``European waters`` and ``an African nation`` stay. The colour words
+  also count before a community's place with no colour idiom (:data:`AMBIGUOUS_PLACES`), as a noun before a modal
+  (``a white would``) and after a negated or contracted copula; not in a comparison (``black as the night``). The
+  people nouns ``blacks`` / ``whites`` count unless they are tones or things (``the whites of``, ``egg whites``, a
+  sentence about paint, light or images: :data:`COLOUR_CONTEXT`);
+* an **observance** (the lexicon's ``companions``: ``Passover``, ``Easter``, ``Ramadan``) is swapped with the group
+  words of its sentence and never on its own: a sentence whose only words are observances names no group;
 * a sentence that cannot be swapped as a **unit** is left alone whole (reason ``bound``): it holds a word bound to one
-  group (the lexicon's ``bound``: ``Easter``, ``Catholic``; reported as ``no-counterpart``), or a group word inside a
-  name (not a first name, not a colour) beside a swappable word of the same group (``the Jewish Federation`` and
-  ``the synagogue``).
+  group (the lexicon's ``bound``: ``Catholic``, ``Talmud``; reported as ``no-counterpart``), or a group word inside a
+  name (not a first name, not a colour, not an observance) beside a swappable word of the same group (``the Jewish
+  Federation`` and ``the synagogue``).
 
 ``cda.ambiguous: swap`` swaps every occurrence (no sense or unit rules), ``skip`` never swaps the ambiguous words.
 Every occurrence left alone is reported with its reason (``name``, ``not-a-person``, ``bound``; the bound words as
@@ -52,7 +59,7 @@ import re
 from dataclasses import dataclass
 
 from ..attributes import CLOSED_CLASS
-from .groups import GroupLexicon
+from .groups import SPELLING, GroupLexicon
 from .swap import Counterfactual, SwapResult, _trie_pattern
 
 #: nouns for people (singular; plurals and possessives are derived): they make an ambiguous colour word a race word
@@ -75,15 +82,30 @@ parishioner worshipper believer pastor preacher missionary monk nun bishop stude
 generation majority minority man's woman's collector explorer colonist colonizer coloniser migrant emigrant slave
 servant descendant ancestor native tribe laborer labourer miner sailor nobleman aristocrat peasant pioneer diplomat
 traveler traveller tourist visitor pilgrim convert trader intellectual elite
-descent ancestry origin heritage extraction lineage parentage
+gardener official shopper consumer buyer taxpayer commuter passenger pedestrian motorist rider renter borrower lender
+investor professional academic researcher physician caregiver midwife graduate undergraduate freshman senior junior
+toddler infant newborn mom mum dad dude bride groom spouse partner boyfriend girlfriend classmate roommate coworker
+co-worker elder retiree pensioner heroine survivor inventor founder vendor peddler businessman businesswoman salesman
+theologian cleric worshiper protestor demonstrator rioter gang gangster thug dealer criminal offender convict felon
+terrorist extremist militant fundamentalist radical fighter rebel insurgent gunman foreigner stranger outsider local
+inhabitant national expatriate expat supporter follower adherent constituent legislator congressman congresswoman
+councilman cop rapper model celebrity filmmaker director producer nanny maid housekeeper housewife farmworker runner
+swimmer golfer footballer cricketer wrestler sprinter waiter waitress bartender homemaker caretaker guardian orphan
+widow widower heir heiress schoolboy schoolgirl schoolchild youngster adolescent newcomer
+reveller reveler partygoer roisterer hacker gamer blogger vlogger influencer
+muslim jew christian hindu sikh buddhist catholic protestant
+descent ancestry origin heritage extraction lineage parentage background roots ethnicity
 """
 
 
 def _plural(w: str) -> str:
     if w.endswith("man") and w not in ("human",):
         return w[:-3] + "men"
-    if w in ("child", "person", "staff", "police", "clergy", "crew", "audience", "crowd", "youth"):
-        return {"child": "children", "person": "people"}.get(w, w)
+    if w.endswith("wife"):
+        return w[:-2] + "ves"
+    if w in ("child", "person", "staff", "police", "clergy", "crew", "audience", "crowd", "youth", "schoolchild",
+             "roots"):
+        return {"child": "children", "person": "people", "schoolchild": "schoolchildren", "youth": "youths"}.get(w, w)
     if w.endswith("y") and w[-2:-1] not in "aeiou":
         return w[:-1] + "ies"
     if w.endswith(("s", "x", "ch", "sh")):
@@ -100,17 +122,50 @@ def _people(singulars: str) -> frozenset[str]:
 
 
 #: words for people (and groups of people) that make an ambiguous colour word a race word
-PEOPLE: frozenset[str] = _people(_PEOPLE_SINGULAR)
+PEOPLE: frozenset[str] = _people(_PEOPLE_SINGULAR) | {"alumni", "alumnus", "heroes"}
+#: things and places of a community that a group adjective names as the community's own (``the African shop``, ``an
+#: Asian neighbourhood``, ``Asian food``): they make an origin adjective a word for people, as a word for people does
+_COMMUNITY_SINGULAR = """
+shop store grocery grocer supermarket restaurant cafe café bakery deli takeaway eatery diner salon barbershop boutique
+bookshop bookstore neighbourhood neighborhood district quarter enclave ghetto barrio hood suburb township festival
+parade carnival wedding funeral cemetery graveyard temple centre center association organisation organization
+society charity fraternity sorority food cuisine dish tradition custom
+"""
+COMMUNITY: frozenset[str] = _people(_COMMUNITY_SINGULAR) | {"foods", "dishes"}
+#: the community words a colour word takes as the race without a capital (``black neighbourhoods``, ``white-run
+#: shops``): those with no colour idiom (not ``white wedding``, ``black hood``, ``white food``)
+AMBIGUOUS_PLACES: frozenset[str] = _people("""
+shop store grocery supermarket restaurant cafe bakery deli takeaway eatery salon barbershop boutique bookshop
+bookstore neighbourhood neighborhood enclave ghetto barrio suburb township cemetery graveyard association
+organisation organization society charity fraternity sorority newspaper magazine radio
+""")
 #: modifiers that may stand between an ambiguous word and its people word (``black female students``)
 PERSON_MODIFIERS: frozenset[str] = frozenset(
     "male female young old older elderly poor wealthy rich low-income working-class middle-class local rural urban "
-    "gay lesbian queer transgender trans unarmed undocumented southern northern police".split()
+    "gay lesbian queer transgender trans unarmed undocumented southern northern police working single married "
+    "unemployed homeless disabled pregnant skilled unskilled educated college-educated first-generation "
+    "second-generation middle-aged teenage retired professional small".split()
 )
+#: verbs that follow a plural or singular subject (``the Muslim seem to``): a group word before one is a noun
+SUBJECT_VERBS: frozenset[str] = frozenset(
+    "seem seems seemed believe believes believed know knows knew live lives lived pray prays prayed worship "
+    "worships worshipped celebrate celebrates celebrated hate hates hated".split())
+#: what follows a group word used as a noun for a person (``a white would``, ``the japanese asian went``): a modal,
+#: an auxiliary of the perfect or a verb of saying and doing
+NOUN_NEXT: frozenset[str] = frozenset(
+    "would could can will shall should might must may did does had has said says went goes thought thinks wanted "
+    "wants walked ran looked told asked came comes got".split())
 #: hyphenated suffixes that make a compound about people (``Black-owned``)
 PEOPLE_SUFFIXES: frozenset[str] = frozenset({"owned", "led", "majority", "run", "only"})
-COPULAS: frozenset[str] = frozenset({"is", "was", "are", "were", "be", "been", "being", "became", "become", "seemed"})
-SUBJECTS: frozenset[str] = frozenset({"he", "she", "they", "i", "we", "you", "who", "both", "all", "many", "most"})
-ADVERBS: frozenset[str] = frozenset({"not", "also", "mostly", "mainly", "largely", "predominantly", "all", "both"})
+COPULAS: frozenset[str] = frozenset({"is", "was", "are", "were", "be", "been", "being", "became", "become", "seemed",
+                                     "isn't", "wasn't", "aren't", "weren't"})
+#: a pronoun and its copula in one token (``she's white``)
+SUBJECT_COPULAS: frozenset[str] = frozenset({"he's", "she's", "they're", "i'm", "we're", "you're"})
+SUBJECTS: frozenset[str] = frozenset({"he", "she", "they", "i", "we", "you", "who", "both", "all", "many", "most",
+                                      "everyone", "everybody", "someone", "somebody", "nobody"})
+ADVERBS: frozenset[str] = frozenset(
+    "not also mostly mainly largely predominantly all both usually often always still very really quite so too "
+    "typically generally primarily clearly obviously visibly half partly fully never just only probably".split())
 COORDINATORS: frozenset[str] = frozenset({"and", "or", "&", ","})
 #: ambiguous words that are plural nouns: people unless the sentence is about colours (:func:`_plural_about_people`)
 PLURAL_NOUNS: frozenset[str] = frozenset({"blacks", "whites"})
@@ -173,7 +228,7 @@ class GroupSwapper:
         self.ambiguous = ambiguous
         self.seed = seed
         self.n = len(lexicon.groups)
-        surface = {f for w in lexicon.words for f in _forms(w)}
+        surface = {f for w in lexicon.words for f in _forms(w)} | {SPELLING[w] for w in lexicon.words if w in SPELLING}
         self._pattern = re.compile(r"(?<!\w)(?:" + _trie_pattern(surface) + r")(?!\w)")
         self._bb_table = self._bias_bench_table() if mapping == "bias-bench" else []
         #: words English always capitalises (everything but the ambiguous words and the lower-case nouns)
@@ -199,6 +254,8 @@ class GroupSwapper:
             at, after = ctx.index(h.start), ctx.index(h.end, after=True)
             h.role = _role_of(ctx, at, after, h) if len(self.lexicon.roles(h.word)) > 1 else None
             h.skip = self._skip(ctx, at, after, h)
+        if not any(h.skip is None and h.word not in self.lexicon.companions for h in hits):
+            hits = [h for h in hits if h.word not in self.lexicon.companions]  # an observance names no group
         return hits, self._bind(text, hits)
 
     def bound_terms(self, text: str) -> list[str]:
@@ -216,7 +273,7 @@ class GroupSwapper:
             return []
         terms = self.bound_terms(text)
         named = {h.group for h in hits if h.skip == "name" and h.word not in self.lexicon.ambiguous
-                 and h.word not in FIRST_NAMES}
+                 and h.word not in FIRST_NAMES and h.word not in self.lexicon.companions}
         if terms or any(h.group in named for h in live):
             for h in live:
                 h.skip = "bound"
@@ -238,8 +295,9 @@ class GroupSwapper:
         return paired + abs(len(a) - len(b))
 
     def _matches(self, text: str) -> list[Hit]:
+        caps = self.lexicon.capitalised
         return [Hit(m.start(), m.end(), m.group(0), m.group(0).lower(), self.lexicon.group[m.group(0).lower()])
-                for m in self._pattern.finditer(text)]
+                for m in self._pattern.finditer(text) if m.group(0) not in caps]  # "lent": the verb
 
     def skipped(self, text: str) -> list[tuple[str, str]]:
         """(surface, reason) of every attribute word left alone, then each bound word that left the sentence alone
@@ -287,8 +345,10 @@ class GroupSwapper:
         for h in hits:
             target = self.lexicon.counterpart(h.word, mapping[h.group], h.role)
             new = case_like(h.surface, target)
-            if target in self._proper and not new[:1].isupper():  # Asian, Jewish: capitalised wherever they stand
+            if target in self._proper and not new.isupper():  # Asian, Yom Kippur: capitalised wherever they stand
                 new = _title(target)
+            if target in SPELLING and not new.isupper():  # Eid al-Fitr
+                new = SPELLING[target]
             pieces += [fix_article(text[pos:h.start], new), new]
             swaps.append((h.surface, new))
             pos = h.end
@@ -414,17 +474,21 @@ OPENERS: frozenset[str] = frozenset(
     "across despite throughout toward towards upon beyond inside outside near".split())
 
 
-def _opens_sentence_as_name(ctx: _Context, i: int) -> bool:
+def _opens_sentence_as_name(ctx: _Context, i: int, before_people: bool = False) -> bool:
     """Token ``i`` opens its sentence and reads as the first part of a name (``Dana White``), not as a function
-    word, a quantifier or a modifier (``The``, ``Many``, ``Young``, ``Historically``)."""
+    word, a quantifier or a modifier (``The``, ``Many``, ``Young``, ``Historically``; before a word for people, a
+    word formed as an adjective: ``Skilled Hispanic workers``, ``Devoted Muslim students``)."""
     w = ctx.word(i) or ""
     low = w.lower()
+    adjectival = before_people and len(low) > 4 and low.endswith(("ed", "ing", "ous", "ful", "less"))
     return (ctx.sentence_initial(i) and _capitalised_other(ctx, i) and low not in CLOSED_CLASS and low not in OPENERS
-            and low not in PERSON_MODIFIERS and low not in DETERMINERS and not low.endswith("ly"))
+            and low not in PERSON_MODIFIERS and low not in DETERMINERS and not low.endswith("ly") and not adjectival)
 
 
 def _in_name(ctx: _Context, at: int, after: int, h: Hit, common: frozenset[str]) -> bool:
-    if _capitalised_other(ctx, at - 1) and (not ctx.sentence_initial(at - 1) or _opens_sentence_as_name(ctx, at - 1)):
+    before_people = (ctx.word(ctx.chain_end(after)) or "").lower() in PEOPLE
+    if _capitalised_other(ctx, at - 1) and (not ctx.sentence_initial(at - 1)
+                                            or _opens_sentence_as_name(ctx, at - 1, before_people)):
         return True
     if _capitalised_other(ctx, after) or _titled_people_word(ctx, after):
         return True
@@ -448,29 +512,56 @@ def _role_of(ctx: _Context, at: int, after: int, h: Hit) -> str:
     if prev in COPULAS or (prev in ADVERBS and (ctx.word(at - 2) or "").lower() in COPULAS):
         return "adjective"
     nxt = ctx.word(ctx.chain_end(after))
-    if nxt is not None and nxt[0].isalpha() and nxt.lower() not in CLOSED_CLASS:
+    if nxt is not None and nxt[0].isalpha() and nxt.lower() not in CLOSED_CLASS | NOUN_NEXT | SUBJECT_VERBS:
         return "adjective"
     return "noun"
 
 
 def _about_people(ctx: _Context, at: int, after: int, h: Hit) -> bool:
+    """An ambiguous word (``black``, ``white``) names people: in a people compound; not in a colour comparison
+    (``black as the night``); capitalised inside a sentence before a lower-case word; before a word for people or a
+    community's place (past one modifier); as a noun after a determiner and before a modal or a verb (``a white
+    would``); or after a copula whose subject is a person (:func:`_after_copula`)."""
     if ctx.text[h.end:h.end + 1] == "-":  # a compound: Black-owned, black-and-white
         suffix = re.match(r"-([A-Za-z]+)", ctx.text[h.end:])
         return bool(suffix and suffix.group(1).lower() in PEOPLE_SUFFIXES)
     i = ctx.chain_end(after)
     nxt_word = ctx.word(i) or ""
+    nxt = nxt_word.lower()
+    if nxt == "as" and (ctx.word(i + 1) or "").lower() != "well":
+        return False  # white as snow
     if h.surface[:1].isupper() and not ctx.sentence_initial(at) and nxt_word[:1].islower():
         return True  # Black / White capitalised inside a sentence before a common noun: the race (a name's next word
         # is capitalised: Black Sea, White House)
-    nxt = nxt_word.lower()
-    if nxt in PERSON_MODIFIERS:
+    if nxt in PERSON_MODIFIERS and nxt not in PEOPLE:
         nxt = (ctx.word(i + 1) or "").lower()
-    if nxt in PEOPLE:
+    if nxt in PEOPLE or nxt in AMBIGUOUS_PLACES:
         return True
+    return (nxt in NOUN_NEXT and _after_determiner(ctx, at)) or _after_copula(ctx, at)
+
+
+#: words before a group word used as a noun (``a white``, ``the angry white``)
+NOUN_DETERMINERS: frozenset[str] = frozenset({"a", "an", "the", "this", "that", "every", "each", "one", "any",
+                                              "another"})
+
+
+def _after_determiner(ctx: _Context, at: int) -> bool:
+    """Token ``at`` follows a determiner, directly or past one lower-case adjective (``An athletic black``)."""
+    prev, before = (ctx.word(at - 1) or "").lower(), (ctx.word(at - 2) or "").lower()
+    adjective = (ctx.word(at - 1) or "")[:1].islower() and prev not in CLOSED_CLASS
+    return prev in NOUN_DETERMINERS or (adjective and before in NOUN_DETERMINERS)
+
+
+def _after_copula(ctx: _Context, at: int) -> bool:
+    """Token ``at`` follows a copula (past adverbs) whose subject is a pronoun or a word for people (``his mother
+    was white``, ``she wasn't white enough``, ``he's Asian``)."""
     back = at - 1
     while back >= 0 and ctx.tokens[back][2].lower() in ADVERBS:
         back -= 1
-    if back >= 1 and ctx.tokens[back][2].lower() in COPULAS:
+    word = ctx.tokens[back][2].lower().replace("’", "'") if back >= 0 else ""
+    if word in SUBJECT_COPULAS:
+        return True
+    if back >= 1 and word in COPULAS:
         subject = ctx.tokens[back - 1][2].lower()
         return subject in SUBJECTS or subject in PEOPLE
     return False
@@ -500,10 +591,12 @@ def _past_qualifiers(ctx: _Context, i: int) -> int:
 
 def _origin_about_people(ctx: _Context, at: int, after: int, h: Hit) -> bool:
     """An origin adjective (``African``, ``European``, ``Asian``) is about people unless it qualifies a thing or a
-    place: people when it stands alone (``an Asian``, ``were Hispanic.``, ``the first Asian to``), before a word for
-    people or ancestry (past a list of group and nationality words and one modifier: ``European, American and African
-    collectors``), or in a people compound (``African-born``); not before any other word (``European waters``,
-    ``Asian elephants``, ``Latin American countries``)."""
+    place: people when it stands alone (``an Asian``, ``were Asian.``, ``the first Asian to``, ``the japanese asian
+    went``), before a word for people or ancestry (past a list of group and nationality words and one or two
+    modifiers: ``European, American and African collectors``, ``the Asian medical student``) or a community's place
+    or thing (``the African shop``, ``an Asian neighbourhood``, ``Asian food``), after a copula with a person for its
+    subject (``he is Asian and nerdy``), or in a people compound (``African-born``); not before any other word
+    (``European waters``, ``Asian elephants``, ``Latin American countries``, ``an African nation``)."""
     rest = ctx.text[h.end:]
     if rest[:1] == "-":
         suffix = re.match(r"-([A-Za-z]+)", rest)
@@ -513,9 +606,23 @@ def _origin_about_people(ctx: _Context, at: int, after: int, h: Hit) -> bool:
     if nxt is None or not nxt[0].isalpha() or nxt.lower() in CLOSED_CLASS:
         return True
     low = nxt.lower()
-    if low in PERSON_MODIFIERS:
+    if low in PERSON_MODIFIERS and low not in PEOPLE:
         low = (ctx.word(i + 1) or "").lower()
-    return low in PEOPLE
+    if low in PEOPLE or low in COMMUNITY or low in NOUN_NEXT or _people_past_modifiers(ctx, i):
+        return True
+    return _after_copula(ctx, at)
+
+
+def _people_past_modifiers(ctx: _Context, i: int, most: int = 2) -> bool:
+    """Tokens ``i`` ... are at most ``most`` lower-case modifiers followed by a word for people (``medical
+    student``, ``football player``)."""
+    for j in range(i, i + most):
+        w = ctx.word(j) or ""
+        if not w[:1].islower() or w.lower() in CLOSED_CLASS or ctx.is_term(j):
+            return False
+        if (ctx.word(j + 1) or "").lower() in PEOPLE:
+            return True
+    return False
 
 
 def _bound_pattern(lexicon: GroupLexicon) -> re.Pattern[str] | None:

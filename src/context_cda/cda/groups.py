@@ -86,8 +86,30 @@ DEFAULT_ROWS: dict[str, tuple[tuple, ...]] = {
         (("jews", "christians", "moslems"), None, (2,)),
         (("torah", "bible", "koran"), None, (2,)),
         (("torah", "bible", "qur'an"), None, (2,)),
+        # observances (:data:`OBSERVANCES`): swapped with the group words of their sentence, never on their own
+        (("passover", "easter", "eid al-adha"), None),
+        (("hanukkah", "christmas", "eid al-fitr"), None),
+        (("yom kippur", "lent", "ramadan"), None),
+        (("pesach", "easter", "eid al-adha"), None, (0,)),
+        (("chanukah", "christmas", "eid al-fitr"), None, (0,)),
+        (("hanukkah", "christmas", "eid"), None, (2,)),
     ),
 }
+
+#: observances (a holiday, a fast) with a counterpart in every group: rows of their own, but *companions*: swapped
+#: only in a sentence that names a group with a word of its own (``Jews celebrate Passover`` -> ``Christians
+#: celebrate Easter`` -> ``Muslims celebrate Eid al-Adha``; ``a Christmas single`` names no group and is no religion
+#: sentence). Observances without a counterpart (Purim, Sukkot, Pentecost, Hajj ...) are neither rows nor bound:
+#: they stay as written beside a swapped group word, where before they left the sentence alone.
+OBSERVANCES: dict[str, frozenset[str]] = {
+    "race": frozenset(),
+    "religion": frozenset({"passover", "pesach", "hanukkah", "chanukah", "yom kippur", "easter", "christmas", "lent",
+                           "ramadan", "eid", "eid al-fitr", "eid al-adha"}),
+}
+#: words that count only where they are capitalised (``lent`` is a verb, ``Lent`` the fast)
+CAPITALISED_ONLY: dict[str, frozenset[str]] = {"race": frozenset(), "religion": frozenset({"lent"})}
+#: how English writes a multi-word proper name that the case rules cannot derive (``Eid al-Fitr``)
+SPELLING: dict[str, str] = {"eid al-fitr": "Eid al-Fitr", "eid al-adha": "Eid al-Adha"}
 
 #: words that are also common words: swapped only where they refer to people (``cda.ambiguous``)
 AMBIGUOUS: dict[str, frozenset[str]] = {
@@ -96,10 +118,10 @@ AMBIGUOUS: dict[str, frozenset[str]] = {
 }
 
 #: origin adjectives: words for people unless they qualify a thing or a place (``Asian families`` but not ``Asian
-#: elephants``, ``European waters``, ``African countries``)
+#: elephants``, ``European waters``, ``African countries``): a continent's (and the Caucasus's) adjectives.
+#: *Hispanic*, *Latino* and *Latina* name no place, so they count wherever they stand (``a Hispanic market``).
 ORIGIN: dict[str, frozenset[str]] = {
-    "race": frozenset({"african", "european", "asian", "hispanic", "caucasian", "latino", "latina",
-                       "latin american"}),
+    "race": frozenset({"african", "european", "asian", "caucasian", "latin american"}),
     "religion": frozenset(),
 }
 
@@ -110,13 +132,13 @@ COMMON_NOUNS: dict[str, frozenset[str]] = {
                            "priest", "priests", "imam", "imams"}),
 }
 
-#: words and phrases bound to one group that have no counterpart in the others (a denomination, a holiday, a text, a
-#: practice, an office, an event): a sentence holding one cannot be swapped as a coherent unit (never a "Catholic
-#: mosque", never Muslims celebrating Easter), so it is left alone and counted (``bound``). Matched as whole words in
-#: any case; a few (``Conservative``, ``Reform``) only before a word of Jewish life.
+#: words and phrases bound to one group that have no counterpart in the others (a denomination, a text, a practice,
+#: an office, a place, an event): a sentence holding one cannot be swapped as a coherent unit (never a "Catholic
+#: mosque"), so it is left alone and counted (``bound``). Matched as whole words in any case; a few
+#: (``Conservative``, ``Reform``) only before a word of Jewish life. Observances are not bound (:data:`OBSERVANCES`).
 _BOUND_RELIGION = """
-talmud talmudic mishna mishnah tanakh midrash kabbalah halakha halakhah halacha halakhic kosher kashrut shabbat
-shabbos sabbath passover pesach seder hanukkah chanukah sukkot purim shavuot mitzvah yarmulke kippah tallit tefillin
+talmud talmudic mishna mishnah tanakh midrash kabbalah halakha halakhah halacha halakhic kosher kashrut
+mitzvah yarmulke kippah tallit tefillin
 menorah mezuzah mechitza yeshiva yeshivas rabbinical rabbinic rabbinate hasidic hasidim haredi ultra-orthodox orthodox
 ashkenazi ashkenazic sephardi sephardic zionism zionist zionists antisemitism antisemitic anti-semitism anti-semitic
 anti-semite anti-semites holocaust shoah kibbutz amidah aleynu aleinu kaddish gentile gentiles reconstructionist
@@ -126,23 +148,21 @@ evangelicals pentecostal mormon mormons quaker quakers puritan puritans jesuit j
 benedictine benedictines coptic pope popes papal papacy vatican archbishop archbishops bishop bishops diocese dioceses
 archdiocese diocesan parish parishes parishioner parishioners vicar vicars pastor pastors deacon deacons cathedral
 cathedrals chapel chapels basilica basilicas abbey abbeys convent convents eucharist baptism baptised baptized
-christening crucifix crucifixion jesus christ christmas easter pentecost gospel gospels apostle apostles
+christening crucifix crucifixion jesus christ gospel gospels apostle apostles
 antichrist christendom crusade crusades crusader crusaders sacrament sacraments catechism rosary biblical messiah
-ramadan eid hajj umrah mecca medina kaaba halal hijab hijabs niqab burqa mufti muftis ayatollah caliph caliphs
+mecca medina kaaba halal hijab hijabs niqab burqa mufti muftis ayatollah caliph caliphs
 caliphate mullah mullahs sharia shariah hadith sunni sunnis shia shiite shiites sufi sufis sufism wahhabi salafi
 jihad jihadist jihadists madrasa madrasah madrassa minaret minarets muezzin allah muhammad mohammed quranic koranic
 masjid islamist islamists islamism islamophobia mahdi fatwa zakat ummah judeo-christian abrahamic
 """
-_BOUND_RELIGION_PHRASES = ("yom kippur", "rosh hashanah", "rosh hashana", "high holidays", "high holy days",
-                           "bar mitzvah", "bat mitzvah", "bar mitzvahs", "bat mitzvahs", "chosen people", "temple beth",
-                           "beth israel", "latter-day saints", "good friday", "ash wednesday", "new testament",
+_BOUND_RELIGION_PHRASES = ("chosen people", "temple beth", "beth israel", "latter-day saints", "new testament",
                            "old testament")
 BOUND: dict[str, frozenset[str]] = {
     "race": frozenset(),
     "religion": frozenset(_BOUND_RELIGION.split()) | frozenset(_BOUND_RELIGION_PHRASES),
 }
-#: bound words that are common words in lower case (the verb lent, mass): bound only when capitalised
-BOUND_CAPITALISED: dict[str, frozenset[str]] = {"race": frozenset(), "religion": frozenset({"lent", "advent", "mass"})}
+#: bound words that are common words in lower case (mass): bound only when capitalised
+BOUND_CAPITALISED: dict[str, frozenset[str]] = {"race": frozenset(), "religion": frozenset({"mass"})}
 #: denominations named by a word that is common otherwise: bound only before a word of Jewish life
 BOUND_BEFORE: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "religion": (frozenset({"conservative", "reform", "reformed", "liberal", "progressive"}),
@@ -179,6 +199,8 @@ class GroupLexicon:
     source: str = "default"
     origin: frozenset[str] = frozenset()  # origin adjectives (:data:`ORIGIN`)
     bound: frozenset[str] = frozenset()  # words and phrases bound to one group (:data:`BOUND`)
+    companions: frozenset[str] = frozenset()  # swapped only beside a group word of their own (:data:`OBSERVANCES`)
+    capitalised: frozenset[str] = frozenset()  # counted only where capitalised (:data:`CAPITALISED_ONLY`)
 
     @property
     def words(self) -> set[str]:
@@ -241,7 +263,9 @@ def build_groups(attribute: str, groups: Sequence[str], rows: Iterable[GroupRow]
     return GroupLexicon(attribute, groups, tuple(kept), group, entries, _ambiguous(attribute, ambiguous, known, source),
                         _given_or_built_in(common_nouns, COMMON_NOUNS, attribute) & known, issues, source,
                         frozenset(ORIGIN.get(attribute, ())) & known,
-                        _given_or_built_in(bound, BOUND, attribute) - known)
+                        _given_or_built_in(bound, BOUND, attribute) - known,
+                        frozenset(OBSERVANCES.get(attribute, ())) & known,
+                        frozenset(CAPITALISED_ONLY.get(attribute, ())) & known)
 
 
 def _given_or_built_in(given: Iterable[str] | None, built_in: dict[str, frozenset[str]], attribute: str

@@ -27,6 +27,7 @@ computed and flagged ``too_small`` (the promotion gate refuses to decide on it).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -192,17 +193,36 @@ def _layout(groups: np.ndarray) -> _Layout:
     return _Layout(order, starts, sizes, [str(n) for n in names], pos_start, pos_size)
 
 
+#: the last drawn resamples that fit in one block, by layout, count and seed: a decision resamples the same items
+#: many times (each model's interval, each paired statistic, each seed), and the draws depend only on those
+_DRAWN: dict[tuple[bytes, int, int], np.ndarray] = {}
+DRAWN_KEPT = 8
+
+
 def _blocks(lay: _Layout, resamples: int, seed: int) -> Iterator[np.ndarray]:
-    """The resamples in blocks of at most :data:`BLOCK` indices, all from one generator seeded with ``seed``."""
-    rng = np.random.default_rng(seed)
+    """The resamples in blocks of at most :data:`BLOCK` indices, all from one generator seeded with ``seed``
+    (the same layout, count and seed give the same draws: those that fit in one block are kept, read-only, for the
+    next call)."""
     n = lay.order.shape[0]
     per = max(1, BLOCK // max(n, 1))
+    key = (hashlib.blake2b(b"".join(a.astype(np.int64).tobytes() for a in (lay.order, lay.pos_start, lay.pos_size)),
+                           digest_size=16).digest(), resamples, seed)
+    if n and resamples <= per and key in _DRAWN:
+        yield _DRAWN[key]
+        return
+    rng = np.random.default_rng(seed)
     for start in range(0, resamples, per):
         size = min(per, resamples - start)
         if n == 0:
             yield np.zeros((size, 0), dtype=np.int64)
             continue
-        yield lay.order[lay.pos_start + rng.integers(0, lay.pos_size, size=(size, n))]
+        block = lay.order[lay.pos_start + rng.integers(0, lay.pos_size, size=(size, n))]
+        if resamples <= per:  # one block: keep it
+            block.setflags(write=False)
+            _DRAWN[key] = block
+            while len(_DRAWN) > DRAWN_KEPT:
+                _DRAWN.pop(next(iter(_DRAWN)))
+        yield block
 
 
 def draws(groups: Sequence[Any] | np.ndarray, resamples: int, seed: int) -> np.ndarray:

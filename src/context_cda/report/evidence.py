@@ -5,10 +5,10 @@ paired comparisons of every arm with vanilla and with every other arm.
   evaluate step's aggregate, else the per-epoch ``metrics.csv``; both carry ``<metric>_ci_low/_ci_high``).
 * ▲ / ▼ on SS, CS and LMS are the promotion gate's own judgement (:func:`context_cda.tracking.gate.judge`, the
   function the register step decides with, on the same per-item evidence and policy): against vanilla, SS and CS
-  ▲ when less biased (a significant shift toward 50, Holm-corrected over the metrics vanilla is biased on, with no
-  overshoot), ▼ when more biased (shifted away from 50, farther past 50 than vanilla's distance, or - where vanilla
-  is demonstrably biased - an estimate as far past 50 as vanilla was); LMS ▲ when significantly higher, ▼ when
-  significantly lower and not non-inferior. Between two arms the earlier one is the reference (the champion's rules,
+  ▲ when less biased (a significant shift toward 50, Holm-corrected over the metrics vanilla is biased on, not
+  crossing 50 as far as vanilla was), ▼ when more biased on evidence (shifted away from 50, significantly farther
+  past 50 than vanilla's distance, or - where vanilla is within noise - moved significantly across 50 to lie
+  farther from it); LMS ▲ when significantly higher, ▼ when significantly lower and not non-inferior. Between two arms the earlier one is the reference (the champion's rules,
   margin 0). ICAT, which the gate does not decide on, is marked by its paired difference (higher is better; a
   benchmark added later adds its directed keys to :data:`DIRECTION`). ΔSS and ΔCS, which have no better side, get a
   ``*`` when significant.
@@ -255,10 +255,10 @@ def comparison_rows(ev: Evidence, target: str, label) -> list[tuple[str, list[st
 
 GATE_WORDS = ("the promotion gate's own judgement ({fn}, on the same per-item evidence and policy as the register "
               "step): SS and CS {up} less biased (a significant paired shift toward 50, Holm-corrected over the "
-              "metrics the reference is demonstrably biased on, with no overshoot), {down} more biased (shifted "
-              "significantly away from 50, significantly farther past 50 than the reference's distance, or - where "
-              "the reference is demonstrably biased - an estimate as far past 50 as it was); LMS {up} significantly "
-              "higher, {down} significantly lower{margin}")
+              "metrics the reference is demonstrably biased on, not crossing 50 as far as the reference was), {down} "
+              "more biased on evidence (shifted significantly away from 50, significantly farther past 50 than the "
+              "reference's distance, or - where the reference is within noise - moved significantly across 50 to "
+              "lie farther from it); LMS {up} significantly higher, {down} significantly lower{margin}")
 
 
 def gate_words(level: float, margin: str) -> str:

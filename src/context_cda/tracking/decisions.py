@@ -2,10 +2,11 @@
 
 * **The verdict** of the promotion gate on a version, one of four states (:data:`VERDICTS`, decided by
   :func:`context_cda.tracking.gate.verdict`): :data:`PROMOTED` (every rule held), :data:`REFUSED_WORSE` (evidence
-  against the version: significantly more biased than its reference, an overshoot past 50, or LMS significantly
-  lower than a rule allows), :data:`REFUSED_MISSING` (a rule could not be judged: per-item scores missing, too few
-  shared items, a champion without evidence) or :data:`REFUSED_NOT_SHOWN` (no evidence against it, but the
-  improvement was not shown; its note says when the benchmark was too small to show the observed shift). It is the
+  against the version: significantly more biased than its reference, an overshoot past 50 shown, or LMS
+  significantly lower than a rule allows), :data:`REFUSED_MISSING` (a rule could not be judged: per-item scores
+  missing, too few shared items, a champion without evidence) or :data:`REFUSED_NOT_SHOWN` (no evidence against it,
+  but an improvement was not shown: on some metric vanilla is demonstrably biased on; its note says when the
+  benchmark was too small to show the observed shift). It is the
   version and run tag :data:`VERDICT_TAG` (its note :data:`NOTE_TAG`, the detectable shifts
   :data:`DETECTABLE_TAG`), the ``verdict`` of ``promotion.json``, ``ccda register``'s line and the report's.
 * **The decision**, the verdict in two words: :data:`PROMOTED` (the version got the :data:`CHAMPION` alias) or
@@ -36,8 +37,9 @@ CHAMPION = "champion"
 LEGEND = (f"Decision: {PROMOTED} (every rule of the promotion gate held: the version got the alias {CHAMPION}) or "
           f"{REFUSED} (the {CHAMPION} alias stayed where it was), as the registry's {DECISION_TAG} tag says. "
           f"Verdict ({VERDICT_TAG}): {PROMOTED}; {REFUSED_WORSE} (evidence against it: significantly more biased, "
-          f"an overshoot past 50, or LMS significantly lower than a rule allows); {REFUSED_MISSING} (a rule could "
-          f"not be judged); {REFUSED_NOT_SHOWN} (no evidence against it, but the improvement was not shown; "
+          f"an overshoot past 50 shown, or LMS significantly lower than a rule allows); {REFUSED_MISSING} (a rule "
+          f"could not be judged); {REFUSED_NOT_SHOWN} (no evidence against it, but an improvement was not shown on "
+          "every metric vanilla is demonstrably biased on; "
           "\"underpowered\" when the observed shift lies below what the benchmark could have shown). Aliases: as "
           f"the registry holds them now; {CANDIDATE} marks the newest registered version (it moves to each new one, "
           f"so an older version keeps no alias unless it is the {CHAMPION}), {CHAMPION} the version promoted last.")

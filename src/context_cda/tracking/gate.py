@@ -10,19 +10,29 @@ shows on its own:
   exceeds the margin (``min_effect`` against vanilla, 0 otherwise) with confidence: the percentile interval above
   the margin and the exact paired sign-flip test rejecting "no change", each at the family's Holm-adjusted level
   (the test's p-value is the larger of the two, :func:`context_cda.evaluate.stats.percentile_p` and
-  :func:`context_cda.evaluate.stats.sign_flip`). It is refused for **overshooting** only on evidence, seed by seed: a
-  seed's estimate as far past 50 as the reference was (``excess >= 0``), or a paired interval of that seed's
-  **excess** ``s * (100 - seed - reference)`` (how much farther past 50 than the reference's distance) above 0.
+  :func:`context_cda.evaluate.stats.sign_flip`). An **overshoot** is judged apart, on the seed's paired **excess**
+  ``s * (100 - seed - reference)`` (how much farther past 50 than the reference's distance): *worse* only on
+  evidence (a seed's excess interval above 0); a candidate that crossed 50 and lies, by its estimate, as far past
+  it as the reference was (the seeds' mean distance at least ``b``) is *not shown* less biased - no reduction to
+  show, and no evidence against it either.
 * **within noise** - its interval holds 50: nothing to reduce that this sample shows, so the metric is a
   **non-inferiority** check: the candidate must not be significantly farther from 50 - neither significantly
-  shifted away from 50 on the reference's side (interval below 0 and the sign-flip test agreeing) nor, for any
-  seed, significantly farther past 50 than the reference's distance (the excess interval above 0).
+  shifted away from 50 on the reference's side (interval below 0 and the sign-flip test agreeing), nor moved
+  significantly to the other side of 50 so far that its estimate lies farther from 50 than the reference's (the
+  reference's side is noise, so this is the same harm mirrored), nor, for any seed, significantly farther past 50
+  than the reference's distance or significantly shifted away.
 
-Every metric the reference is biased on is tested for improvement; at least one must show it, and the family is
-corrected with Holm's step-down procedure (:func:`context_cda.evaluate.stats.holm`): the claim "better on at least one" is
-a union, so each test needs the Holm-adjusted p below ``1 - level``. Against the champion the family also holds
-"LMS higher". LMS is otherwise a non-inferiority margin against vanilla (the paired interval's lower end at least
-``-lms_delta``) and "not significantly lower" against the champion.
+Every metric the reference is demonstrably biased on is tested for improvement and, against vanilla, **each must
+show it**: a candidate that fixed one benchmark and left the other biased is not less biased than vanilla. The
+family's p-values are Holm-corrected (:func:`context_cda.evaluate.stats.holm`): each metric's outcome is a claim the reasons
+and the report state on its own ("less biased on StereoSet"), and Holm keeps the chance of any false one at most
+``1 - level`` (the verdict, which needs all of them, is then conservative: an intersection-union test alone would
+need no correction). Against the champion the family also holds "LMS higher" and one shown improvement suffices
+(``require_improvement``). LMS is otherwise a non-inferiority margin against vanilla (the paired interval's lower
+end at least ``-lms_delta``) and "not significantly lower" against the champion. Every directional claim is
+one-sided at ``(1 - level) / 2`` (the end of the printed two-sided interval; the exact test's two-sided p below
+``1 - level``); the seed-by-seed harm tests divide that by the number of seeds (Bonferroni), so more seeds never
+make a refusal likelier.
 
 :func:`verdict` turns judgements into one of four states (:mod:`.decisions`): ``promoted``, ``refused: worse``
 (evidence against the candidate on some rule: significantly more biased, an overshoot, or LMS significantly lower
@@ -101,14 +111,18 @@ class PromotionPolicy:
 
 @dataclass(frozen=True)
 class SeedCheck:
-    """One training seed of the candidate against the reference: its value, its shift toward 50 (point) and its
+    """One training seed of the candidate against the reference: its value, its shift toward 50 (point), its
     ``excess`` - ``s * (100 - seed - reference)``, paired: how much farther past 50 it lies than the reference's
-    distance (negative: not that far)."""
+    distance (negative: not that far) - and the one-sided p-values of the two harms judged seed by seed:
+    ``p_past`` of "excess <= 0" (percentile, :func:`context_cda.evaluate.stats.percentile_p`) and ``p_away`` of "not
+    shifted away from 50" (the larger of the percentile p of "shift >= 0" and the seed's exact sign-flip p)."""
 
     seed: int | None
     value: float
     shift: float
     excess: Difference
+    p_past: float = 1.0
+    p_away: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -135,7 +149,7 @@ class BiasCheck:
     tested: bool = False
     p_holm: float = math.nan
     outcome: str = SAME
-    why: str = ""  # shown | not shown | few changed | away | past | overshoot | not farther | too small
+    why: str = ""  # shown | not shown | few changed | away | seed away | past | crossed | as far | not farther | too small
     alpha: float = 0.05
     detectable: float = math.nan
 
@@ -143,6 +157,21 @@ class BiasCheck:
     def distance(self) -> float:
         """The reference's distance from 50."""
         return abs(self.reference.point - IDEAL)
+
+    @property
+    def excess(self) -> float:
+        """The recipe's average run's excess (the mean of its seeds'): how much farther past 50 than the reference's
+        distance the pooled estimate lies (negative: not that far)."""
+        return sum(s.excess.point for s in self.seeds) / max(len(self.seeds), 1)
+
+    @property
+    def as_far(self) -> bool:
+        """By its estimate the candidate is not less biased for having crossed 50: some seed lies past 50 and the
+        seeds' mean distance from 50 is at least the reference's (one seed: ``excess >= 0``). Not evidence of an
+        overshoot (that is ``p_past``), only the absence of an estimated reduction."""
+        crossed = any(self.side * (s.value - IDEAL) < -TOLERANCE for s in self.seeds)
+        mean_distance = sum(abs(s.value - IDEAL) for s in self.seeds) / max(len(self.seeds), 1)
+        return crossed and mean_distance >= self.distance - TOLERANCE
 
     @property
     def p_improvement(self) -> float:
@@ -227,6 +256,11 @@ class Judgement:
         """The metrics shown better (those of the Holm family that were rejected)."""
         return [m for m in self.family if self.outcomes().get(m) == BETTER]
 
+    @property
+    def not_shown(self) -> list[str]:
+        """The metrics of the Holm family not shown better."""
+        return [m for m in self.family if self.outcomes().get(m) != BETTER]
+
     def small_metrics(self) -> set[str]:
         """The gate metrics of the benchmarks with too few shared items."""
         return {m for m, b in BENCHMARK_OF.items() if b in self.small}
@@ -240,8 +274,8 @@ class Judgement:
     def passed(self) -> bool:
         if self.lacking or self.worse or self.lms is None:
             return False
-        if self.role == VANILLA:
-            return self.lms.non_inferior and bool(self.better)
+        if self.role == VANILLA:  # every metric vanilla is demonstrably biased on shows its shift toward 50
+            return self.lms.non_inferior and bool(self.family) and not self.not_shown
         return bool(self.better) or not self.require_improvement
 
 
@@ -260,17 +294,25 @@ def _orient(ref: float, cand: float) -> int:
     return side or (1 if cand >= IDEAL else -1)
 
 
-def _seed_checks(cand: Items, ref: Items, key: str, fn, side: int, st: Settings, seeds) -> tuple[SeedCheck, ...]:
-    from ..evaluate.stats import paired_draws
+def _seed_checks(cand: Items, ref: Items, metric: str, fn, side: int, st: Settings, seeds,
+                 pooled_sign: SignFlip) -> tuple[SeedCheck, ...]:
+    """Per training seed: its value, shift and paired excess with their harm p-values (``pooled_sign``: the
+    pooled test, which is the seed's own when there is one seed)."""
+    from ..evaluate.stats import paired_draws, percentile_p, sign_flip
 
+    _, key, column, _, _ = BIAS[metric]
     out = []
     runs = cand.each_run()
     for i, run in enumerate(runs):
         dr = paired_draws(run, ref, lambda m: {"v": fn(m)[key]}, st)
         a, b = dr.a["v"], dr.b["v"]
-        excess = dr.difference(round(side * (100.0 - a - b), 9) + 0.0, side * (100.0 - dr.boot_a["v"] - dr.boot_b["v"]))
+        excess_draws = side * (100.0 - dr.boot_a["v"] - dr.boot_b["v"])
+        excess = dr.difference(round(side * (100.0 - a - b), 9) + 0.0, excess_draws)
+        away_draws = side * (dr.boot_a["v"] - dr.boot_b["v"])  # minus the shift toward 50
+        sign = pooled_sign if len(runs) == 1 else sign_flip(run, ref, column, st)
+        p_away = max(percentile_p(away_draws, TOLERANCE), sign.p) if side * (a - b) > TOLERANCE else 1.0
         seed = seeds[i] if i < len(seeds) else (i if len(runs) > 1 else None)
-        out.append(SeedCheck(seed, a, side * (b - a), excess))
+        out.append(SeedCheck(seed, a, side * (b - a), excess, percentile_p(excess_draws, TOLERANCE), p_away))
     return tuple(out)
 
 
@@ -289,9 +331,10 @@ def bias_check(cand: Items, ref: Items, metric: str, settings: Settings, margin:
     shift_draws = side * (dr.boot_b["v"] - dr.boot_a["v"]) + 0.0  # + 0.0: no "-0.00" in the reasons
     shift = dr.difference(side * (ref_iv.point - cand_iv.point) + 0.0, shift_draws)
     biased = ref_iv.low > IDEAL + TOLERANCE or ref_iv.high < IDEAL - TOLERANCE
+    sign = sign_flip(a, b, column, settings)
     return BiasCheck(metric, side, BIASED if biased else NOISE, ref_iv, cand_iv, shift,
-                     percentile_p(shift_draws, margin + TOLERANCE), margin, sign_flip(a, b, column, settings),
-                     _seed_checks(a, b, key, fn, side, settings, seeds or []))
+                     percentile_p(shift_draws, margin + TOLERANCE), margin, sign,
+                     _seed_checks(a, b, metric, fn, side, settings, seeds or [], sign))
 
 
 def lms_check(cand: Items, ref: Items, settings: Settings, delta: float) -> LmsCheck:
@@ -307,13 +350,24 @@ def lms_check(cand: Items, ref: Items, settings: Settings, delta: float) -> LmsC
 
 
 def _bias_outcome(c: BiasCheck, alpha: float) -> tuple[str, str]:
-    """(outcome, why) of a bias metric once its Holm-adjusted p-value is known."""
+    """(outcome, why) of a bias metric once its Holm-adjusted p-value is known. Harm needs evidence, each test at
+    ``alpha`` (the seed-by-seed tests at ``alpha`` / seeds, Bonferroni, so that more seeds never make a refusal
+    likelier): shifted away from 50 (pooled, or a seed), a seed significantly farther past 50 than the reference's
+    distance, or - where the reference is within noise, so its side of 50 is no fact - a significant move to the
+    other side of 50 that leaves the estimate farther from 50 than the reference (the mirror image of "away").
+    An estimate that crossed 50 and lies as far past it as the reference was is *not less biased* (no reduction
+    to show), never *worse* without that evidence."""
+    per_seed = alpha / max(len(c.seeds), 1)
     if c.shift.high < -TOLERANCE and c.sign.p < alpha:
         return WORSE, "away"
-    if any(s.excess.low > TOLERANCE for s in c.seeds):
+    if any(s.p_past < per_seed for s in c.seeds):
         return WORSE, "past"
-    if c.regime == BIASED and any(s.excess.point >= -TOLERANCE for s in c.seeds):
-        return WORSE, "overshoot"
+    if len(c.seeds) > 1 and any(s.p_away < per_seed for s in c.seeds):
+        return WORSE, "seed away"
+    if c.regime == NOISE and c.excess > TOLERANCE and c.shift.low > TOLERANCE and c.sign.p < alpha:
+        return WORSE, "crossed"
+    if c.regime == BIASED and c.as_far:
+        return SAME, "as far"
     if not c.tested:
         return SAME, "not farther"
     if c.p_holm < alpha:
@@ -406,9 +460,11 @@ def verdict(*judgements: Judgement | None, champion_unreadable: bool = False) ->
         return D.PROMOTED, ""
     weak = [f"{label(m)} vs {j.who}: detectable shift ≥ {c.detectable:.2f} (observed {c.shift.point:+.2f})"
             for j in js for m, c in j.bias.items() if c.underpowered]
+    crossed = [f"{label(m)} vs {j.who}: as far past 50 as {j.who} was, no reduction to show" for j in js
+               for m, c in j.bias.items() if c.tested and c.why == "as far"]
     if weak:
-        return D.REFUSED_NOT_SHOWN, "underpowered: " + "; ".join(weak)
-    return D.REFUSED_NOT_SHOWN, _not_shown_note(js)
+        return D.REFUSED_NOT_SHOWN, "underpowered: " + "; ".join(weak + crossed)
+    return D.REFUSED_NOT_SHOWN, "; ".join(crossed) or _not_shown_note(js)
 
 
 def _not_shown_note(js: list[Judgement]) -> str:
@@ -420,7 +476,8 @@ def _not_shown_note(js: list[Judgement]) -> str:
         if not j.family:
             return (f"{j.who} is not demonstrably biased on {', '.join(label(m) for m in j.bias) or 'any metric'}: "
                     "no shift toward 50 to show")
-        return f"no improvement on {', '.join(label(m) for m in j.family)} vs {j.who}"
+        shown = f" (shown on {', '.join(label(m) for m in j.better)})" if j.better and j.role == VANILLA else ""
+        return f"no improvement on {', '.join(label(m) for m in j.not_shown)} vs {j.who}{shown}"
     return ""
 
 

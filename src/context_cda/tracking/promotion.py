@@ -7,9 +7,10 @@ and in docs/evaluation.md):
 
 (a) **less biased than vanilla**: on each bias metric (SS, CS, for the bias type ``evaluate.bias_type`` the
     benchmarks scored) the rule depends on vanilla's own evidence - where vanilla is demonstrably biased, a
-    significant paired shift toward 50 beyond ``min_effect`` (interval and exact sign-flip test), refused for an
-    overshoot only on evidence, seed by seed; where vanilla is within noise, not significantly farther from 50
-    (non-inferiority). At least one metric must show the improvement, the family Holm-corrected.
+    significant paired shift toward 50 beyond ``min_effect`` (interval and exact sign-flip test), refused as worse
+    for an overshoot only on evidence, seed by seed (an estimate that crossed 50 as far as vanilla was is not shown
+    less biased); where vanilla is within noise, not significantly farther from 50 (non-inferiority). *Every*
+    metric vanilla is demonstrably biased on must show its shift, the family Holm-corrected.
 (b) **LMS non-inferior to vanilla**: the lower bound of the interval of ``LMS - LMS_vanilla`` is at least
     ``-lms_delta``.
 (c) **against the current champion** (when there is one): the same rules with the champion as the reference
@@ -40,7 +41,6 @@ from .gate import (
     CHAMPION,
     CS,
     ICAT,
-    IDEAL,
     LMS,
     SS,
     VANILLA,
@@ -143,26 +143,33 @@ def _test_text(c: BiasCheck, j: Judgement) -> str:
     return parts + f" vs {j.alpha:.3g}"
 
 
-def _seed_words(c: BiasCheck, who: str) -> tuple[str, SeedCheck]:
-    """(whose words, the seed farthest past 50 relative to the reference's distance)."""
-    worst = max(c.seeds, key=lambda s: s.excess.point)
+def _seed_words(c: BiasCheck, who: str, key: str = "excess") -> tuple[str, SeedCheck]:
+    """(whose words, the seed that decides: the one farthest past 50 relative to the reference's distance, or with
+    ``key`` "away" the one with the strongest evidence of a shift away from 50)."""
+    worst = (min(c.seeds, key=lambda s: s.p_away) if key == "away" else max(c.seeds, key=lambda s: s.excess.point))
     return (f"seed {worst.seed} (of {len(c.seeds)})" if len(c.seeds) > 1 else "the candidate"), worst
 
 
 def _outcome_text(c: BiasCheck, j: Judgement) -> str:
     unit, who = BIAS[c.metric][4], j.who
     whose, s = _seed_words(c, who)
-    mirror = IDEAL - c.side * c.distance
+    away_whose, a = _seed_words(c, who, "away")
     words = {
         "shown": "less biased",
         "few changed": f"not shown less biased (the exact test finds too few changed {unit})",
         "not shown": "not shown less biased (the interval of the shift is not above "
                      f"{c.margin:g}" + (": min_effect)" if c.margin else ")"),
         "away": "shifted away from 50: significantly more biased",
+        "seed away": f"{away_whose} shifted away from 50 ({a.shift:+.2f}, {_pv(a.p_away)} vs "
+                     f"{j.alpha / len(c.seeds):.3g}: {j.alpha:.3g} Bonferroni-divided over the {len(c.seeds)} seeds): "
+                     "significantly more biased",
         "past": f"{whose} lies significantly farther past 50 than {who}'s distance (excess {s.excess.text()}): "
-                "significantly more biased",
-        "overshoot": f"{whose}'s estimate {s.value:.2f} lies as far past 50 as {who} was (at or beyond "
-                     f"{mirror:.2f}; excess {s.excess.text()}): overshoots 50, not less biased",
+                "an overshoot shown, significantly more biased",
+        "crossed": f"moved significantly to the other side of 50 and lies farther from 50 than {who} (excess "
+                   f"{c.excess:+.2f}): significantly more biased where {who} was not demonstrably biased",
+        "as far": f"crossed 50, and lies as far past it as {who} was (the seeds' mean distance from 50 at least "
+                  f"{c.distance:.2f}; excess, {whose}: {s.excess.text()}): no reduction to show, not shown less "
+                  "biased (no evidence of an overshoot either)",
         "not farther": f"not significantly farther from 50 (excess past 50 beyond {who}'s distance, {whose}: "
                        f"{s.excess.text()}): non-inferior",
         "too small": "too few items to decide on",
@@ -221,9 +228,15 @@ def reasons_of(j: Judgement, cand: dict[str, Interval], ref: dict[str, Interval]
         out.append(f"refused: significantly worse than {j.who} on {', '.join(label(m) for m in j.worse)}"
                    if j.role == CHAMPION else
                    f"refused: worse than {j.who} on {', '.join(label(m) for m in j.worse)}")
-    elif j.role == VANILLA and not j.lacking and not j.better:
-        out.append(f"refused: not shown less biased than {j.who} on any of "
-                   f"{', '.join(label(m) for m in j.family) or 'the metrics it is biased on (none)'}")
+    elif j.role == VANILLA and not j.lacking and not j.family:
+        out.append(f"refused: not shown less biased than {j.who}: it is not demonstrably biased on any of "
+                   f"{', '.join(label(m) for m in j.bias) or 'the bias metrics'}, so there is no shift toward 50 to "
+                   "show")
+    elif j.role == VANILLA and not j.lacking and j.not_shown:
+        shown = f"; shown on {', '.join(label(m) for m in j.better)}" if j.better else ""
+        out.append(f"refused: not shown less biased than {j.who} on {', '.join(label(m) for m in j.not_shown)}: "
+                   f"every metric {j.who} is demonstrably biased on ({', '.join(label(m) for m in j.family)}) must "
+                   f"show its shift toward 50{shown}")
     elif j.role == CHAMPION and not j.lacking and not j.passed:
         out.append(f"refused: not significantly better than {j.who} on any of SS, CS (less biased) or LMS "
                    "(tracking.promotion.require_improvement)")
@@ -304,9 +317,11 @@ def bias_phrase(c: BiasCheck, who: str) -> str:
                        f"{c.detectable:.2f})",
         "not shown": f"not shown less biased on {bench} ({shift}; detectable shift ≥ {c.detectable:.2f})",
         "away": f"more biased on {bench} (shifted away from 50: {shift})",
+        "seed away": f"more biased on {bench} ({_seed_words(c, who, 'away')[0]} shifted away from 50)",
         "past": f"more biased on {bench} (farther past 50 than {who}'s distance: {lbl} excess {s.excess.text()})",
-        "overshoot": f"overshoots 50 on {bench} ({lbl} {s.value:.2f} as far past 50 as {who}'s "
-                     f"{c.reference.point:.2f} was on its side)",
+        "crossed": f"more biased on {bench} (moved significantly past 50, farther from it than {who}: {shift})",
+        "as far": f"not shown less biased on {bench} ({lbl} {c.candidate.point:.2f} crossed 50 and lies as far past "
+                  f"it as {who}'s {c.reference.point:.2f} was on its side)",
         "not farther": f"not farther from 50 on {bench}, where {who} is not demonstrably biased ({lbl} "
                        f"{c.reference.text()}; {shift})",
         "too small": f"too few {bench} items to decide on",
