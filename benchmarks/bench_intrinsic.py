@@ -124,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="--vs-bias-bench: runs of StereoSet and CrowS.")
     ap.add_argument("--sd-repeats", type=int, default=1, help="--vs-bias-bench: runs of Self-Debias and Wino.")
     ap.add_argument("--only", nargs="*", default=None, help="--vs-bias-bench: these benchmarks only.")
+    ap.add_argument("--stereoset-bias", default="all",
+                    help="--vs-bias-bench: StereoSet's bias type (gender, race, ...; default all of them).")
     ap.add_argument("--json", default=None, help="--vs-bias-bench: write the figures to this file.")
     args = ap.parse_args(argv)
     if args.vs_bias_bench:
@@ -131,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from intrinsic_vs_biasbench import run
 
-        rows = run(args.model, args.threads, args.repeats, args.sd_repeats, args.max_items, args.batch_size, args.only)
+        rows = run(args.model, args.threads, args.repeats, args.sd_repeats, args.max_items, args.batch_size, args.only,
+                   args.stereoset_bias)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1))
         return 1 if any(r["flips"] for r in rows) else 0

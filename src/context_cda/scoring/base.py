@@ -199,10 +199,24 @@ class Scorer(abc.ABC):
         return 0
 
     def with_batch_size(self, batch_size: int) -> Scorer:
-        """A shallow copy sharing the model, with another batch size (1: the reference path)."""
+        """A shallow copy sharing the model (and its caches), with another batch size (1: the reference path) and
+        a ledger of its own."""
         other = copy.copy(self)
         other.batch_size = batch_size
+        other.__dict__.pop("_ledger", None)
         return other
+
+    @property
+    def ledger(self) -> Any:
+        """The work this scorer's passes needed and did since the ledger was made (:mod:`.flops`; a causal scorer
+        keeps it); ``del scorer.ledger`` starts a new one."""
+        from .flops import Ledger
+
+        return self.__dict__.setdefault("_ledger", Ledger())
+
+    @ledger.deleter
+    def ledger(self) -> None:
+        self.__dict__.pop("_ledger", None)
 
     def reference(self) -> Scorer:
         """The one-at-a-time reference scorer (batch size 1, no padding)."""
