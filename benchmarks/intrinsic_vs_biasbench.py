@@ -43,21 +43,27 @@ def matmul_rate(model: Any, rows: int = 2048, repeats: int = 5) -> float:
     return measured_matmul_rate(rows, (hidden, inner), repeats) / 1e9
 
 
-def count_flops(fn) -> float:
-    """The FLOPs of ``fn()``, counted with one torch thread: the counter is a dispatch mode of the calling thread
-    only, so passes run side by side in threads of their own (``scoring.base.side_by_side``, used with two or more
-    torch threads) would not be counted; with one thread the same passes run in this thread."""
+def count_work(fn, scorer: Any) -> tuple[float, dict | None]:
+    """The matrix-product FLOPs of ``fn()`` counted by torch's FlopCounterMode (with one torch thread: the counter
+    is a dispatch mode of the calling thread only, so passes run side by side in threads of their own,
+    ``scoring.base.side_by_side``, would not be counted; with one thread the same passes run in this thread), and
+    the scorer's ledger of that run (:mod:`context_cda.scoring.flops`: the FLOPs the shared-prefix plan needs and
+    those the passes did, per part); None without a scorer (Self-Debias keeps no plan)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from context_cda.scoring.flops import Costs
+
     before = torch.get_num_threads()
     torch.set_num_threads(1)
+    if scorer is not None:
+        del scorer.ledger
     try:
         with FlopCounterMode(display=False) as fc:
             fn()
     finally:
         torch.set_num_threads(before)
-    return float(fc.get_total_flops())
+    return float(fc.get_total_flops()), None if scorer is None else scorer.ledger.summary(Costs.of(scorer.model))
 
 
 def bias_bench(job: dict, tmp: Path) -> dict:
@@ -120,22 +126,50 @@ def _wino_items(fast: list[dict], ref: list[dict], keys: tuple[str, str], decisi
     return flips, 0, rel
 
 
+def _flops_text(ledger: dict | None, counted: float) -> str:
+    """The plan's FLOPs and the passes' (per part), and torch's own count of the matrix products."""
+    if ledger is None:
+        return f"      FLOPs done {counted / 1e12:.3f} T (matrix products counted by torch; no plan kept)"
+    need, done = ledger["needed"]["flops"], ledger["done"]["flops"]
+
+    def parts(f: dict) -> str:
+        return f"{f['total'] / 1e12:.3f} T = base {f['base'] / 1e12:.3f} + attention {f['attention'] / 1e12:.3f} " \
+               f"+ head {f['head'] / 1e12:.3f}"
+
+    return (f"      FLOPs needed (shared-prefix plan: {ledger['needed']['base_tokens']} positions, "
+            f"{ledger['needed']['head_rows']} read) {parts(need)}\n"
+            f"      FLOPs done   ({ledger['done']['base_tokens']} positions, {ledger['done']['head_rows']} projected) "
+            f"{parts(done)}; done/needed {ledger['done_over_needed']:.3f}; base + head counted by torch "
+            f"{counted / 1e12:.3f} T")
+
+
 def _line(name: str, ours: list[float], theirs: list[float], items: tuple[int, int, float], ref: str,
-          flops: float | None, rate: float, best: float) -> dict:
+          work: tuple[float, dict | None], rate: float, best: float) -> dict:
+    """One benchmark's row: times, ratio, items compared, FLOPs needed and done, the achieved rate, and the
+    ratio the plan's FLOPs would allow at the measured matmul rate (its bound on this machine)."""
+    counted, ledger = work
     o, t = statistics.median(ours), statistics.median(theirs)
-    achieved = flops / o / 1e9 if flops else None
-    frac = (f"{achieved:6.1f} GFLOP/s = {achieved / rate:4.0%} of the matmul rate ({achieved / best:4.0%} of its best)"
-            if achieved else "")
+    done = ledger["done"]["flops"]["total"] if ledger else counted
+    needed = ledger["needed"]["flops"]["total"] if ledger else None
+    achieved = done / o / 1e9 if done else None
+    bound = t / (needed / (rate * 1e9)) if needed else None
     print(f"  {name:22s} ours {o:7.2f} s  {ref} {t:7.2f} s  ratio {t / o:6.2f}x   flips {items[0]} "
-          f"(knife-edge {items[1]})  max rel diff {items[2]:.1e}   {frac}")
+          f"(knife-edge {items[1]})  max rel diff {items[2]:.1e}")
+    print(_flops_text(ledger, counted))
+    if achieved:
+        print(f"      {achieved:6.1f} GFLOP/s done = {achieved / rate:4.0%} of the matmul rate ({achieved / best:4.0%} "
+              f"of its best)" + (f"; the plan at the full matmul rate: {needed / (rate * 1e9):.2f} s, a ratio of at "
+                                 f"most {bound:.1f}x" if bound else ""))
     return {"benchmark": name, "ours_s": ours, "reference_s": theirs, "reference": ref, "ratio": t / o,
-            "flips": items[0], "knife_edge": items[1], "max_rel_diff": items[2], "gflops": (flops or 0) / 1e9,
+            "flips": items[0], "knife_edge": items[1], "max_rel_diff": items[2], "gflops": done / 1e9,
+            "gflops_counted": counted / 1e9, "ledger": ledger, "ratio_bound": bound,
             "achieved_gflop_s": achieved, "matmul_fraction": achieved / rate if achieved else None,
             "matmul_fraction_of_best": achieved / best if achieved else None}
 
 
-def _setup(ref: str, max_items: int | None, batch_size: int, tmp: Path) -> dict:
-    """Items, bias-bench's files, our scorers (plain and Self-Debias in bias-bench mode), bias-bench's job."""
+def _setup(ref: str, max_items: int | None, batch_size: int, tmp: Path, stereoset_bias: str = "all") -> dict:
+    """Items (StereoSet's clusters of ``stereoset_bias``, every bias type by default; CrowS gender), bias-bench's
+    files, our scorers (plain and Self-Debias in bias-bench mode), bias-bench's job."""
     import csv
 
     sys.path.insert(0, str(ROOT))
@@ -148,7 +182,7 @@ def _setup(ref: str, max_items: int | None, batch_size: int, tmp: Path) -> dict:
     from context_cda.scoring import load_scorer
     from context_cda.scoring.self_debias import BIAS_BENCH_POSITIONS, SelfDebiasSettings, self_debias_scorer
 
-    examples = unique(load_stereoset(resolve("stereoset"), "gender"))[:max_items]
+    examples = unique(load_stereoset(resolve("stereoset"), stereoset_bias))[:max_items]
     ss_file = write_stereoset(examples, tmp / "stereoset.json")
     cr_file = subset_crows(Path(resolve("crows-pairs")), tmp / "crows.csv", max_items)
     with open(cr_file, encoding="utf-8", newline="") as f:
@@ -164,25 +198,25 @@ def _setup(ref: str, max_items: int | None, batch_size: int, tmp: Path) -> dict:
 
 
 def _tasks(s: dict, repeats: int, sd_repeats: int) -> list[tuple]:
-    """(name, ours, bias-bench's job or None, repeats, item comparison)."""
+    """(name, ours, bias-bench's job or our one-at-a-time run, repeats, item comparison, the scorer)."""
     from context_cda.evaluate import crows, stereoset, winobias, winogender
 
     sc, sd, ex, pairs = s["scorer"], s["self_debias"], s["examples"], s["pairs"]
     ref = sc.reference()
     return [
         ("StereoSet", lambda: stereoset.score(sc, ex)[0], {"bench": "stereoset", "arm": "vanilla"}, repeats,
-         lambda rows, bb: _stereoset_items(rows, bb["scores"], ex)),
+         lambda rows, bb: _stereoset_items(rows, bb["scores"], ex), sc),
         ("CrowS", lambda: crows.score(sc, pairs, "bias-bench")[0], {"bench": "crows", "arm": "vanilla"}, repeats,
-         lambda rows, bb: _crows_items(rows, bb["scores"], s["csv_rows"])),
+         lambda rows, bb: _crows_items(rows, bb["scores"], s["csv_rows"]), sc),
         ("Self-Debias StereoSet", lambda: stereoset.score(sd, ex)[0], {"bench": "stereoset", "arm": "self-debias"},
-         sd_repeats, lambda rows, bb: _stereoset_items(rows, bb["scores"], ex)),
+         sd_repeats, lambda rows, bb: _stereoset_items(rows, bb["scores"], ex), None),
         ("Self-Debias CrowS", lambda: crows.score(sd, pairs, "bias-bench")[0],
          {"bench": "crows", "arm": "self-debias"}, sd_repeats,
-         lambda rows, bb: _crows_items(rows, bb["scores"], s["csv_rows"])),
+         lambda rows, bb: _crows_items(rows, bb["scores"], s["csv_rows"]), None),
         ("WinoGender", lambda: winogender.score(sc, s["winogender"])[0],
-         lambda: winogender.score(ref, s["winogender"])[0], sd_repeats, lambda rows, want: _wino_items(rows, want, ("ll_occupation", "ll_participant"), "pred")),
+         lambda: winogender.score(ref, s["winogender"])[0], sd_repeats, lambda rows, want: _wino_items(rows, want, ("ll_occupation", "ll_participant"), "pred"), sc),
         ("WinoBias", lambda: winobias.score(sc, s["winobias"])[0], lambda: winobias.score(ref, s["winobias"])[0],
-         sd_repeats, lambda rows, want: _wino_items(rows, want, ("ll_gold", "ll_other"), "correct")),
+         sd_repeats, lambda rows, want: _wino_items(rows, want, ("ll_gold", "ll_other"), "correct"), sc),
     ]
 
 
@@ -198,7 +232,7 @@ def _warm_up(s: dict) -> None:
         winobias.score(sc, s["winobias"][:3])
 
 
-def _one(name, ours, theirs, repeats, compare, s, tmp, threads) -> tuple[list, list, tuple, float]:
+def _one(name, ours, theirs, repeats, compare, scorer, s, tmp, threads) -> tuple[list, list, tuple, tuple]:
     """Interleaved runs of one benchmark: ours, then the reference (bias-bench's job, or our one-at-a-time path)."""
     mine, ref_times = [], []
     for _ in range(repeats):
@@ -214,11 +248,11 @@ def _one(name, ours, theirs, repeats, compare, s, tmp, threads) -> tuple[list, l
             ref_times.append(got["seconds"])
         print(f"    {name}: ours {mine[-1]:.2f} s, reference {ref_times[-1]:.2f} s (load average "
               f"{os.getloadavg()[0]:.2f})", file=sys.stderr)
-    return mine, ref_times, compare(rows, got), count_flops(ours)
+    return mine, ref_times, compare(rows, got), count_work(ours, scorer)
 
 
 def run(ref: str, threads: int, repeats: int, sd_repeats: int, max_items: int | None, batch_size: int,
-        only: list[str] | None = None) -> list[dict]:
+        only: list[str] | None = None, stereoset_bias: str = "all") -> list[dict]:
     """Every benchmark's ratio, items compared, achieved rate; prints a table and returns its rows."""
     import torch
 
@@ -226,15 +260,16 @@ def run(ref: str, threads: int, repeats: int, sd_repeats: int, max_items: int | 
     if not BB_PY.is_file():
         raise SystemExit(f"error: no bias-bench python at {BB_PY}: run BIASBENCH_SRC=... scripts/setup-biasbench.sh")
     tmp = Path(tempfile.mkdtemp(prefix="ccda-bench-"))
-    s = _setup(ref, max_items, batch_size, tmp)
+    s = _setup(ref, max_items, batch_size, tmp, stereoset_bias)
     tasks = [t for t in _tasks(s, repeats, sd_repeats) if not only or t[0] in only]
     _warm_up(s)
     rates = [matmul_rate(s["scorer"].model)]
     load = os.getloadavg()
     results = []
-    print(f"\nvs bias-bench ({ref}, {threads} torch threads, load average {load[0]:.2f} at the start)")
-    for name, ours, theirs, reps, compare in tasks:
-        mine, ref_times, items, flops = _one(name, ours, theirs, reps, compare, s, tmp, threads)
+    print(f"\nvs bias-bench ({ref}, {threads} torch threads, load average {load[0]:.2f} at the start; StereoSet "
+          f"{len(s['examples'])} clusters ({stereoset_bias}), CrowS {len(s['pairs'])} gender pairs)")
+    for name, ours, theirs, reps, compare, scorer in tasks:
+        mine, ref_times, items, flops = _one(name, ours, theirs, reps, compare, scorer, s, tmp, threads)
         rates.append(matmul_rate(s["scorer"].model))
         results.append((name, mine, ref_times, items, flops, "one-at-a-time" if callable(theirs) else "bias-bench"))
     rate = statistics.median(rates)

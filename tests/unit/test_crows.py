@@ -188,10 +188,17 @@ def test_tiny_models_every_mode_batched_equals_one_at_a_time(arch, modes):
         rows, rejected, used = crows.score(sc, pairs, mode)
         ref, _, _ = crows.score(sc.reference(), pairs, mode)
         assert used == mode and len(rows) + len(rejected) == len(pairs)
+        geometric = mode == "bias-bench" and sc.family == "causal"  # raw = 2^(mean log2 p), else a log-likelihood
         for a, b in zip(rows, ref, strict=True):
             assert (a["n_more"], a["n_less"]) == (b["n_more"], b["n_less"]) and min(a["n_more"], a["n_less"]) > 0
             # summed log-probabilities (nangia, lm-eval) accumulate float32 noise per token: 1e-5 per token
             n_more, n_less = (a["n_more"], a["n_less"]) if mode != "bias-bench" else (1, 1)
             assert a["raw_more"] == pytest.approx(b["raw_more"], abs=1e-5 * n_more)
             assert a["raw_less"] == pytest.approx(b["raw_less"], abs=1e-5 * n_less)
+            for side in ("raw_more", "raw_less"):  # the log-likelihood itself within 1e-5, relative
+                got, want = (math.log(a[side]), math.log(b[side])) if geometric else (a[side], b[side])
+                assert abs(got - want) <= 1e-5 * max(1.0, abs(want))
+            # the same decision, ties included
+            assert (a["score_more"] > a["score_less"], a["score_more"] == a["score_less"]) == \
+                (b["score_more"] > b["score_less"], b["score_more"] == b["score_less"])
         assert 0.0 <= crows.aggregate(rows)["overall"]["cs"] <= 100.0

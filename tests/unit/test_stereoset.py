@@ -195,10 +195,15 @@ def test_tiny_models_batched_equals_one_at_a_time(arch):
     rows, rejected = stereoset.score(sc, items)
     ref, _ = stereoset.score(sc.reference(), items)
     assert not rejected and len(rows) == len(items)
+    cols = list(stereoset.SCORE_COLUMNS.values())
     for a, b in zip(rows, ref, strict=True):
-        for col in stereoset.SCORE_COLUMNS.values():
+        for col in cols:
             assert 0.0 < a[col] <= 1.0
             assert a[col] == pytest.approx(b[col], abs=1e-5)
+            # its log (causal, seq2seq: the mean log-likelihood; masked: the log of a mean probability), relative
+            assert abs(math.log(a[col]) - math.log(b[col])) <= 1e-5 * max(1.0, abs(math.log(b[col])))
+        for i, j in ((0, 1), (0, 2), (1, 2)):  # the decisions SS and LMS count
+            assert (a[cols[i]] > a[cols[j]]) == (b[cols[i]] > b[cols[j]])
     o = stereoset.aggregate(rows)["overall"]
     assert 0.0 <= o["ss"] <= 100.0 and 0.0 <= o["lms"] <= 100.0
 

@@ -102,23 +102,27 @@ def linear_logprobs(
     log-sum-exp), so each block of logits is still in cache when it is reduced: on a CPU about a quarter faster
     than one large projection followed by a log-softmax pass (the projection's output, N x V floats, no longer
     goes out to memory and back). Each block is computed in the weight's dtype and read in float32, as the
-    logits of a full pass are."""
+    logits of a full pass are; a block's sum is taken in float32 (at most ``chunk`` terms, each <= 1) and the
+    blocks' sums are added in float64. The targets are sorted once, so each block finds its own by bisection."""
     import torch
 
     n = hidden.shape[0]
     top = torch.full((n,), float("-inf"), dtype=torch.float32, device=hidden.device)
     total = torch.zeros(n, dtype=torch.float64, device=hidden.device)
     picked = torch.empty(targets.shape[0], dtype=torch.float32, device=hidden.device)
-    for c in range(0, weight.shape[0], chunk):
+    order = torch.argsort(targets)
+    edges = torch.arange(0, weight.shape[0] + chunk, chunk, device=targets.device)
+    bounds = torch.searchsorted(targets[order], edges).tolist()
+    for k, c in enumerate(range(0, weight.shape[0], chunk)):
         block = torch.nn.functional.linear(
             hidden, weight[c : c + chunk], None if bias is None else bias[c : c + chunk]
         ).float()
-        here = ((targets >= c) & (targets < c + chunk)).nonzero()[:, 0]
-        if here.numel():  # the target logits, from the same product as a full pass's
+        if bounds[k + 1] > bounds[k]:  # the target logits, from the same product as a full pass's
+            here = order[bounds[k] : bounds[k + 1]]
             picked[here] = block[rows[here], targets[here] - c]
         new_top = torch.maximum(top, block.amax(dim=1))
         block.sub_(new_top[:, None]).exp_()
-        total = total * torch.exp(top - new_top).double() + block.sum(dim=1, dtype=torch.float64)
+        total = total * torch.exp(top - new_top).double() + block.sum(dim=1).double()
         top = new_top
     return picked - (top.double() + torch.log(total))[rows].float()
 
@@ -199,10 +203,24 @@ class Scorer(abc.ABC):
         return 0
 
     def with_batch_size(self, batch_size: int) -> Scorer:
-        """A shallow copy sharing the model, with another batch size (1: the reference path)."""
+        """A shallow copy sharing the model (and its caches), with another batch size (1: the reference path) and
+        a ledger of its own."""
         other = copy.copy(self)
         other.batch_size = batch_size
+        other.__dict__.pop("_ledger", None)
         return other
+
+    @property
+    def ledger(self) -> Any:
+        """The work this scorer's passes needed and did since the ledger was made (:mod:`.flops`; a causal scorer
+        keeps it); ``del scorer.ledger`` starts a new one."""
+        from .flops import Ledger
+
+        return self.__dict__.setdefault("_ledger", Ledger())
+
+    @ledger.deleter
+    def ledger(self) -> None:
+        self.__dict__.pop("_ledger", None)
 
     def reference(self) -> Scorer:
         """The one-at-a-time reference scorer (batch size 1, no padding)."""

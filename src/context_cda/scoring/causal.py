@@ -116,12 +116,17 @@ class CausalScorer(PositionScorerMixin, Scorer):
         projection once. Models that do not honour such a mask (checked once on a probe, :attr:`packable`)
         get right-padded batches, still projecting each shared prefix once. The values equal the reference
         path's (one unpadded pass per sequence) to float32 rounding."""
+        from .packed import build_tree
+
         offsets, n_slots = [], 0
         for s in seqs:
             offsets.append(n_slots)
             n_slots += max(len(s) - 1, 0)
+        reads = [[(p + 1, s[p + 1], offsets[i] + p) for p in range(len(s) - 1)] for i, s in enumerate(seqs)]
+        tree = build_tree(seqs, reads)
+        self.ledger.add_tree(tree)  # the plan: each distinct prefix once
         if self.batch_size > 1 and self._can_pack(max((len(s) for s in seqs), default=0)):
-            flat = self._packed_token_logprobs(seqs, offsets, n_slots, desc=desc)
+            flat = self._packed_token_logprobs(seqs, tree, n_slots, desc=desc)
             return [flat[offsets[i] : offsets[i] + max(len(s) - 1, 0)] for i, s in enumerate(seqs)]
         needs: list[list[tuple[int, int, int]]] = [[] for _ in seqs]
         if self.batch_size > 1:
@@ -190,15 +195,12 @@ class CausalScorer(PositionScorerMixin, Scorer):
         dtype = next(self.model.parameters()).dtype
         return tree_inputs(rows, parents, self.pad_id, dtype, self.device, context, variants)
 
-    def _packed_token_logprobs(
-        self, seqs: Sequence[Sequence[int]], offsets: Sequence[int], n_slots: int, desc: str
-    ) -> list[float]:
+    def _packed_token_logprobs(self, seqs: Sequence[Sequence[int]], tree: Any, n_slots: int, desc: str
+                               ) -> list[float]:
         """The prefix tree of ``seqs`` (only the nodes whose next-token distribution is read) packed into rows
         of about :data:`PACK_WIDTH` tokens (:mod:`.packed`); each node's logits are projected in one row only."""
-        from .packed import build_tree, pack
+        from .packed import pack
 
-        reads = [[(p + 1, s[p + 1], offsets[i] + p) for p in range(len(s) - 1)] for i, s in enumerate(seqs)]
-        tree = build_tree(seqs, reads)
         packed = pack(tree, seqs, PACK_WIDTH)
         out = [0.0] * n_slots
         passes = self._packed_passes(tree, packed, len(seqs), desc)
@@ -242,12 +244,18 @@ class CausalScorer(PositionScorerMixin, Scorer):
         return min(torch.get_num_threads(), 8) if self.decomposable else 1
 
     def _hidden_at(self, kwargs: dict[str, Any], rows: Any, cols: Any) -> Any:
-        """The base stack's last hidden states at (rows, cols) of one pass, (N, hidden)."""
+        """The base stack's last hidden states at (rows, cols) of one pass, (N, hidden). A pass that continues no
+        cache keeps none (a fresh cache would copy every layer's keys and values)."""
         from .interventions import base_of
 
-        return base_of(self.model)(**kwargs).last_hidden_state[rows, cols]
+        base = base_of(self.model)
+        if "use_cache" not in kwargs and _accepts(base, "use_cache"):
+            kwargs = {**kwargs, "use_cache": False}
+        return base(**kwargs).last_hidden_state[rows, cols]
 
     def _forward_logprobs(self, kwargs: dict[str, Any], reqs: Sequence[tuple[int, int, int]]) -> list[float]:
+        rows, width = kwargs["input_ids"].shape
+        self.ledger.add_pass(rows, width, len({(r, c) for r, c, _t in reqs}) if self.batch_size > 1 else rows * width)
         if self.batch_size > 1 and self.decomposable:
             return self._decomposed_logprobs(kwargs, reqs)
         return super()._forward_logprobs(kwargs, reqs)
@@ -271,18 +279,21 @@ class CausalScorer(PositionScorerMixin, Scorer):
     def _packed_passes(self, tree: Any, packed: Any, n_seqs: int, desc: str, context: Any = None,
                        n_variants: int = 1, tokens: int | None = None):
         """The forward passes over packed rows: (model inputs, requests (batch row, column, target),
-        their slots) per pass, about ``tokens`` (default ``batch_size`` x :data:`PACK_TOKENS_PER_SEQ`) tokens each.
-        With a ``context``, each row goes in ``n_variants`` times (batch row = row x n_variants + variant), and
-        the requests name variant 0's batch row."""
+        their slots) per pass, at most ``tokens`` (default ``batch_size`` x :data:`PACK_TOKENS_PER_SEQ`) padded
+        positions each (rows come longest first: a pass is as wide as its first row). With a ``context``, each
+        row goes in ``n_variants`` times (batch row = row x n_variants + variant), and the requests name variant
+        0's batch row."""
         import torch
 
         from .packed import row_tokens
 
-        width = max((len(r) for r in packed.rows), default=1)
-        per_pass = max(1, (tokens or self.batch_size * PACK_TOKENS_PER_SEQ) // (width * n_variants))
+        budget = (tokens or self.batch_size * PACK_TOKENS_PER_SEQ) // n_variants
         with torch.inference_mode(), self._progress(n_seqs, desc) as bar:
-            for start in range(0, len(packed.rows), per_pass):
+            start = 0
+            while start < len(packed.rows):
+                per_pass = max(1, budget // max(1, len(packed.rows[start])))
                 batch = range(start, min(start + per_pass, len(packed.rows)))
+                start = batch.stop
                 toks_b, pars_b, reqs, slots = [], [], [], []
                 for r, k in enumerate(batch):
                     toks, pars = row_tokens(tree, packed, k)
@@ -313,6 +324,7 @@ class CausalScorer(PositionScorerMixin, Scorer):
                 ids = torch.tensor([[int(start_id)]], device=self.device)
                 logits = self.model(input_ids=ids).logits[0, -1].float()
                 cache[start_id] = torch.log_softmax(logits, dim=-1).cpu()
+            self.ledger.add_both(1, 1, 1)
         return cache[start_id]
 
     def first_token_logprobs(self, token_ids: Sequence[int], start_id: int | None = None) -> list[float]:

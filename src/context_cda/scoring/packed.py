@@ -68,7 +68,8 @@ class PackedRows:
 
 def pack(tree: PrefixTree, seqs: Sequence[Sequence[int]], width: int) -> PackedRows:
     """Rows of about ``width`` nodes, closed under ancestors, sequences in lexicographic order so that a row holds
-    whole subtrees; a subtree split across rows repeats its ancestors (a row never splits one sequence's path)."""
+    whole subtrees; a subtree split across rows repeats its ancestors (a row never splits one sequence's path).
+    The rows come longest first, so that rows taken in order into a pass need little padding."""
     order = sorted((i for i in range(len(seqs)) if tree.paths[i]), key=lambda i: list(seqs[i]))
     width = max([width, *(len(tree.paths[i]) for i in order)])
     rows: list[list[int]] = []
@@ -85,6 +86,8 @@ def pack(tree: PrefixTree, seqs: Sequence[Sequence[int]], width: int) -> PackedR
         rows[-1].extend(new)
         in_row.update(new)
         done[-1] += 1
+    order = sorted(range(len(rows)), key=lambda k: -len(rows[k]))
+    rows, done = [rows[k] for k in order], [done[k] for k in order]
     col = [{n: c for c, n in enumerate(row)} for row in rows]
     owner: dict[int, tuple[int, int]] = {}
     for k, cols in enumerate(col):
