@@ -78,7 +78,7 @@ def test_the_study_profile_sizes_are_pinned(study):
     assert {"stereoset", "stereoset-inter", "crows", "winogender"} <= set(ev.benchmarks)
     assert ev.after_training and ev.bias_type == "gender"
     assert study.ingest.corpus == "wikitext-2-test" and study.ingest.sample_n is None
-    assert study.augment.limit >= 1400
+    assert study.augment.limit is None  # every counterfactual rephrased
     assert study.entropy.n_samples >= 5
     assert len(tr.seeds) >= 3
     assert {"cda", "context-cda"} <= set(tr.arms)
@@ -117,3 +117,25 @@ def test_the_study_dry_run_and_plan_through_the_cli(study, monkeypatch, tmp_path
 def test_a_dose_too_small_to_train_on_is_refused_when_the_config_loads():
     with pytest.raises(ConfigError, match="cda-0.001k: a dose of 1 tokens is too small"):
         load_config("demo", {"train": {"arms": ["cda", "cda-0.001k"]}})
+
+
+def test_the_gpu_study_profile_and_script_plan_the_same_study_on_gpt2_and_bert(tmp_path):
+    """configs/study-gpu.yaml validates and benchmarks/gpu/study.py plans it (--dry-run: nothing built or run):
+    both targets, every arm and seed, the report."""
+    import os
+    import subprocess
+    import sys
+
+    gpu = load_config("study-gpu")
+    assert set(gpu.run.targets) == {"gpt2", "bert-base-uncased"} and gpu.run.device == "cuda"
+    assert gpu.evaluate.max_items is None and len(gpu.train.seeds) >= 3 and gpu.augment.limit is None
+    assert {"stereoset", "stereoset-inter", "crows", "winogender"} <= set(gpu.evaluate.benchmarks)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu" / "study.py"), "--dry-run", "--device", "cpu",
+                        "--run-dir", str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    steps = p.stdout.split()
+    n = len(gpu.train.arms) * len(gpu.train.seeds)
+    assert sum(s.startswith("finetune[gpt2/") for s in steps) == n
+    assert sum(s.startswith("finetune[bert-base-uncased/") for s in steps) == n
+    assert steps[-1] == "report" and not (tmp_path / "run").exists()

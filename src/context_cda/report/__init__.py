@@ -40,7 +40,19 @@ from typing import TYPE_CHECKING, Any
 from .. import layout as L
 from ..errors import InputError
 from ..io import read_json, write_json, write_text
-from . import baselines, choice, dose, evidence, extrinsic, findings, generated, neutral, plots, registry, setup
+from . import (
+    baselines,
+    choice,
+    dose,
+    evidence,
+    extrinsic,
+    findings,
+    generated,
+    neutral,
+    plots,
+    registry,
+    setup,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -19,9 +19,10 @@ interval and its paired difference from vanilla when it was scored (:func:`conte
 A dose-response curve (one per target and arm with doses): the arm itself at its budget group's budget and each of
 its dose arms, ordered by the tokens each fine-tuning saw (its manifest's tokens x epochs). The figure
 (``<target>-<arm>-dose-response.png``) draws SS, CS, LMS (and intersentence SS) against the tokens seen on a log
-scale, each point with its interval, vanilla as a line with its interval band, on SS and CS the gate's detectable
-shift as a band from vanilla toward 50 (a point inside it moved less than the gate could have shown at that dose) and
-on LMS the non-inferiority margin (``tracking.promotion.lms_delta``).
+scale: on top each value with its interval and vanilla's as a line and band; below, the paired statistic against
+vanilla with its interval - the shift toward 50 beside a band from 0 to the gate's detectable shift at that dose (a
+point inside it moved less than the gate could have shown), the LMS difference beside the non-inferiority margin
+(``tracking.promotion.lms_delta``).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Row:
     tokens: int | None = None  # tokens seen: the fine-tuning's tokens x epochs (None: a post-hoc arm)
     seeds: list[int] = field(default_factory=list)
     inter: Interval | None = None
-    inter_diff: Difference | None = None  # intersentence SS, arm - vanilla, paired
+    inter_shift: Difference | None = None  # intersentence SS shift toward 50 (vanilla's side x (vanilla - arm)), paired
     inter_vanilla: Interval | None = None
 
     def value(self, metric: str, who: str = "candidate") -> tuple[float, float, float] | None:
@@ -113,7 +114,7 @@ def collect(config: Config, ev: Evidence, finetune_dir: Path | None) -> Study:
     for (target, arm), decision in sorted(ev.decisions.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99))):
         tokens, seeds = seen.get((target, arm), (None, []))
         row = Row(target, arm, decision, tokens, sorted(seeds))
-        row.inter, row.inter_diff, row.inter_vanilla = _intersentence(ev, target, arm, settings)
+        row.inter, row.inter_shift, row.inter_vanilla = _intersentence(ev, target, arm, settings)
         rows.append(row)
     study = Study(rows, ev.level, float(config.tracking.promotion.lms_delta))
     for base in dict.fromkeys(parse(a, config.train.k).base for a in config.train.arms):
@@ -130,7 +131,10 @@ def collect(config: Config, ev: Evidence, finetune_dir: Path | None) -> Study:
 
 def _intersentence(ev: Evidence, target: str, arm: str, settings: Any
                    ) -> tuple[Interval | None, Difference | None, Interval | None]:
-    """The arm's intersentence SS with its interval, arm - vanilla paired, and vanilla's, when scored on it."""
+    """The arm's intersentence SS with its interval, its paired shift toward 50 (the gate's statistic, oriented by
+    vanilla's side of 50) and vanilla's SS, when both were scored on it."""
+    from dataclasses import replace
+
     from ..evaluate import stereoset
     from ..stats import bootstrap, paired
 
@@ -140,8 +144,10 @@ def _intersentence(ev: Evidence, target: str, arm: str, settings: Any
     iv = bootstrap(mine.items[INTER], stereoset.metrics, settings)["ss"]
     if van is None or not van.has(INTER):
         return iv, None, None
-    diff = paired(mine.items[INTER], van.items[INTER], stereoset.metrics, settings).get("ss")
-    return iv, diff, bootstrap(van.items[INTER], stereoset.metrics, settings)["ss"]
+    d = paired(mine.items[INTER], van.items[INTER], stereoset.metrics, settings)["ss"]  # arm - vanilla
+    base = bootstrap(van.items[INTER], stereoset.metrics, settings)["ss"]
+    shift = replace(d, point=-d.point + 0.0, low=-d.high + 0.0, high=-d.low + 0.0) if base.point >= 50 else d
+    return iv, shift, base
 
 
 # ------------------------------------------------------------------------------------------------ cells
@@ -167,6 +173,14 @@ def _detectable(row: Row, metric: str) -> str:
     return "–" if v is None or v != v else f"{v:.2f}"
 
 
+def _changed(row: Row, metric: str) -> str:
+    """How many items the arm decides differently from vanilla (the sign-flip test's discordant items; seeds
+    pooled: items where the seeds' mean decision differs), of how many."""
+    rec = row.compared(metric)
+    k, n = rec.get("discordant"), rec.get("n")
+    return "–" if k is None or not n else f"{k} of {n}"
+
+
 def _tokens(row: Row) -> str:
     return "–" if row.tokens is None else f"{row.tokens:,}"
 
@@ -174,8 +188,8 @@ def _tokens(row: Row) -> str:
 def _inter(row: Row) -> str:
     if row.inter is None:
         return "–"
-    d = row.inter_diff
-    return row.inter.text() + ("" if d is None else f"; Δ {d.point:+.2f} [{d.low:+.2f}, {d.high:+.2f}]")
+    d = row.inter_shift
+    return row.inter.text() + ("" if d is None else f"; {d.point:+.2f} [{d.low:+.2f}, {d.high:+.2f}]")
 
 
 def cells(row: Row, label: Callable[[str], str]) -> list[str]:
@@ -191,7 +205,7 @@ def cells(row: Row, label: Callable[[str], str]) -> list[str]:
 
 
 HEADER = ("Arm", "Tokens seen", "Seeds", "SS", "SS shift toward 50 (detectable)", "CS", "CS shift toward 50 "
-          "(detectable)", "LMS", "ΔLMS", "SS intersentence; Δ vs vanilla", "Verdict")
+          "(detectable)", "LMS", "ΔLMS", "SS intersentence; its shift toward 50", "Verdict")
 
 
 def frame(study: Study) -> pd.DataFrame:
@@ -214,13 +228,14 @@ def frame(study: Study) -> pd.DataFrame:
                             f"{metric}_vs_vanilla_ci_high": (c.get("ci") or [None, None])[1]})
             if metric in r.decision.detectable_shift:
                 rec[f"{metric}_detectable_shift"] = r.decision.detectable_shift[metric]
+                rec[f"{metric}_items_changed"], rec[f"{metric}_items"] = c.get("discordant"), c.get("n")
         if r.inter is not None:
             rec.update({"stereoset_inter_ss": r.inter.point, "stereoset_inter_ss_ci_low": r.inter.low,
                         "stereoset_inter_ss_ci_high": r.inter.high})
-        if r.inter_diff is not None:
-            rec.update({"stereoset_inter_ss_vs_vanilla": r.inter_diff.point,
-                        "stereoset_inter_ss_vs_vanilla_ci_low": r.inter_diff.low,
-                        "stereoset_inter_ss_vs_vanilla_ci_high": r.inter_diff.high})
+        if r.inter_shift is not None:
+            rec.update({"stereoset_inter_ss_shift": r.inter_shift.point,
+                        "stereoset_inter_ss_shift_ci_low": r.inter_shift.low,
+                        "stereoset_inter_ss_shift_ci_high": r.inter_shift.high})
         out.append(rec)
     return pd.DataFrame(out)
 
@@ -264,9 +279,10 @@ def markdown(study: Study, ev: Evidence, label: Callable[[str], str]) -> list[st
              f"the verdict, and the numbers it decided on): values with their {study.level:.0%} bootstrap intervals "
              "(an arm's seeds pooled), the paired shift toward 50 (vanilla's side of 50 times vanilla − arm) with its "
              "interval and, in brackets, the smallest shift toward 50 the gate's paired sign-flip test detects with "
-             "80% power on these items: where nothing is shown, a shift that large or larger was ruled out only in "
-             "that sense; a smaller one this run could not have seen. SS intersentence is reported, not decided on.",
-             ""]
+             "80% power on these items (it grows with the share of items whose decision the fine-tuning changed, in "
+             "either direction): a true shift that large would have been shown four times in five; a smaller one "
+             "this run could miss, so \"not shown\" is not \"no effect\". SS intersentence is reported beside "
+             "them; the gate does not decide on it.", ""]
     for target in sorted({r.target for r in study.rows}):
         rows = [r for r in study.rows if r.target == target]
         lines += [f"### {target}", "", _vanilla_line(rows), "", "| " + " | ".join(HEADER) + " |",
@@ -284,20 +300,49 @@ def _dose_lines(study: Study, label: Callable[[str], str]) -> list[str]:
         return []
     lines = ["## Dose response", "",
              "One arm fine-tuned on growing token budgets (its dose arms, and the arm itself at its budget group's "
-             "budget), each point its seeds' pooled evidence against vanilla, as in the table above. In the figure: "
-             f"each point with its {study.level:.0%} interval against the tokens seen (log scale); vanilla as a line "
-             "with its interval band; on SS and CS the gate's detectable shift as a band from vanilla toward 50 (a "
-             "point inside it moved less than the gate could have shown at that dose); on LMS the non-inferiority "
-             f"margin, vanilla − {study.lms_delta:g}.", ""]
+             "budget), each point its seeds' pooled evidence against vanilla, as in the table above. In the figure, "
+             f"against the tokens seen (log scale), with {study.level:.0%} intervals: on top each value and "
+             "vanilla's (line and band); below, the paired statistic against vanilla on the same items - the shift "
+             "toward 50 beside a band from 0 to the gate's detectable shift at that dose (a point inside it moved "
+             "less than the gate could have shown), the LMS difference beside the non-inferiority margin "
+             f"(−{study.lms_delta:g}).", ""]
     for (target, base), points in study.curves.items():
         lines += [f"### {target}: {label(base)}", "", "| Arm | Tokens seen | SS shift toward 50 (detectable) | "
-                  "CS shift toward 50 (detectable) | ΔLMS | Verdict |", "|---|---:|---:|---:|---:|---|"]
+                  "SS clusters changed | CS shift toward 50 (detectable) | CS pairs changed | ΔLMS | Verdict |",
+                  "|---|---:|---:|---:|---:|---:|---:|---|"]
         for r in points:
             c = cells(r, label)
-            lines.append(f"| {c[0]} | {c[1]} | {c[4]} | {c[6]} | {c[8]} | {c[10]} |")
-        lines.append("")
+            lines.append(f"| {c[0]} | {c[1]} | {c[4]} | {_changed(r, 'stereoset_ss')} | {c[6]} | "
+                         f"{_changed(r, 'crows_cs')} | {c[8]} | {c[10]} |")
+        lines += ["", *trend_lines(points), ""]
         lines += [f"![{p.stem}]({p.name})" for p in study.figures if p.stem == figure_stem(target, base)] + [""]
     return lines
+
+
+def trend_lines(points: list[Row]) -> list[str]:
+    """What the curve shows, metric by metric, in the gate's numbers: from the smallest to the largest dose, the
+    items changed, the detectable shift and the observed shift toward 50, and at which doses (if any) the observed
+    shift reached what the gate could detect."""
+    out = []
+    for metric, title in GATE[:2]:
+        recs = [(p, p.compared(metric)) for p in points if p.compared(metric).get("diff") is not None]
+        if len(recs) < 2:
+            continue
+        (lo, a), (hi, b) = recs[0], recs[-1]
+        tested = any(r.get("tested") for _, r in recs)
+        reached = [p for p, r in recs if r.get("tested") and r["diff"] >= (r.get("detectable_shift") or float("inf"))]
+        words = (f"{title}: from {_tokens(lo)} to {_tokens(hi)} tokens seen, the items decided differently from vanilla "
+                 f"went from {_changed(lo, metric)} to {_changed(hi, metric)}, the smallest shift toward 50 the gate "
+                 f"could show from {_detectable(lo, metric)} to {_detectable(hi, metric)} points, and the observed "
+                 f"shift from {a['diff']:+.2f} to {b['diff']:+.2f}")
+        if not tested:
+            words += f" (vanilla is not demonstrably biased on {title}: a non-inferiority check, no shift to show)"
+        elif reached:
+            words += f"; the observed shift reached the detectable shift at {', '.join(_tokens(p) for p in reached)}"
+        else:
+            words += "; at no dose did the observed shift reach the detectable shift"
+        out.append(f"- {words}.")
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ figure
@@ -310,7 +355,9 @@ def figure_stem(target: str, base: str) -> str:
 
 
 def plot(study: Study, out_dir: Path, label: Callable[[str], str]) -> list[Path]:
-    """One PNG per dose-response curve (:func:`figure_stem`); kept in ``study.figures``."""
+    """One PNG per dose-response curve (:func:`figure_stem`); kept in ``study.figures``. Top row: each metric with
+    its interval and vanilla's; bottom row: the paired statistic against vanilla (the shift toward 50 with the
+    gate's detectable shift as a band, the LMS difference with the non-inferiority margin)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -318,12 +365,18 @@ def plot(study: Study, out_dir: Path, label: Callable[[str], str]) -> list[Path]
 
     paths = []
     for (target, base), points in study.curves.items():
-        panels = [(m, t) for m, t in GATE] + ([("inter", "SS intersentence")] if any(p.inter for p in points) else [])
-        fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.3), dpi=120, squeeze=False)
-        for ax, (metric, title) in zip(axes[0], panels, strict=True):
-            _panel(ax, points, metric, title, study.lms_delta)
+        panels = [*GATE, *([("inter", "SS intersentence")] if any(p.inter for p in points) else [])]
+        fig, axes = plt.subplots(2, len(panels), figsize=(3.3 * len(panels), 6.4), dpi=120, squeeze=False)
+        for col, (metric, title) in enumerate(panels):
+            _values(axes[0][col], points, metric, title)
+            _paired(axes[1][col], points, metric, title, study.lms_delta)
+        handles: dict[str, Any] = {}
+        for ax in axes.flat:
+            for h, name in zip(*ax.get_legend_handles_labels(), strict=True):
+                handles.setdefault(name, h)
+        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=7, frameon=False)
         fig.suptitle(f"{target}: {label(base)} dose response ({study.level:.0%} intervals, seeds pooled)", fontsize=9)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
         path = out_dir / f"{figure_stem(target, base)}.png"
         fig.savefig(path)
         plt.close(fig)
@@ -332,62 +385,93 @@ def plot(study: Study, out_dir: Path, label: Callable[[str], str]) -> list[Path]
     return paths
 
 
-def _series(points: list[Row], metric: str) -> tuple[list[float], list[tuple[float, float, float]]]:
-    xs, ys = [], []
-    for p in points:
-        v = ((p.inter.point, p.inter.low, p.inter.high) if p.inter is not None else None) if metric == "inter" \
-            else p.value(metric)
-        if v is not None and v[0] == v[0]:
-            xs.append(float(p.tokens or 0))
-            ys.append(v)
-    return xs, ys
+def _value_of(p: Row, metric: str) -> tuple[float, float, float] | None:
+    if metric == "inter":
+        return None if p.inter is None else (p.inter.point, p.inter.low, p.inter.high)
+    return p.value(metric)
 
 
-def _panel(ax: Any, points: list[Row], metric: str, title: str, lms_delta: float) -> None:
-    """One metric against the tokens seen: vanilla's line and band, the detectable band, the points."""
+def _paired_of(p: Row, metric: str) -> tuple[float, float, float] | None:
+    if metric == "inter":
+        d = p.inter_shift
+        return None if d is None else (d.point, d.low, d.high)
+    rec = p.compared(metric)
+    ci = rec.get("ci") or [None, None]
+    return None if rec.get("diff") is None or None in ci else (rec["diff"], ci[0], ci[1])
+
+
+def _series(points: list[Row], get: Callable[[Row], tuple[float, float, float] | None]
+            ) -> tuple[list[float], list[tuple[float, float, float]]]:
+    pairs = [(float(p.tokens or 0), v) for p in points if (v := get(p)) is not None and v[0] == v[0]]
+    return [x for x, _ in pairs], [v for _, v in pairs]
+
+
+def _points(ax: Any, xs: list[float], ys: list[tuple[float, float, float]], label: str) -> list[float]:
+    ax.errorbar(xs, [y[0] for y in ys], yerr=[[y[0] - y[1] for y in ys], [y[2] - y[0] for y in ys]], fmt="o-",
+                color="#1f5fa8", capsize=3, label=label)
+    ax.set_xscale("log")
+    ax.set_xticks(xs, [_k(x) for x in xs], fontsize=7)
+    ax.minorticks_off()
+    ax.set_xlabel("tokens seen")
+    ax.grid(alpha=0.3)
+    return [v for y in ys for v in y]
+
+
+def _values(ax: Any, points: list[Row], metric: str, title: str) -> None:
+    """The metric with its interval at each dose; vanilla's value and interval; the ideal 50."""
     from .plots import y_limits
 
-    xs, ys = _series(points, metric)
+    xs, ys = _series(points, lambda p: _value_of(p, metric))
     if not xs:
         ax.set_visible(False)
         return
     ideal = None if metric == "stereoset_lms" else 50.0
     van = points[0].value(metric, "vanilla") if metric != "inter" else _vanilla_inter(points)
-    seen = [v for y in ys for v in y]
+    seen = _points(ax, xs, ys, "fine-tuned (seeds pooled)")
     if van is not None:
-        ax.axhline(van[0], color="#555", linewidth=1, label="vanilla")
+        ax.axhline(van[0], color="#555", linewidth=1, label="vanilla (band: its interval)")
         ax.axhspan(van[1], van[2], color="#999", alpha=0.15, linewidth=0)
         seen += list(van)
-        seen += _bands(ax, points, metric, van[0], xs, lms_delta)
     if ideal is not None:
         ax.axhline(ideal, color="#555", linestyle="--", linewidth=1, label="ideal 50")
-    ax.errorbar(xs, [y[0] for y in ys], yerr=[[y[0] - y[1] for y in ys], [y[2] - y[0] for y in ys]], fmt="o-",
-                color="#1f5fa8", capsize=3, label="arm")
-    ax.set_xscale("log")
     ax.set_ylim(*y_limits(seen, ideal))
-    ax.set_xlabel("tokens seen")
     ax.set_title(title + (" (best at 50)" if ideal is not None else " (higher is better)"), fontsize=8)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, loc="best")
+
+
+def _paired(ax: Any, points: list[Row], metric: str, title: str, lms_delta: float) -> None:
+    """The paired statistic against vanilla at each dose with its interval; for SS and CS the band from 0 to the
+    gate's detectable shift at that dose, for LMS the non-inferiority margin."""
+    xs, ys = _series(points, lambda p: _paired_of(p, metric))
+    if not xs:
+        ax.set_visible(False)
+        return
+    seen = _points(ax, xs, ys, "paired vs vanilla, same items")
+    ax.axhline(0.0, color="#555", linewidth=1)
+    if metric == "stereoset_lms":
+        ax.axhline(-lms_delta, color="#c0392b", linestyle=":", linewidth=1, label=f"LMS margin −{lms_delta:g}")
+        seen.append(-lms_delta)
+        name = "ΔLMS (arm − vanilla)"
+    else:
+        det = [p.decision.detectable_shift.get(metric) for p in points if _paired_of(p, metric) is not None]
+        if metric != "inter" and all(d is not None and d == d for d in det):
+            ax.fill_between(xs, [0.0] * len(xs), det, color="#e67e22", alpha=0.2, linewidth=0,
+                            label="below the gate's detectable shift (80% power)")
+            seen += det
+        name = f"{title} shift toward 50" + (" (not a gate metric)" if metric == "inter" else "")
+    lo, hi = min(seen), max(seen)
+    pad = max(1.0, 0.1 * (hi - lo))
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_title(name, fontsize=8)
+
+
+def _k(tokens: float) -> str:
+    """``16000`` -> ``16k``, ``1500000`` -> ``1.5M``, ``447`` -> ``447``."""
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if tokens >= size:
+            return f"{tokens / size:.3g}{unit}"
+    return f"{tokens:.0f}"
 
 
 def _vanilla_inter(points: list[Row]) -> tuple[float, float, float] | None:
     v = next((p.inter_vanilla for p in points if p.inter_vanilla is not None), None)
     return None if v is None else (v.point, v.low, v.high)
-
-
-def _bands(ax: Any, points: list[Row], metric: str, van: float, xs: list[float], lms_delta: float) -> list[float]:
-    """SS, CS: vanilla to vanilla shifted toward 50 by the detectable shift at each point; LMS: the margin."""
-    if metric == "stereoset_lms":
-        ax.axhline(van - lms_delta, color="#c0392b", linestyle=":", linewidth=1, label=f"margin −{lms_delta:g}")
-        return [van - lms_delta]
-    if metric == "inter":
-        return []
-    det = [(p.compared(metric).get("side") or (1 if van > 50 else -1), p.decision.detectable_shift.get(metric))
-           for p in points if p.value(metric) is not None]
-    edge = [van - side * d if d is not None else float("nan") for side, d in det]
-    if len(edge) == len(xs) and all(e == e for e in edge):
-        ax.fill_between(xs, [van] * len(xs), edge, color="#e67e22", alpha=0.2, linewidth=0,
-                        label="below detectable shift")
-        return edge
-    return []
