@@ -1,4 +1,5 @@
 # Set-up and the two everyday commands. `make demo` runs the main job offline; `make test` runs the tests.
+# `make study` runs the study profile (an hour and more on a CPU).
 # The venv is created on first use; CPU-only machines get the CPU build of torch first (see README for GPUs).
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,7 +12,7 @@ PYTEST_ARGS ?=
 # with it; a dvc test 46 s -> 29 s)
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install demo data test test-slow test-images images lint params dvc docs
+.PHONY: install demo study data test test-slow test-images images lint params dvc docs
 
 install: $(VENV)/.installed
 
@@ -27,6 +28,11 @@ $(VENV)/.installed: pyproject.toml scripts/install-venv.sh
 # `make data DATA_DIR=DIR` fetches what the demo reads into a mirror folder (default: the data cache).
 demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/ccda run --profile demo
+
+# The study (configs/study.yaml, docs/study.md): the same pipeline at sizes that can decide, <= 90 min on an idle
+# 2-core CPU; its report is runs/study/report/report.md
+study: install
+	HF_HUB_OFFLINE=1 $(BIN)/ccda run --profile study
 
 data: install
 	$(BIN)/ccda data fetch --profile demo $(if $(DATA_DIR),--to $(DATA_DIR),)

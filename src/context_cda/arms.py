@@ -8,7 +8,10 @@ benchmark items. Kinds:
   ``context-cda-k<K>`` (another k), ``context-cda-nofilter`` (the validated augmented table), ``dropout``
   (the corpus's original sentences, with raised dropout: Webster et al. 2020 as McGill-NLP/bias-bench runs it),
   ``cda-neutral`` (the lexicon's gender-neutral rewrite of the validated counterfactuals' originals) and
-  ``context-neutral`` (the generator's reviewed neutral rewrite, the ``neutral`` step's table);
+  ``context-neutral`` (the generator's reviewed neutral rewrite, the ``neutral`` step's table); and any of them with
+  a **dose**, ``<arm>-<N>k`` / ``<arm>-<N>M`` (``cda-4k``: the CDA corpus, fine-tuned on 4,000 tokens of it): the
+  same arm on a token budget of its own instead of its budget group's, so that a run can fan one arm out over
+  growing budgets (a dose-response curve, the report's "Dose response") through the ordinary stage table;
 * ``projection``: post-hoc, no training; a matrix learnt from the run's corpus is applied to the model's last
   hidden states at scoring time: ``inlp`` (iterative nullspace projection, Ravfogel et al. 2020) and
   ``sentence-debias`` (the bias subspace of counterfactual sentence pairs, Liang et al. 2020). The ``debias``
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .errors import ConfigError
@@ -35,13 +38,19 @@ from .layout import BIAS_DIRECTION_FILE, PROJECTION_FILE
 
 Kind = Literal["trained", "projection", "scoring", "published"]
 
-#: arm names of train.arms: the trained, projection and scoring arms (published ones come from their own key)
+#: arm names of train.arms: the trained, projection and scoring arms (published ones come from their own key); a
+#: trained arm with a dose suffix (``cda-4k``, ``context-cda-k20-16k``, ``dropout-1.5M``) is that arm fine-tuned on a
+#: token budget of its own, one point of a dose-response curve
 ARM_PATTERN = re.compile(
-    r"^(cda|cda-neutral|context-neutral|context-cda|context-cda-nofilter|context-cda-k(\d+(?:\.\d+)?)|dropout|inlp|"
-    r"sentence-debias|self-debias)$"
+    r"^(?:(?P<trained>cda|cda-neutral|context-neutral|context-cda|context-cda-nofilter|"
+    r"context-cda-k(?P<k>\d+(?:\.\d+)?)|dropout)(?:-(?P<dose>\d+(?:\.\d+)?)(?P<unit>[kM]))?|"
+    r"inlp|sentence-debias|self-debias)$"
 )
 ARM_HELP = ("cda, cda-neutral, context-cda, context-cda-nofilter, context-cda-k<K> (0 < K < 100), context-neutral, "
-            "dropout, inlp, sentence-debias or self-debias")
+            "dropout, inlp, sentence-debias or self-debias; a trained arm with a token dose, <arm>-<N>k or "
+            "<arm>-<N>M (cda-4k: CDA on 4,000 tokens)")
+#: a dose suffix's unit -> tokens
+DOSE_UNITS = {"k": 1_000, "M": 1_000_000}
 #: the arms that rewrite gendered words into neutral ones (gender runs only): the lexicon's rewrite of the validated
 #: counterfactuals' originals, and the generator's reviewed rewrite (the neutral step's table)
 NEUTRAL_ARMS = ("cda-neutral", "context-neutral")
@@ -61,6 +70,8 @@ class Arm:
     corpus: str | None = None
     k: float | None = None
     artifact: str | None = None
+    tokens: int | None = None  # a dose arm's own token budget (``cda-4k``: 4000); None: its budget group's
+    base: str | None = None  # a dose arm's arm without the dose (``cda``)
 
     @property
     def baseline(self) -> bool:
@@ -75,7 +86,10 @@ class Arm:
     @property
     def budget_group(self) -> str:
         """The trained arms that share one token budget: the swapping arms (CDA, Context-CDA and its cuts,
-        dropout) and, apart, the neutral-rewrite arms, so a small neutral table does not shrink the others'."""
+        dropout) and, apart, the neutral-rewrite arms, so a small neutral table does not shrink the others'. A dose
+        arm is a group of its own: its budget is its dose."""
+        if self.tokens is not None:
+            return f"dose:{self.name}"
         return "neutral" if self.name in NEUTRAL_ARMS else "swap"
 
     @property
@@ -114,13 +128,28 @@ def parse(arm: str, default_k: float = 30.0, published: Mapping[str, Any] | None
     if arm in _FIXED:
         return _FIXED[arm]
     m = ARM_PATTERN.match(arm)
+    if m is not None and m.group("dose"):
+        base = parse(m.group("trained"), default_k)
+        return replace(base, name=arm, label=f"{base.label} ({m.group('dose')}{m.group('unit')} tokens)",
+                       tokens=dose_tokens(m), base=base.name)
     if m is not None:
-        k = float(m.group(2)) if m.group(2) else float(default_k)
-        label = "Context-CDA" if not m.group(2) else f"Context-CDA (k={m.group(2)}%)"
+        k = float(m.group("k")) if m.group("k") else float(default_k)
+        label = "Context-CDA" if not m.group("k") else f"Context-CDA (k={m.group('k')}%)"
         return Arm(arm, "trained", label, corpus="filtered", k=k)
     if published and arm in published:
         return Arm(arm, "published", published_label(arm), ALL_FAMILIES)
     raise ConfigError(f"train.arms: unknown arm {arm!r}; use {ARM_HELP}.")
+
+
+def dose_tokens(m: re.Match[str]) -> int:
+    """The tokens a dose suffix names (``4k`` -> 4000, ``1.5M`` -> 1500000)."""
+    return round(float(m.group("dose")) * DOSE_UNITS[m.group("unit")])
+
+
+def doses(arms: Iterable[str], base: str, default_k: float = 30.0) -> list[str]:
+    """The dose arms of ``base`` among ``arms`` (``cda-1k``, ``cda-4k`` ... of ``cda``), by their tokens."""
+    found = [a for a in arms if parse(a, default_k).base == base]
+    return sorted(found, key=lambda a: parse(a, default_k).tokens or 0)
 
 
 def published_label(name: str) -> str:
@@ -193,8 +222,10 @@ def check_names(arms: Iterable[str]) -> list[str]:
         raise ValueError("list at least one arm, each once")
     for a in arms:
         m = ARM_PATTERN.match(a)
-        if m and m.group(2) and not 0 < float(m.group(2)) < 100:
+        if m and m.group("k") and not 0 < float(m.group("k")) < 100:
             raise ValueError(f"arm {a}: k must lie in (0, 100)")
+        if m and m.group("dose") and dose_tokens(m) < 2:
+            raise ValueError(f"arm {a}: a dose of {dose_tokens(m)} tokens is too small to train on (at least 2)")
     return arms
 
 
@@ -258,10 +289,12 @@ _DOES = {
 
 def what_it_does(arm: str, default_k: float = 30.0, published: Mapping[str, Any] | None = None,
                  attribute: str = "gender") -> str:
-    """What ``arm`` does to the model, in one sentence (every trained arm trains on the same token budget)."""
+    """What ``arm`` does to the model, in one sentence (every trained arm of a budget group trains on the same token
+    budget; a dose arm on its dose)."""
     spec = parse(arm, default_k, published)
     text = _DOES.get(spec.corpus or "", _DOES.get(spec.kind, spec.label))
-    return text.format(k=spec.k or default_k, attribute=attribute)
+    dose = f", on a token budget of its own: {spec.tokens:,} tokens (a dose-response point)" if spec.tokens else ""
+    return text.format(k=spec.k or default_k, attribute=attribute) + dose
 
 
 def check_family(arm: str, family: str, target: str) -> None:

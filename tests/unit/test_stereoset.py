@@ -154,6 +154,67 @@ def test_hand_computed_causal():
     _check_hand_metrics(rows)
 
 
+def test_intersentence_hand_computed_with_the_fake_lms():
+    """Each candidate's score is the geometric-mean probability of its tokens given the context: the fake causal
+    LM's unigram probabilities; the fake masked LM scores the sentence one mask at a time with the context as the
+    first segment, where "she" in the row lifts p(was) to 0.30."""
+    from context_cda.scoring import scorer_for
+
+    items = load_stereoset(FIX / "stereoset_tiny.jsonl", bias_type="all", split="intersentence")
+    assert [(e.context, e.sentences["stereotype"]) for e in items] == [("The nurse came.", "She was caring.")]
+    lp = fake_lm.lp
+    for masked, was in ((False, lp("was")), (True, math.log(fake_lm.WAS_IF_SHE))):
+        model, tok = fake_lm.make(masked=masked)
+        rows, rejected = stereoset.score_intersentence(scorer_for(model, tok, batch_size=4), items)
+        assert not rejected and len(rows) == 1
+        want = {"score_stereotype": (lp("she"), was, lp("caring"), lp(".")),
+                "score_anti_stereotype": (lp("she"), was, lp("rude"), lp("."))}
+        for col, lps in want.items():
+            assert rows[0][col] == pytest.approx(math.exp(sum(lps) / 4), rel=1e-6), (masked, col)
+
+
+def test_intersentence_is_the_continuation_of_the_context_under_a_causal_lm():
+    """The tiny GPT-2's score of each candidate is the probability of its tokens after the context in one text
+    (context, a full stop where it has none, a space, the sentence), computed here by hand; and it depends on the
+    context."""
+    torch = pytest.importorskip("torch")
+    from context_cda.models import load_lm
+    from context_cda.scoring import scorer_for
+
+    model, tok, _ = load_lm("tiny:gpt2", device="cpu")
+    items = load_stereoset(FIX / "stereoset_tiny.json", bias_type="all", split="intersentence")
+    assert len(items) == 5 and not items[0].context.endswith(".")
+    rows, rejected = stereoset.score_intersentence(scorer_for(model, tok, batch_size=8), items)
+    assert not rejected
+    for ex, row in zip(items, rows, strict=True):
+        context = ex.context if ex.context.endswith(".") else ex.context + "."
+        for lab, col in stereoset.SCORE_COLUMNS.items():
+            ctx = tok(context)["input_ids"]
+            full = tok(f"{context} {ex.sentences[lab]}")["input_ids"]
+            assert full[: len(ctx)] == ctx
+            with torch.no_grad():
+                logp = torch.log_softmax(model(torch.tensor([full])).logits[0].double(), -1)
+            got = [float(logp[i - 1, full[i]]) for i in range(len(ctx), len(full))]
+            assert row[col] == pytest.approx(math.exp(sum(got) / len(got)), rel=1e-5), (ex.id, lab)
+    other = [type(e)(**{**e.__dict__, "context": "Fish swim."}) for e in items]
+    moved, _ = stereoset.score_intersentence(scorer_for(model, tok, batch_size=8), other)
+    assert any(abs(a["score_stereotype"] - b["score_stereotype"]) > 1e-6 for a, b in zip(rows, moved, strict=True))
+    agg = stereoset.aggregate(rows)["overall"]
+    assert (agg["count"], agg["n_terms"]) == (5, 5) and 0.0 <= agg["ss"] <= 100.0
+
+
+def test_intersentence_registry_entry_reads_the_gender_clusters_of_the_other_split():
+    from context_cda.config import EvaluateConfig
+    from context_cda.evaluate import get_benchmark
+
+    bench = get_benchmark("stereoset-inter")
+    items = bench.load(EvaluateConfig(bias_type="gender"), str(FIX / "stereoset_tiny.json"), None)
+    assert [e.id for e in items] == ["i1", "i2", "i3", "i4"]  # gender only; the chess player is profession
+    assert {m.name for m in bench.metrics} == {"stereoset_inter_ss", "stereoset_inter_lms", "stereoset_inter_icat"}
+    if SHARED is not None:
+        assert len(bench.load(EvaluateConfig(bias_type="gender"), str(SHARED), None)) == 242
+
+
 # ------------------------------------------------------------------------------------------------ aggregation rules
 
 
@@ -179,21 +240,23 @@ def test_tie_counts_as_anti_and_terms_are_macro_averaged():
 # ------------------------------------------------------------------------------------------------ tiny models
 
 
-def _real_or_fixture(n=6):
+def _real_or_fixture(n=6, split="intrasentence"):
     if SHARED is not None:
-        return load_stereoset(SHARED)[:n]
-    return load_stereoset(FIX / "stereoset_tiny.json", bias_type="all")
+        return load_stereoset(SHARED, split=split)[:n]
+    return load_stereoset(FIX / "stereoset_tiny.json", bias_type="all", split=split)
 
 
 @pytest.mark.parametrize("arch", ["bert", "distilbert", "roberta", "gpt2", "llama", "t5"])
-def test_tiny_models_batched_equals_one_at_a_time(arch):
+@pytest.mark.parametrize("split", ["intrasentence", "intersentence"])
+def test_tiny_models_batched_equals_one_at_a_time(arch, split):
     from context_cda.scoring import load_scorer
 
     sc = load_scorer(f"tiny:{arch}", device="cpu", batch_size=16)
     assert sc.family != "causal" or sc.packable  # causal: the packed prefix-tree path is the one compared
-    items = _real_or_fixture()
-    rows, rejected = stereoset.score(sc, items)
-    ref, _ = stereoset.score(sc.reference(), items)
+    items = _real_or_fixture(split=split)
+    score = stereoset.score if split == "intrasentence" else stereoset.score_intersentence
+    rows, rejected = score(sc, items)
+    ref, _ = score(sc.reference(), items)
     assert not rejected and len(rows) == len(items)
     cols = list(stereoset.SCORE_COLUMNS.values())
     for a, b in zip(rows, ref, strict=True):

@@ -153,6 +153,39 @@ def test_the_neutral_arms_share_a_budget_apart_from_the_swapping_arms(tmp_path):
     assert shared_token_budget(cfg, inputs, tok, fam) == count["corpus"]  # no arm: every trained arm
 
 
+def test_a_dose_arm_trains_on_its_own_budget_which_its_corpus_must_hold(tmp_path):
+    """cda-<N>k is the CDA corpus cut to its dose: its budget step writes the dose (not the swapping group's smallest
+    corpus, which it leaves alone), its fine-tuning trains on exactly that many tokens, and a dose larger than the
+    corpus stops with the fix instead of training on fewer tokens than the arm's name says."""
+    from context_cda.errors import InputError
+    from context_cda.io import read_json
+    from context_cda.train import run_budget, run_finetune, shared_token_budget
+    from context_cda.train.finetune import arm_token_count
+
+    pd.DataFrame({"id": [f"r{i}" for i in range(len(SENTENCES))], "original": SENTENCES,
+                  "counterfactual": [f"{s} Indeed." for s in SENTENCES]}).to_parquet(tmp_path / "cda.parquet")
+    inputs = {"cda": tmp_path / "cda.parquet"}
+    cfg = Config.model_validate({"run": {"targets": {"t": "tiny:gpt2"}},
+                                 "train": {"arms": ["cda", "dropout", "cda-0.05k", "cda-0.15k"], "epochs": 1,
+                                           "batch_size": 4, "max_seq_len": 32}})
+    _, tok, fam, _ = load_tiny("gpt2")
+    originals = arm_token_count(cfg, "original", inputs["cda"], tok, fam)
+    assert originals < 150 < arm_token_count(cfg, "cda", inputs["cda"], tok, fam)
+    assert shared_token_budget(cfg, inputs, tok, fam, "cda") == originals  # dropout's originals: the doses not in it
+    summary = run_budget(cfg, inputs, tmp_path / "budget", "t", "cda-0.15k")
+    assert read_json(tmp_path / "budget" / "budget.json") == {"token_budget": 150}
+    assert summary["arms"] == ["cda-0.15k"] and summary["source"].startswith("the arm's dose")
+    assert run_budget(cfg, inputs, tmp_path / "b2", "t", "cda")["token_budget"] == originals
+    res = run_finetune(cfg, inputs, tmp_path / "ft", "t", "cda-0.05k", evaluate=False)
+    assert res["tokens"] == res["token_budget"] == 50
+    big = cfg.model_copy(deep=True)
+    big.train.arms = ["cda", "cda-1M"]
+    with pytest.raises(InputError, match=r"cda-1M: the dose asks for 1,000,000 tokens, but its corpus holds only"):
+        run_budget(big, inputs, tmp_path / "b3", "t", "cda-1M")
+    with pytest.raises(InputError, match="use a smaller dose"):
+        run_finetune(big, inputs, tmp_path / "ft2", "t", "cda-1M", evaluate=False)
+
+
 # ---------------------------------------------------------------------------------------------------- training
 
 

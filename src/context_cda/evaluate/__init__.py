@@ -1,9 +1,9 @@
 """The benchmarks behind a registry, their scores and aggregates, the evidence statistics, decontamination.
 May import: the run contract, data, models, scoring.
 
-Evaluation behind a small registry (:mod:`.registry`): intrinsic bias (StereoSet, CrowS-Pairs), next-token
-gender balance, WinoGender and WinoBias, and the extrinsic benchmarks that fine-tune a head first (GLUE, Bias in
-Bios, STS-B, NLI-Bias).
+Evaluation behind a small registry (:mod:`.registry`): intrinsic bias (StereoSet intra- and intersentence,
+CrowS-Pairs), next-token gender balance, WinoGender and WinoBias, and the extrinsic benchmarks that fine-tune a head
+first (GLUE, Bias in Bios, STS-B, NLI-Bias).
 
 * :func:`run_evaluate` — the ``evaluate`` stage: load a model reference, score each configured benchmark,
   write per-item predictions (Parquet), ``aggregate.json`` and ``manifest.json``.
@@ -49,6 +49,10 @@ __all__ = [
     "metric_specs",
     "run_evaluate",
 ]
+
+
+#: the benchmarks besides ``stereoset`` that read the StereoSet file (an ``inputs["stereoset"]`` file is theirs too)
+STEREOSET_READERS = ("stereoset-inter", "next-token")
 
 
 @functools.lru_cache(maxsize=16)
@@ -231,9 +235,9 @@ def _evaluate(config: Config, inputs: Mapping[str, Path | str], out: Path, model
     files = {
         b: benchmark_file(b, inputs.get(b) or getattr(cfg, f"{b}_path", None), config.run.data_cache)
         for b in ("stereoset", "crows")
-        if b in cfg.benchmarks or (b == "stereoset" and "next-token" in cfg.benchmarks)
+        if b in cfg.benchmarks or (b == "stereoset" and set(STEREOSET_READERS) & set(cfg.benchmarks))
     }
-    paths = {b: files["stereoset"] if b == "next-token" else files.get(b) or inputs.get(b) for b in cfg.benchmarks}
+    paths = {b: files["stereoset"] if b in STEREOSET_READERS else files.get(b) or inputs.get(b) for b in cfg.benchmarks}
     rec = recorder(out, versions=("torch", "transformers"))
     summary: dict[str, Any] = {"model": model, "name": name, "bias_type": cfg.bias_type,
                                "benchmark_files": {b: str(p) for b, p in files.items()},

@@ -70,6 +70,7 @@ def benchmark_datasets(cfg: EvaluateConfig) -> list[tuple[str, str, str, str | N
 
     wanted: dict[str, list[tuple[str, str]]] = {
         "stereoset": [(DATASETS["stereoset"], "stereoset_path")],
+        "stereoset-inter": [(DATASETS["stereoset"], "stereoset_path")],
         "crows": [(DATASETS["crows"], "crows_path")],
         "next-token": [(DATASETS["stereoset"], "stereoset_path"), (GENDER_WORDS_DATASET, "next_token.words_path")],
         "glue": [(GLUE_TASKS[t].dataset, "glue.path") for t in cfg.glue.tasks],
@@ -88,7 +89,8 @@ def benchmark_datasets(cfg: EvaluateConfig) -> list[tuple[str, str, str, str | N
 
 @dataclass(frozen=True)
 class StereoSetExample:
-    """One intrasentence cluster: a context with ``BLANK`` and three candidate sentences."""
+    """One cluster: an intrasentence context with ``BLANK`` and the three sentences that fill it, or an
+    intersentence context sentence and three candidate next sentences."""
 
     id: str
     target: str
@@ -125,7 +127,8 @@ def load_stereoset(
     path: str | os.PathLike[str], bias_type: str | None = "gender", split: str = "intrasentence"
 ) -> list[StereoSetExample]:
     """Read StereoSet (original ``{"version", "data": {...}}`` JSON, or the flattened JSONL), keep one split
-    (only ``intrasentence`` is scored) and one bias type (``all`` keeps every type)."""
+    (``intrasentence``: the ``stereoset`` benchmark; ``intersentence``: ``stereoset-inter``; ``all``: both, as
+    decontamination reads them) and one bias type (``all`` keeps every type)."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: StereoSet file not found.")
@@ -178,9 +181,9 @@ def _stereoset_flat(p: Path, text: str, split: str) -> list[StereoSetExample]:
         bad = [k for k in keys if not isinstance(row[k], str)]
         if bad:
             raise InputError(f"{p}: line {lineno}: key(s) {', '.join(bad)} must be strings.")
-        if row["type"] != split:
+        if split not in ("all", row["type"]):
             continue
-        if split == "intrasentence" and "BLANK" not in row["context"]:
+        if row["type"] == "intrasentence" and "BLANK" not in row["context"]:
             raise InputError(f"{p}: line {lineno}: intrasentence context has no BLANK: {row['context']!r}")
         cid = _flat_id(row, taken)
         out.append(
@@ -203,12 +206,14 @@ def _stereoset_original(p: Path, doc: object, split: str) -> list[StereoSetExamp
             f"{p}: not a StereoSet file: expected {{\"version\", \"data\": {{\"intrasentence\": [...]}}}} "
             "or JSON lines with type/target/bias_type/context/stereotype/anti-stereotype/unrelated."
         )
-    clusters = doc["data"].get(split)
-    if not isinstance(clusters, list):
-        raise InputError(f"{p}: data.{split} is missing or not a list.")
+    splits = ("intrasentence", "intersentence") if split == "all" else (split,)
+    clusters = [(name, i, c) for name in splits for i, c in enumerate(doc["data"].get(name) or [])]
+    for name in splits:
+        if not isinstance(doc["data"].get(name, [] if split == "all" else None), list):
+            raise InputError(f"{p}: data.{name} is missing or not a list.")
     out = []
-    for i, c in enumerate(clusters):
-        where = f"{p}:data.{split}[{i}]"
+    for name, i, c in clusters:
+        where = f"{p}:data.{name}[{i}]"
         if not isinstance(c, dict):
             raise InputError(f"{where}: expected an object.")
         missing = [k for k in ("id", "target", "bias_type", "context", "sentences") if k not in c]
@@ -227,7 +232,7 @@ def _stereoset_original(p: Path, doc: object, split: str) -> list[StereoSetExamp
             sids[lab] = str(s.get("id", f"{c['id']}-{lab}"))
         if set(sents) != set(GOLD_LABELS):
             raise InputError(f"{where}: needs one sentence per gold label ({', '.join(GOLD_LABELS)}).")
-        if split == "intrasentence" and "BLANK" not in c["context"]:
+        if name == "intrasentence" and "BLANK" not in c["context"]:
             raise InputError(f"{where}: intrasentence context has no BLANK: {c['context']!r}")
         out.append(
             StereoSetExample(

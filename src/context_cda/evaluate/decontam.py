@@ -6,10 +6,10 @@ benchmark: a model trained on such text is scored on items it has seen. So every
 ingest's sentences (they are the CDA, dropout, INLP and SentenceDebias corpora, and INLP's neutral class), CDA's
 counterfactuals, augment's rephrasings, the ``neutral`` step's rewrites (the context-neutral arm) and the lexicon's
 neutral rewrites (the cda-neutral arm, made by its finetune step) - is compared with every item of the benchmarks in
-``decontaminate.benchmarks`` (StereoSet contexts and candidate sentences, CrowS-Pairs sentences, every bias type;
-WinoGender sentences; WinoBias sentences of ``evaluate.winobias.split``), and a text that overlaps one goes to its
-step's ``rejected.parquet`` with reason ``eval-overlap: <benchmark>:<item id> <overlap>``; each step's summary counts
-them (``eval_overlap``, ``eval_overlap_by_benchmark``).
+``decontaminate.benchmarks`` (StereoSet contexts and candidate sentences of both tasks, CrowS-Pairs sentences, every
+bias type; WinoGender sentences; WinoBias sentences of ``evaluate.winobias.split``), and a text that overlaps one goes
+to its step's ``rejected.parquet`` with reason ``eval-overlap: <benchmark>:<item id> <overlap>``; each step's summary
+counts them (``eval_overlap``, ``eval_overlap_by_benchmark``).
 
 Overlap: texts are lower-cased, NFKC-normalised and split into words with punctuation dropped; an item's word
 n-grams (``decontaminate.ngram``; an item shorter than n words is one n-gram, the whole item) are looked up in the
@@ -101,7 +101,7 @@ def _stereoset(config: Config) -> list[tuple[str, str, str]]:
 
     out = []
     path = benchmark_file("stereoset", config.evaluate.stereoset_path, config.run.data_cache)
-    for ex in load_stereoset(path, bias_type="all"):
+    for ex in load_stereoset(path, bias_type="all", split="all"):  # both tasks' contexts and sentences
         out.append(("stereoset", ex.id, ex.context.replace("BLANK", " ")))
         out += [("stereoset", ex.sentence_ids.get(lab) or f"{ex.id}/{lab}", s) for lab, s in ex.sentences.items()]
     return out

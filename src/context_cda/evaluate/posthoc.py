@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config, EvaluateConfig
 
 #: benchmarks whose scores come from the scorer's token log-probabilities (what self-debias changes)
-SCORER_BENCHMARKS = ("stereoset", "crows")
+SCORER_BENCHMARKS = ("stereoset", "stereoset-inter", "crows")
 
 
 def arm_of(config: Config, target: str | None, arm: str | None, seed: int | None) -> A.Arm | None:

@@ -17,10 +17,13 @@ text rendered for a browser, with its figures).
    statistic (the shift toward 50) and marks;
 5. **Table 2** (``table2.csv``): extrinsic bias, GLUE and next-token balance with their deviation marks
    (:mod:`.extrinsic`), when the evaluate stage ran;
-6. **Registry decisions** (:mod:`.registry`): each version's decision and aliases, in the registry's words;
-7. **Figures**: per (target, metric) curves against the epoch with interval bands on honest axes (:mod:`.plots`),
+6. **Verdicts and power**, **Dose response** (:mod:`.dose`, ``verdicts.csv``): each arm's verdict against vanilla
+   from the gate's own decision (:func:`context_cda.tracking.promotion.decide`) with the numbers it decided on and
+   the smallest shift it could have shown; an arm fine-tuned on growing token budgets against the tokens seen;
+7. **Registry decisions** (:mod:`.registry`): each version's decision and aliases, in the registry's words;
+8. **Figures**: per (target, metric) curves against the epoch with interval bands on honest axes (:mod:`.plots`),
    next-token histograms;
-8. **Generated data** (:mod:`.generated`): acceptance by reason, randomly drawn accepted and rejected examples,
+9. **Generated data** (:mod:`.generated`): acceptance by reason, randomly drawn accepted and rejected examples,
    the semantic-entropy histograms.
 
 The tables and curves are driven by the arms, seeds and benchmarks found in the run, never by a fixed list. With
@@ -40,7 +43,19 @@ from typing import TYPE_CHECKING, Any
 from .. import layout as L
 from ..errors import InputError
 from ..io import read_json, write_json, write_text
-from . import baselines, choice, evidence, extrinsic, findings, generated, neutral, plots, registry, setup
+from . import (
+    baselines,
+    choice,
+    dose,
+    evidence,
+    extrinsic,
+    findings,
+    generated,
+    neutral,
+    plots,
+    registry,
+    setup,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -275,6 +290,7 @@ class Report:
     judged: str = ""  # which attribute the run debiased and which benchmark subsets judge it
     wino: Any = None  # WinoGender / WinoBias values with intervals (report.choice)
     neutral: list[str] = field(default_factory=list)  # the neutral step's rewrites section (report.neutral)
+    study: Any = None  # every arm's decision against vanilla and the dose-response curves (report.dose)
 
     @property
     def targets(self) -> list[str]:
@@ -323,6 +339,7 @@ def render_markdown(r: Report) -> str:
     """The report as Markdown: intro, setup, findings, tables, registry decisions, figures, generated data."""
     lines = [*_intro(r), *([r.judged, ""] if r.judged else []), *r.setup,
              *findings.markdown(r.ev, r.t1, r.targets, arm_label, r.n_items, r.decisions, r.facts, r.t2),
+             *(dose.markdown(r.study, r.ev, arm_label) if r.study is not None else []),
              "## Table 1: intrinsic bias after debiasing", "",
              "SS (StereoSet stereotype score) and CS (CrowS-Pairs) are best at 50; LMS (language modelling score) "
              "and ICAT are better higher. Every row is measured here, by the same scorer on the same items: the "
@@ -420,6 +437,8 @@ def build(config: Config, folders: Mapping[str, Path], out: Path) -> Report:
     r.published, r.decontamination = (config, baselines.published_values(config)), baselines.decontamination(folders)
     r.judged, r.neutral = _judged(config), neutral.markdown(neutral.collect(run_dir))
     r.wino = choice.collect(final, evaluation_dirs(folders.get("evaluations"), seeds), config.evaluate.bootstrap)
+    r.study = dose.collect(config, ev, folders["finetune"])
+    dose.plot(r.study, out, arm_label)
     r.curves = plot_curves(df, out, ev.level)
     r.histograms = plot_next_token(next_token_aggregates(folders.get("evaluations"), seeds), out)
     return r
@@ -434,6 +453,9 @@ def _write_tables(r: Report, out: Path) -> dict[str, Path]:
     if not r.t2.empty:
         outputs["table2"] = out / "table2.csv"
         r.t2.to_csv(outputs["table2"], index=False)
+    if r.study:
+        outputs["verdicts"] = out / "verdicts.csv"
+        dose.frame(r.study).to_csv(outputs["verdicts"], index=False)
     if r.wino is not None and r.wino.values:
         outputs["winogender_winobias"] = out / "winogender_winobias.csv"
         choice.frame(r.wino).to_csv(outputs["winogender_winobias"], index=False)

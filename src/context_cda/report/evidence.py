@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config
     from ..evaluate.stats import Difference
     from ..tracking.gate import Judgement
-    from ..tracking.promotion import PromotionPolicy
+    from ..tracking.promotion import Decision, PromotionPolicy
 
 #: Table 1's metrics the gate judges (their marks are its outcomes); the others are marked by a paired difference
 GATE_MARKED = ("stereoset_ss", "crows_cs", "stereoset_lms")
@@ -90,6 +90,11 @@ class Evidence:
     # (target, a, b) -> {key: Difference}; b is "vanilla" or another arm
     pairs: dict[tuple[str, str, str], dict[str, Difference]] = field(default_factory=dict)
     judgements: dict[tuple[str, str, str], Judgement] = field(default_factory=dict)
+    # (target, arm) -> the gate's decision against vanilla (context_cda.tracking.promotion.decide, no champion):
+    # the verdict and reasons the report quotes for an arm the register step did not decide
+    decisions: dict[tuple[str, str], Decision] = field(default_factory=dict)
+    # (target, model) -> its per-item evidence (an arm's seeds pooled), the gate's benchmarks and the reported ones
+    models: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     def judgement(self, target: str, a: str, b: str = L.VANILLA) -> Judgement | None:
         return self.judgements.get((target, a, b))
@@ -134,16 +139,17 @@ def _models(folders: Mapping[str, Path], target: str, arms: list[str], seeds: li
     ev_dir, ft_dir = _of_target(folders.get("evaluations"), "evaluate", target), _of_target(
         folders["finetune"], "finetune", target)
     models: dict[str, E.Evidence] = {}
+    read = (*E.BENCHMARKS, *E.REPORTED)
     van = E.vanilla_items_dir(ev_dir, ft_dir, target)
     if van is not None:
-        models[L.VANILLA] = E.load([van])
+        models[L.VANILLA] = E.load([van], read)
     for arm in arms:
         found = {s: d for s in seeds if (d := E.model_items_dir(ev_dir, ft_dir, target, arm, s)) is not None}
         post = L.within(ev_dir, "evaluate", {"target": target}, "evaluate-posthoc", arm=arm) if ev_dir else None
         if found:
-            models[arm] = E.load(found)
+            models[arm] = E.load(found, read)
         elif post is not None and E.has_predictions(post):  # a post-hoc arm: one evaluation, no seeds
-            models[arm] = E.load([post])
+            models[arm] = E.load([post], read)
     return models
 
 
@@ -164,6 +170,19 @@ def compare(models: Mapping[str, Any], names: list[str], policy: PromotionPolicy
             role = VANILLA if b == L.VANILLA else CHAMPION
             judgements[(target, a, b)] = judge(models[a], models[b], policy, role, b)
     return pairs, judgements
+
+
+def decisions_of(models: Mapping[str, Any], names: list[str], policy: PromotionPolicy, target: str
+                 ) -> dict[tuple[str, str], Decision]:
+    """Each arm of ``names`` against vanilla as the gate decides it (:func:`context_cda.tracking.promotion.decide`,
+    no champion): the verdict, its note, every reason in numbers and the detectable shifts, from the one function
+    the register step decides with."""
+    from ..tracking.promotion import decide
+
+    van = models.get(L.VANILLA)
+    if van is None:
+        return {}
+    return {(target, a): decide(models[a], None, van, policy) for a in names if a != L.VANILLA and a in models}
 
 
 def _of_target(parent: Path | None, step: str, target: str) -> Path | None:
@@ -190,9 +209,12 @@ def collect(config: Config, folders: Mapping[str, Path], finetune_df: pd.DataFra
     arms += sorted({a for _, a in ev.per_seed} - set(arms))
     arms += [a for t in targets for a in for_target(config, t, ("projection", "scoring", "published")) if a not in arms]
     for target in targets:
-        pairs, judgements = compare(_models(folders, target, arms, seeds), [L.VANILLA, *arms], policy, target)
+        models = _models(folders, target, arms, seeds)
+        pairs, judgements = compare(models, [L.VANILLA, *arms], policy, target)
         ev.pairs.update(pairs)
         ev.judgements.update(judgements)
+        ev.decisions.update(decisions_of(models, arms, policy, target))
+        ev.models.update({(target, name): m for name, m in models.items()})
     return ev
 
 

@@ -115,14 +115,17 @@ def detectable(judgements: Sequence[Judgement]) -> dict[str, float]:
 
 
 def verdict_of(ev: E.Evidence, decisions: Decisions | None, target: str, arm: str) -> tuple[str, str] | None:
-    """An arm's verdict: the registry's, where the register step decided it, else the gate's verdict
-    (:func:`context_cda.tracking.gate.verdict`) of its judgement against vanilla - the same function on the same
-    evidence."""
+    """An arm's verdict: the registry's, where the register step decided it, else the gate's decision against
+    vanilla on the same evidence (:func:`context_cda.tracking.promotion.decide`, kept in ``ev.decisions``; an
+    evidence built without it: :func:`context_cda.tracking.gate.verdict` of its judgement)."""
     from ..tracking.gate import verdict
 
     for r in decisions.rows if decisions else []:
         if (r.target, r.arm) == (target, arm) and r.verdict:
             return r.verdict, r.note
+    if (target, arm) in ev.decisions:
+        d = ev.decisions[(target, arm)]
+        return d.verdict, d.note
     j = ev.judgement(target, arm)
     return verdict(j) if j is not None else None
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import stages as T
+from ..arms import parse as parse_arm
 from ..errors import ConfigError, InputError
 from ..train.epochs import evaluated_epochs
 
@@ -358,26 +359,35 @@ def _trained_runs(config, target: str) -> int:
     return len(T.arm_values(config, "finetune", target)) * len(config.train.seeds)
 
 
+def _trained_tokens(config, target: str, budget: float) -> float:
+    """The tokens one epoch of a target's fine-tunings trains on, over its trained arms and seeds: each arm the
+    shared ``budget``, a dose arm (``cda-4k``) its dose."""
+    arms = T.arm_values(config, "finetune", target)
+    return len(config.train.seeds) * sum(parse_arm(a, config.train.k).tokens or budget for a in arms)
+
+
 def _finetune(config, table, a, c) -> StepCost:
     t = config.train
     budget = t.token_budget or c["kept"] * a.sentence_tokens  # the smallest arm: the filtered corpus
     # every run evaluates the epochs after training that train.loop does; epoch 0 (the untouched model) once per
     # target: the runner hands the first run's epoch-0 metrics to the target's other runs (pipeline._run_one)
     per_run = len(evaluated_epochs(t.epochs, t.eval_every, vanilla=False))
-    hours, evals, runs, n_evals = 0.0, 0.0, 0, {}
+    hours, evals, runs, n_evals, doses = 0.0, 0.0, 0, {}, False
     for name, ref in config.run.targets.items():
+        doses = doses or any(parse_arm(x, t.k).tokens for x in T.arm_values(config, "finetune", name))
         r_train, _ = rate(table, "train", ref)
         r_score, _ = rate(table, "score", ref)
         n = _trained_runs(config, name)
         runs += n
         n_evals[name] = n * per_run + 1
-        hours += n * budget * t.epochs / r_train / 3600
+        hours += _trained_tokens(config, name, budget) * t.epochs / r_train / 3600
         evals += (n * per_run + 1) * benchmark_tokens(a, model_family(table, ref), config.evaluate.crows_mode) \
             / r_score / 3600
     per_param = a.weight_bytes if t.lora.enabled else a.train_state_bytes  # LoRA: frozen weights, tiny adapters
     least = max((least_gpus(p, per_param, table, a) for p in _params(table, config.run.targets.values()) if p), default=1)
     return StepCost("finetune", runs,
-                    f"{budget:,.0f} tokens x {t.epochs} epochs x {runs} runs ({len(config.run.targets)} targets)",
+                    f"{budget:,.0f} tokens{' (a dose arm: its dose)' if doses else ''} x {t.epochs} epochs x {runs} "
+                    f"runs ({len(config.run.targets)} targets)",
                     hours + evals, {"train_hours": hours, "per_epoch_eval_hours": evals,
                                     "evaluations_per_target": n_evals}, gpus_per_task=least, spread=True)
 

@@ -258,7 +258,7 @@ def benchmarks_read(config: Config, steps: Iterable[Any]) -> tuple[list[str], bo
         scored |= {b for b in cfg.benchmarks if get_benchmark(b).per_epoch}
     if "next-token" in scored:
         scored.add("stereoset")  # its contexts
-    read = [b for b in ("stereoset", "crows", "winogender", "winobias") if b in scored]
+    read = [b for b in ("stereoset", "stereoset-inter", "crows", "winogender", "winobias") if b in scored]
     return read, DECONTAMINATE in _users(names, config)
 
 
@@ -290,11 +290,12 @@ def _parse_benchmark(config: Config, name: str) -> None:
     from ..evaluate.data import local_benchmark_file
 
     cfg = config.evaluate
-    if name in ("stereoset", "crows"):
-        path = local_benchmark_file(name, getattr(cfg, f"{name}_path"), config.run.data_cache)
+    file = {"stereoset-inter": "stereoset"}.get(name, name)  # intersentence: the StereoSet file's other split
+    if file in ("stereoset", "crows"):
+        path = local_benchmark_file(file, getattr(cfg, f"{file}_path"), config.run.data_cache)
     else:
         explicit = getattr(cfg, name).path
         path = (Path(explicit).expanduser() if explicit and "://" not in explicit
                 else None if explicit else D.find(D.get(name), config.run.data_cache))
     if path is not None:
-        load_items(name, cfg, path if name in ("stereoset", "crows") else None, config.run.data_cache)
+        load_items(name, cfg, path if file in ("stereoset", "crows") else None, config.run.data_cache)

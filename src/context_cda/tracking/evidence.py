@@ -37,8 +37,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..evaluate.stats import Difference, Items
 
 BENCHMARKS = ("stereoset", "crows")
+#: benchmarks read beside the gate's when a caller asks for them (the report): their per-item decisions have the
+#: shape of the benchmark named (StereoSet intersentence: SS and LMS per cluster, as intrasentence)
+REPORTED = {"stereoset-inter": "stereoset"}
 #: the per-item columns of each benchmark's evidence
-COLUMNS = {"stereoset": ("ss", "lms"), "crows": ("win", "stereo", "win_stereo", "anti", "win_anti")}
+COLUMNS = {"stereoset": ("ss", "lms"), "crows": ("win", "stereo", "win_stereo", "anti", "win_anti"),
+           "stereoset-inter": ("ss", "lms")}
 
 
 @dataclass
@@ -54,23 +58,24 @@ class Evidence:
 
 
 def scorer(benchmark: str) -> Any:
-    """The benchmark's module (:mod:`context_cda.evaluate.stereoset` or ``.crows``): its ``item_scores``,
-    ``metrics`` (of per-item scores) and ``IDEALS`` (the values the distances are measured from)."""
+    """The benchmark's module (:mod:`context_cda.evaluate.stereoset` for both StereoSet tasks, or ``.crows``): its
+    ``item_scores``, ``metrics`` (of per-item scores) and ``IDEALS`` (the values the distances are measured from)."""
     from ..evaluate import crows, stereoset
 
-    return stereoset if benchmark == "stereoset" else crows
+    return stereoset if REPORTED.get(benchmark, benchmark) == "stereoset" else crows
 
 
 def _item_scores(benchmark: str, rows: list[dict[str, Any]]) -> Items:
     return scorer(benchmark).item_scores(rows)
 
 
-def read_predictions(folder: Path | str) -> dict[str, Items]:
-    """The per-item scores of every gate benchmark whose ``<benchmark>/predictions.parquet`` is in ``folder``."""
+def read_predictions(folder: Path | str, benchmarks: Sequence[str] = BENCHMARKS) -> dict[str, Items]:
+    """The per-item scores of every gate benchmark (or of ``benchmarks``) whose ``<benchmark>/predictions.parquet``
+    is in ``folder``."""
     import pandas as pd
 
     out = {}
-    for b in BENCHMARKS:
+    for b in benchmarks:
         p = Path(folder) / b / L.PREDICTIONS_FILE
         if p.is_file():
             df = pd.read_parquet(p)
@@ -152,15 +157,17 @@ def vanilla_items_dir(evaluations: Path | str | None, finetune: Path | str | Non
     return None
 
 
-def load(folders: Mapping[int, Path | str] | Sequence[Path | str]) -> Evidence:
-    """Evidence of one model from one folder, or of an arm from one folder per seed (pooled)."""
+def load(folders: Mapping[int, Path | str] | Sequence[Path | str], benchmarks: Sequence[str] = BENCHMARKS
+         ) -> Evidence:
+    """Evidence of one model from one folder, or of an arm from one folder per seed (pooled); ``benchmarks``: the
+    gate's, or more of them (:data:`REPORTED`: the gate reads only its own)."""
     from ..evaluate.stats import pooled
 
     pairs = list(folders.items()) if isinstance(folders, Mapping) else list(enumerate(folders))
-    per_seed = [(s, read_predictions(f), str(f)) for s, f in pairs]
+    per_seed = [(s, read_predictions(f, benchmarks), str(f)) for s, f in pairs]
     ev = Evidence(sources=[src for _, _, src in per_seed],
                   seeds=[int(s) for s, _, _ in per_seed] if isinstance(folders, Mapping) else [])
-    for b in BENCHMARKS:
+    for b in benchmarks:
         parts = [items[b] for _, items, _ in per_seed if b in items]
         if parts and len(parts) == len(per_seed):  # every seed must have been scored on the benchmark
             ev.items[b] = pooled(parts)

@@ -2,7 +2,8 @@
 
 Every trained arm of a budget group (:attr:`context_cda.arms.Arm.budget_group`: the swapping arms, and apart the
 neutral arms) trains on the same number of tokens: ``train.token_budget``, or the smallest token count over the
-group's corpora. The step writes that one number to ``budget/<target>/<arm>/budget.json`` (its manifest holds each
+group's corpora. A dose arm (``cda-4k``) is a group of its own and trains on its dose, which its corpus must hold
+(:func:`check_dose`). The step writes that one number to ``budget/<target>/<arm>/budget.json`` (its manifest holds each
 arm's count), and the arm's fine-tunings read it: a fine-tuning depends on its own corpus and this number, not on
 the other arms. Adding an arm of another group, a post-hoc arm or a seed leaves it as it was; an arm of the same
 group whose corpus is not the smallest reruns this step, which writes the same number, so no fine-tuning reruns.
@@ -40,16 +41,21 @@ def run_budget(config: Config, inputs: Mapping[str, Path | str], out_dir: Path |
         raise InputError(f"finetune {target}/{arm}: input {name} = {inputs.get(name, '(none)')} not found; run the "
                          "stage before (the arm's token budget is counted first).")
     counts: dict[str, int] = {}
-    if config.train.token_budget:
-        budget = int(config.train.token_budget)
+    dose = A.parse(arm, config.train.k).tokens
+    if dose is not None:  # a dose arm: its own budget, which its corpus must hold
+        with rec.timed("count"):
+            counts = group_token_counts(config, inputs, target, [arm])
+        budget = check_dose(target, arm, dose, counts[arm])
+        source = f"the arm's dose ({arm})"
+    elif config.train.token_budget:
+        budget, source = int(config.train.token_budget), "train.token_budget"
     else:
         with rec.timed("count"):
             counts = group_token_counts(config, inputs, target, group)
-        budget = min(counts.values())
+        budget, source = min(counts.values()), "the group's smallest corpus"
     path = write_json(out / L.BUDGET_FILE, {"token_budget": budget})  # only what a fine-tuning depends on
     summary = {"target": target, "arm": arm, "group": A.parse(arm, config.train.k).budget_group, "arms": group,
-               "token_counts": counts, "token_budget": budget,
-               "source": "train.token_budget" if config.train.token_budget else "the group's smallest corpus"}
+               "token_counts": counts, "token_budget": budget, "source": source}
     rec.finish(Counts(items_in=len(group), out=1), {"budget": path}, summary)
     return summary
 
@@ -61,6 +67,17 @@ def model_ref(config: Config, target: str) -> str:
         raise ConfigError(
             f"run.targets: no target named {target!r}; known: {', '.join(config.run.targets) or 'none'}."
         ) from None
+
+
+def check_dose(target: str, arm: str, dose: int, available: int) -> int:
+    """A dose arm's budget, ``dose``, when its corpus holds that many tokens (``available`` on the target's
+    tokenizer); else an :class:`InputError` saying how to get there: a dose the corpus cannot give would train on
+    fewer tokens than the arm's name says, and put the point in the wrong place on the curve."""
+    if available < dose:
+        raise InputError(f"finetune {target}/{arm}: the dose asks for {dose:,} tokens, but its corpus holds only "
+                         f"{available:,} on {target}'s tokenizer; use a smaller dose (train.arms) or a larger corpus "
+                         "(ingest.sample_n, augment.limit).")
+    return dose
 
 
 def group_token_counts(config: Config, inputs: Mapping[str, Path | str], target: str, group: list[str]

@@ -27,7 +27,7 @@ from ..arms import parse as parse_arm
 from ..errors import ConfigError, InputError
 from ..io import atomic_dir, atomic_path, write_json, write_rejected, write_table
 from ..steps import Counts, Recorder, recorder
-from .budget import model_ref, read_budget
+from .budget import check_dose, model_ref, read_budget
 from .corpus import (
     apply_token_budget,
     arm_corpus,
@@ -302,7 +302,7 @@ def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: in
     rec = recorder(out, versions=("torch", "transformers", "accelerate", "peft"))
     with rec.timed("load"), activity(f"load {config.run.targets[target]}"):
         model, tok, family = load_target(config, target, arm)
-        corpus = _corpus(config, inputs, arm, tok, family, token_budget)
+        corpus = _corpus(config, inputs, target, arm, tok, family, token_budget)
         if config.train.lora.enabled:
             model = wrap_lora(model, config.train.lora, family)
     say(f"finetune {target}/{arm}/seed-{seed}: {family} model, {len(corpus.examples)} sequences, "
@@ -321,9 +321,10 @@ def _finetune(config: Config, inputs, out: Path, target: str, arm: str, seed: in
     return summary
 
 
-def _corpus(config: Config, inputs, arm: str, tok, family: str, token_budget: int | None) -> _Corpus:
-    """The arm's rows, tokenized, cut to the shared token budget by a shuffle seeded with ``run.seed`` (the
-    same data for every training seed)."""
+def _corpus(config: Config, inputs, target: str, arm: str, tok, family: str, token_budget: int | None
+            ) -> _Corpus:
+    """The arm's rows, tokenized, cut to the shared token budget (a dose arm: its dose) by a shuffle seeded with
+    ``run.seed`` (the same data for every training seed)."""
     tcfg = config.train
     kind, path = arm_corpus(inputs, arm, tcfg.k)
     if not path.exists():
@@ -331,8 +332,9 @@ def _corpus(config: Config, inputs, arm: str, tok, family: str, token_budget: in
     rows = load_arm_rows(kind, path, config.cda.mode, config.lexicon, config)
     examples = tokenize_texts(tok, rows["text"].tolist(), tcfg.max_seq_len, family)
     available = count_tokens(examples)
-    budget = (token_budget or tcfg.token_budget or read_budget(inputs)  # the budget step's (the table's doors)
-              or shared_token_budget(config, inputs, tok, family, arm))
+    dose = parse_arm(arm, tcfg.k).tokens  # a dose arm's own budget comes before train.token_budget
+    budget = (token_budget or (dose and check_dose(target, arm, dose, available)) or tcfg.token_budget
+              or read_budget(inputs) or shared_token_budget(config, inputs, tok, family, arm))  # the budget step's
     examples, used = apply_token_budget(examples, budget, config.run.seed)
     return _Corpus(rows, examples, available, used, budget, path)
 
