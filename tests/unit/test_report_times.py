@@ -42,3 +42,28 @@ def test_no_manifests_no_table(tmp_path):
     bad.mkdir()
     (bad / "manifest.json").write_text(json.dumps({"stage": "x", "timings": {"total": 1.0}, "started": "soon"}))
     assert time_lines(tmp_path) == []
+
+
+def test_the_training_lines_name_every_arm_and_seed_of_the_run(tmp_path):
+    """A fine-tuning's manifest holds the config of its own arm and seed; the setup names the run's."""
+    from context_cda.config import load_config
+    from context_cda.report.setup import training_lines
+
+    cfg = load_config("demo", {"train": {"arms": ["cda", "context-cda", "cda-4k"], "seeds": [13, 14, 15],
+                                         "epochs": 1}})
+    step = tmp_path / "finetune" / "t" / "cda" / "seed-13"
+    step.mkdir(parents=True)
+    (step / "manifest.json").write_text(json.dumps({
+        "stage": "finetune", "config": {"train": {**cfg.train.model_dump(mode="json"), "arms": ["cda"],
+                                                  "seeds": [13]}}}))
+    folders = {"finetune": tmp_path / "finetune"}
+    assert _discovered(folders), "the manifest is where the report looks"
+    lines = training_lines(cfg, folders)
+    assert lines[0] == "- Arms: cda, context-cda, cda-4k (and vanilla, the target untouched, as epoch 0); seeds 13, 14, 15."
+    assert lines[1].startswith("- 1 epoch, batch ")
+
+
+def _discovered(folders: dict) -> list:
+    from context_cda import layout as L
+
+    return list(L.discover(folders["finetune"], "finetune"))

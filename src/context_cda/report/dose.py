@@ -340,9 +340,22 @@ def trend_lines(points: list[Row]) -> list[str]:
         elif reached:
             words += f"; the observed shift reached the detectable shift at {', '.join(_tokens(p) for p in reached)}"
         else:
-            words += "; at no dose did the observed shift reach the detectable shift"
+            words += "; at no dose did the observed shift reach the detectable shift" + _gap(a, b)
         out.append(f"- {words}.")
     return out
+
+
+def _gap(lo: Mapping[str, Any], hi: Mapping[str, Any]) -> str:
+    """How far the observed shift fell short of the detectable one at the smallest and the largest dose: where the
+    shortfall grows, the doses changed more items (in both directions) without a net move toward 50."""
+    d_lo, d_hi = lo.get("detectable_shift"), hi.get("detectable_shift")
+    if d_lo is None or d_hi is None or d_lo != d_lo or d_hi != d_hi:
+        return ""
+    g_lo, g_hi = d_lo - lo["diff"], d_hi - hi["diff"]
+    if g_hi > g_lo:
+        return (f", and it fell further short with the dose ({g_lo:.2f} points at the smallest, {g_hi:.2f} at the "
+                "largest): more tokens changed more items, in both directions, without a net shift toward 50")
+    return f" (it fell short by {g_lo:.2f} points at the smallest dose, {g_hi:.2f} at the largest)"
 
 
 # ------------------------------------------------------------------------------------------------ figure

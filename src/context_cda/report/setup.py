@@ -240,9 +240,10 @@ def training_lines(config: Any, folders: Mapping[str, Path]) -> list[str]:
     tcfg = (_cfg(_manifest(first[1])).get("train") if first else None) or t.model_dump(mode="json")
     lora = tcfg.get("lora") or {}
     return [
-        f"- Arms: {', '.join(tcfg.get('arms', t.arms))} (and vanilla, the target untouched, as epoch 0); "
-        f"seeds {', '.join(map(str, tcfg.get('seeds', t.seeds)))}.",
-        f"- {tcfg.get('epochs')} epochs, batch {tcfg.get('batch_size')} × {tcfg.get('grad_accum')} accumulation, "
+        # the run's arms and seeds: a fine-tuning's manifest holds its own arm and seed only
+        f"- Arms: {', '.join(t.arms)} (and vanilla, the target untouched, as epoch 0); "
+        f"seeds {', '.join(map(str, t.seeds))}.",
+        f"- {tcfg.get('epochs')} epoch{'' if tcfg.get('epochs') == 1 else 's'}, batch {tcfg.get('batch_size')} × {tcfg.get('grad_accum')} accumulation, "
         f"learning rate {tcfg.get('learning_rate')}, sequences cut to {tcfg.get('max_seq_len')} tokens, precision "
         f"{tcfg.get('precision')} (auto: bf16 on a GPU that has it, else fp32), "
         + (f"LoRA r={lora.get('r')}" if lora.get("enabled") else "all weights trained") + ".",
