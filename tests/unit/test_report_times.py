@@ -46,6 +46,7 @@ def test_no_manifests_no_table(tmp_path):
 
 def test_the_training_lines_name_every_arm_and_seed_of_the_run(tmp_path):
     """A fine-tuning's manifest holds the config of its own arm and seed; the setup names the run's."""
+    from context_cda import layout as L
     from context_cda.config import load_config
     from context_cda.report.setup import training_lines
 
@@ -57,13 +58,8 @@ def test_the_training_lines_name_every_arm_and_seed_of_the_run(tmp_path):
         "stage": "finetune", "config": {"train": {**cfg.train.model_dump(mode="json"), "arms": ["cda"],
                                                   "seeds": [13]}}}))
     folders = {"finetune": tmp_path / "finetune"}
-    assert _discovered(folders), "the manifest is where the report looks"
+    assert list(L.discover(folders["finetune"], "finetune")), "the manifest is where the report looks"
     lines = training_lines(cfg, folders)
-    assert lines[0] == "- Arms: cda, context-cda, cda-4k (and vanilla, the target untouched, as epoch 0); seeds 13, 14, 15."
+    assert lines[0] == ("- Arms: cda, context-cda, cda-4k (and vanilla, the target untouched, as epoch 0); "
+                        "seeds 13, 14, 15.")
     assert lines[1].startswith("- 1 epoch, batch ")
-
-
-def _discovered(folders: dict) -> list:
-    from context_cda import layout as L
-
-    return list(L.discover(folders["finetune"], "finetune"))

@@ -243,7 +243,8 @@ def training_lines(config: Any, folders: Mapping[str, Path]) -> list[str]:
         # the run's arms and seeds: a fine-tuning's manifest holds its own arm and seed only
         f"- Arms: {', '.join(t.arms)} (and vanilla, the target untouched, as epoch 0); "
         f"seeds {', '.join(map(str, t.seeds))}.",
-        f"- {tcfg.get('epochs')} epoch{'' if tcfg.get('epochs') == 1 else 's'}, batch {tcfg.get('batch_size')} × {tcfg.get('grad_accum')} accumulation, "
+        f"- {tcfg.get('epochs')} epoch{'' if tcfg.get('epochs') == 1 else 's'}, batch {tcfg.get('batch_size')} × "
+        f"{tcfg.get('grad_accum')} accumulation, "
         f"learning rate {tcfg.get('learning_rate')}, sequences cut to {tcfg.get('max_seq_len')} tokens, precision "
         f"{tcfg.get('precision')} (auto: bf16 on a GPU that has it, else fp32), "
         + (f"LoRA r={lora.get('r')}" if lora.get("enabled") else "all weights trained") + ".",
